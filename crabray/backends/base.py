@@ -1,0 +1,120 @@
+"""The backend interface: one narrow seam that every sandbox implements.
+
+Action libraries are written only against ``Backend``; a task runs unchanged on
+any backend that has what its actions need. Each method's docstring states
+what it raises, and every backend honours that contract (``tests/backends``
+checks each one against the real thing).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from crabray.core.environment import EnvironmentConfig
+
+
+class ExecResult(BaseModel):
+    """What running a command in a sandbox gave."""
+
+    exit_code: int = Field(description="The command's exit status; -1 when it was killed.")
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = Field(default=False, description="True when the timeout killed it.")
+    duration_sec: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0 within its timeout."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Backend(ABC):
+    """A sandbox: a clean place where an agent's actions run.
+
+    Lifecycle: ``start()`` once, then any number of ``reset()`` between
+    episodes, then ``close()``. All paths are sandbox paths (absolute, or
+    relative to the sandbox's working directory).
+
+    Args:
+        config: The environment this sandbox serves; ``config.backend_settings``
+            holds the backend's own options.
+    """
+
+    kind: ClassVar[str]
+    """The registry name of the backend (``local``, ``docker``, ...)."""
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        self.config = config
+
+    @abstractmethod
+    def start(self) -> None:
+        """Create the sandbox in its clean state.
+
+        Raises:
+            SandboxError: The sandbox could not be created.
+        """
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Bring a started sandbox back to exactly its clean state.
+
+        Raises:
+            SandboxError: The sandbox could not be restored; it must not be reused.
+        """
+
+    @abstractmethod
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run a command inside the sandbox and wait for it.
+
+        A string is run by the sandbox's shell (``sh -c``); a list is run as
+        argv. A command that outlives ``timeout_sec`` is killed with its whole
+        process tree and the result has ``timed_out=True`` and ``exit_code=-1``;
+        a non-zero exit is a result, not an error.
+
+        Raises:
+            SandboxError: The sandbox could not run the command at all.
+        """
+
+    @abstractmethod
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` in the sandbox, creating parent directories.
+
+        Raises:
+            SandboxFileError: The path is outside the sandbox or cannot be written.
+        """
+
+    @abstractmethod
+    def get_file(self, path: str) -> bytes:
+        """Read the whole file at ``path`` in the sandbox.
+
+        Raises:
+            SandboxFileError: The path is outside the sandbox, missing, or not a file.
+        """
+
+    def screenshot(self) -> bytes:
+        """A PNG of the sandbox's screen.
+
+        Raises:
+            SandboxError: The sandbox has no screen (the default).
+        """
+        from crabray.core.errors import SandboxError
+
+        raise SandboxError(f"the '{self.kind}' sandbox of '{self.config.name}' has no screen")
+
+    @abstractmethod
+    def close(self) -> None:
+        """Destroy the sandbox and everything it started; calling it twice is harmless."""
+
+    def describe(self) -> dict[str, Any]:
+        """Facts about the sandbox worth recording (host, container id, ...)."""
+        return {"kind": self.kind, "env": self.config.name}

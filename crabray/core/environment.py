@@ -1,0 +1,58 @@
+"""``EnvironmentConfig``: how to make one sandbox and what an agent may do and see there."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from crabray.core.action import Action
+from crabray.core.naming import check_identifier
+
+ROOT_ENV = "root"
+"""Name of the environment that holds submit/complete/fail and local evaluators."""
+
+
+class EnvironmentConfig(BaseModel):
+    """One sandbox an agent acts in: its backend, actions and observations.
+
+    Args:
+        name: Identifier of the environment; qualifies action names when a task
+            has several environments.
+        action_space: Actions the agent may call here.
+        observation_space: Actions run after every step whose results the agent sees.
+        description: Shown to the agent, so it knows what this machine is.
+        reset: Actions run after the sandbox is reset, before task setup.
+        backend: Registry name of the sandbox backend (``local``, ``docker``, ...).
+        backend_settings: The backend's own options (image, limits, host, ...).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    name: str
+    action_space: list[Action] = Field(default_factory=list)
+    observation_space: list[Action] = Field(default_factory=list)
+    description: str = ""
+    reset: list[Action] = Field(default_factory=list)
+    backend: str = "local"
+    backend_settings: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_identifier(cls, value: str) -> str:
+        if value == ROOT_ENV:
+            raise ValueError(f"'{ROOT_ENV}' is reserved for submit/complete/fail")
+        return check_identifier(value, "environment name")
+
+    @field_validator("action_space")
+    @classmethod
+    def _unique_actions(cls, actions: list[Action]) -> list[Action]:
+        names = [a.name for a in actions]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate action names: {', '.join(duplicates)}")
+        return actions
+
+    def action(self, name: str) -> Action | None:
+        """The action of this environment called ``name``, if any."""
+        return next((a for a in self.action_space if a.name == name), None)

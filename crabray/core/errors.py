@@ -1,0 +1,107 @@
+"""The one exception hierarchy of crabray.
+
+Every error a user can see is a ``CrabrayError`` with a message that says what
+went wrong and what to do. Lower-level errors (pydantic, docker, paramiko, Ray)
+are translated at the boundary with ``raise ... from exc``.
+
+::
+
+    CrabrayError
+    ├── ConfigError              bad input: a suite, task file, field (names file, field, reason)
+    │   └── SuiteLoadError       a suite that cannot be imported or parsed
+    ├── ActionError              an action that cannot be built, combined or called
+    │   └── ActionParameterError bad parameters for an action call (names action, parameter)
+    ├── EvaluatorError           an evaluator that raised or returned a non-bool
+    ├── GraphError               an invalid evaluator graph (cycle, several sinks, empty)
+    ├── SandboxError             a sandbox (backend) failed: infrastructure, retried
+    │   └── SandboxTimeoutError  a sandbox operation outlived its timeout
+    ├── SandboxFileError         a file operation was refused or the file is missing:
+    │                            the caller's mistake, a result, never retried
+    ├── AgentError               the agent itself failed (not a bad action call)
+    └── ResultsError             the results dataset cannot be read or written
+"""
+
+from __future__ import annotations
+
+
+class CrabrayError(Exception):
+    """Base class of every error crabray raises on purpose."""
+
+
+class ConfigError(CrabrayError):
+    """Bad input: names the file, the field and the reason.
+
+    Args:
+        reason: What is wrong and, where possible, how to fix it.
+        file: The file the bad input came from, if any.
+        field: The dotted path of the offending field, if any.
+    """
+
+    def __init__(self, reason: str, *, file: str | None = None, field: str | None = None) -> None:
+        self.reason = reason
+        self.file = file
+        self.field = field
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = ": ".join(part for part in (self.file, self.field) if part)
+        return f"{where}: {self.reason}" if where else self.reason
+
+
+class SuiteLoadError(ConfigError):
+    """A suite file that cannot be imported or parsed."""
+
+
+class ActionError(CrabrayError):
+    """An action that cannot be built, combined or run."""
+
+
+class ActionParameterError(ActionError):
+    """An action was called with parameters that do not validate.
+
+    Args:
+        action: The action's name.
+        problems: One ``(parameter, message)`` pair per problem.
+    """
+
+    def __init__(self, action: str, problems: list[tuple[str, str]]) -> None:
+        self.action = action
+        self.problems = problems
+        detail = "; ".join(f"parameter '{param}': {msg}" for param, msg in problems)
+        super().__init__(f"action '{action}' got bad parameters: {detail}")
+
+
+class EvaluatorError(CrabrayError):
+    """An evaluator raised, or returned something other than a bool."""
+
+
+class GraphError(CrabrayError):
+    """An evaluator graph that cannot be evaluated: empty, cyclic, or with several sinks."""
+
+
+class SandboxError(CrabrayError):
+    """A sandbox failed to start, reset, run a command or move a file.
+
+    This is an infrastructure failure: the episode is retried on a fresh
+    environment, never counted against the agent.
+    """
+
+
+class SandboxTimeoutError(SandboxError):
+    """A sandbox operation outlived its timeout."""
+
+
+class SandboxFileError(CrabrayError):
+    """A file operation was refused (outside the sandbox) or failed (missing file).
+
+    Not a ``SandboxError``: the sandbox works, the request was wrong. When an
+    agent's action causes it, it is the agent's action error.
+    """
+
+
+class AgentError(CrabrayError):
+    """The agent failed to produce a step (its own fault, not the environment's)."""
+
+
+class ResultsError(CrabrayError):
+    """The results dataset cannot be read or written."""

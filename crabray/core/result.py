@@ -1,0 +1,133 @@
+"""Records an episode produces: one ``EpisodeResult`` per attempt and one ``StepRecord`` per step.
+
+These models cross every boundary (episode job -> driver -> Parquet), so they
+are plain pydantic models of scalars, strings and lists.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class TerminationReason(StrEnum):
+    """Why an episode ended.
+
+    ``env_error`` is an infrastructure failure (the sandbox broke): the episode
+    may be retried as a new attempt. Every other reason is a final result.
+    """
+
+    SUCCESS = "success"
+    AGENT_COMPLETE = "agent_complete"
+    AGENT_FAIL = "agent_fail"
+    MAX_STEPS = "max_steps"
+    TIMEOUT = "timeout"
+    SETUP_ERROR = "setup_error"
+    ACTION_ERROR = "action_error"
+    AGENT_ERROR = "agent_error"
+    ENV_ERROR = "env_error"
+    EVALUATOR_ERROR = "evaluator_error"
+
+    @property
+    def is_infra(self) -> bool:
+        """True when the failure is the infrastructure's, not the agent's: retry it."""
+        return self is TerminationReason.ENV_ERROR
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware in UTC (what every timestamp column holds)."""
+    return datetime.now(UTC)
+
+
+class GraphStats(BaseModel):
+    """Progress of an evaluator graph after a step (CRAB's metrics)."""
+
+    total_nodes: int = Field(description="Number of evaluator nodes in the graph.")
+    passed_nodes: int = Field(description="Nodes that have passed so far.")
+    completeness: float = Field(description="passed_nodes / total_nodes, in [0, 1].")
+    completeness_per_action: float = Field(
+        description="completeness divided by the number of agent actions taken so far."
+    )
+    steps_to_complete: int | None = Field(
+        default=None, description="Agent step at which the sink passed, if it has."
+    )
+    longest_unfinished_path: int = Field(
+        description="Nodes on the longest path of the graph that has not passed yet."
+    )
+    success: bool = Field(description="Whether the sink node has passed.")
+
+
+def new_episode_id() -> str:
+    """A fresh id for one execution of an episode (joins steps to their episode row)."""
+    return uuid.uuid4().hex
+
+
+class StepRecord(BaseModel):
+    """One agent action and what it did: a row of the ``steps`` table."""
+
+    episode_id: str = Field(description="Id of the execution this step belongs to.")
+    run_id: str
+    task_id: str
+    agent: str
+    epoch: int = 0
+    attempt: int = 0
+    step: int = Field(description="0-based index of the agent step.")
+    call_index: int = Field(default=0, description="Index of the call within the step.")
+    env: str = Field(description="Environment the action ran in ('root' for submit etc.).")
+    action: str
+    arguments_json: str = Field(description="The call's arguments as a JSON object.")
+    result: str = Field(default="", description="The action's return value, shortened.")
+    error: str | None = Field(default=None, description="Why the call failed, if it did.")
+    agent_message: str | None = Field(default=None, description="Text the agent gave.")
+    duration_sec: float = 0.0
+    graph_passed_nodes: int = 0
+    graph_total_nodes: int = 0
+    completeness: float = 0.0
+    timestamp: datetime = Field(default_factory=utcnow)
+
+
+class EpisodeResult(BaseModel):
+    """The outcome of one attempt of one agent at one task: a row of the ``episodes`` table."""
+
+    episode_id: str = Field(
+        default_factory=new_episode_id,
+        description="Unique id of this execution; its steps carry the same id.",
+    )
+    run_id: str
+    suite: str
+    task_id: str
+    tags: list[str] = Field(default_factory=list)
+    agent: str
+    model: str | None = None
+    epoch: int = Field(default=0, description="Repetition index of the same task and agent.")
+    attempt: int = Field(default=0, description="Infrastructure retry number, from 0.")
+    termination_reason: TerminationReason
+    success: bool = False
+    score: float = Field(default=0.0, description="Task score in [0, 1].")
+    completeness: float = Field(default=0.0, description="Evaluator-graph completeness.")
+    steps: int = Field(default=0, description="Agent steps taken.")
+    action_errors: int = Field(default=0, description="Agent calls that failed.")
+    tokens_in: int = 0
+    tokens_out: int = 0
+    wall_time_sec: float = 0.0
+    setup_time_sec: float = 0.0
+    node: str | None = Field(default=None, description="Ray node (or host) that ran it.")
+    error: str | None = Field(default=None, description="Error message, if any.")
+    error_type: str | None = Field(default=None, description="Exception type name, if any.")
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        """What identifies the episode across attempts: (run, agent, task, epoch)."""
+        return (self.run_id, self.agent, self.task_id, self.epoch)
+
+
+class EpisodeRecord(BaseModel):
+    """What an episode job returns to the driver: the result and its steps."""
+
+    result: EpisodeResult
+    steps: list[StepRecord] = Field(default_factory=list)

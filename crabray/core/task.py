@@ -1,0 +1,94 @@
+"""``Task``: an instruction, the environments it needs, setup, evaluation and limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from crabray.core.action import Action
+from crabray.core.errors import GraphError
+from crabray.core.evaluator import Evaluator
+from crabray.core.graph import GraphEvaluator
+
+
+class Task(BaseModel):
+    """One task of a benchmark.
+
+    CRAB's field names (``setup_action``, ``teardown_action``, ``extra_action``)
+    are accepted as aliases, so a CRAB task ports by changing its imports.
+
+    Args:
+        id: Unique within the benchmark.
+        description: The instruction the agent gets.
+        environments: Names of the benchmark environments the task uses;
+            empty means the benchmark's default (or all, in multi-env mode).
+        setup: Closed actions run before the agent starts (after reset).
+        teardown: Closed actions run after the episode, whatever its outcome.
+        evaluator: An evaluator, a list of evaluators (a chain), a networkx
+            DAG of evaluators, or a ``GraphEvaluator``.
+        extra_actions: Actions added to the agent's action space for this task
+            (such as ``submit``).
+        max_steps: Step budget; the benchmark's ``step_limit`` when unset.
+        time_limit_sec: Wall-clock budget of the episode, setup included.
+        tags: Labels for filtering and leaderboard breakdowns.
+        metadata: Anything else worth keeping with the task.
+        solution: A reference solution: closed actions the oracle agent replays.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, frozen=True)
+
+    id: str = Field(min_length=1)
+    description: str = Field(min_length=1)
+    environments: list[str] = Field(default_factory=list)
+    setup: list[Action] = Field(default_factory=list, alias="setup_action")
+    teardown: list[Action] = Field(default_factory=list, alias="teardown_action")
+    evaluator: GraphEvaluator
+    extra_actions: list[Action] = Field(default_factory=list, alias="extra_action")
+    max_steps: int | None = Field(default=None, gt=0)
+    time_limit_sec: float | None = Field(default=None, gt=0)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    solution: list[Action] = Field(default_factory=list)
+
+    @field_validator("setup", "teardown", "extra_actions", "solution", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        return [value] if isinstance(value, Action) else value
+
+    @field_validator("setup", "teardown", "solution")
+    @classmethod
+    def _closed(cls, actions: list[Action]) -> list[Action]:
+        for index, act in enumerate(actions):
+            if not act.is_closed:
+                raise ValueError(
+                    f"item {index} ('{act.name}') needs arguments {act.required_parameters}; "
+                    f"bind them, e.g. {act.name}({act.required_parameters[0]}=...)"
+                )
+        return actions
+
+    @field_validator("evaluator", mode="before")
+    @classmethod
+    def _as_graph(cls, value: Any) -> GraphEvaluator:
+        if isinstance(value, GraphEvaluator):
+            return value
+        if not isinstance(value, Evaluator | nx.DiGraph | list | tuple):
+            raise ValueError(
+                "must be an evaluator, a list of evaluators, a networkx DiGraph of "
+                f"evaluators or a GraphEvaluator, not {type(value).__name__}"
+            )
+        try:
+            return GraphEvaluator(value)
+        except GraphError as exc:
+            raise ValueError(str(exc)) from exc
+
+    @property
+    def evaluators(self) -> list[Evaluator]:
+        """Every evaluator node of the task's graph."""
+        return self.evaluator.nodes
+
+    @property
+    def requires_submit(self) -> bool:
+        """Whether any evaluator waits for the agent's submission."""
+        return any(node.require_submit for node in self.evaluators)
