@@ -1,0 +1,91 @@
+"""Shipped evaluators for terminal and file tasks, written against the backend interface.
+
+Bind their arguments where a task declares them, e.g.
+``file_contains(path="notes.txt", text="done")``, and combine them with
+``&``, ``|``, ``~`` or in a graph.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabray.core import evaluator
+from crabray.core.errors import SandboxFileError
+
+
+def _read(env: Any, path: str) -> str | None:
+    try:
+        return env.get_file(path).decode("utf-8", errors="replace")
+    except SandboxFileError:
+        return None
+
+
+@evaluator
+def path_exists(path: str, env: Any) -> bool:
+    """The file or directory exists in the sandbox.
+
+    Args:
+        path: The path to check.
+    """
+    return env.exec(["test", "-e", path]).exit_code == 0
+
+
+@evaluator
+def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
+    """The file's text equals the expected content.
+
+    Args:
+        path: The file.
+        content: The expected text.
+        strip: Ignore leading and trailing white space on both sides.
+    """
+    text = _read(env, path)
+    if text is None:
+        return False
+    return text.strip() == content.strip() if strip else text == content
+
+
+@evaluator
+def file_contains(path: str, text: str, env: Any) -> bool:
+    """The file exists and contains the text.
+
+    Args:
+        path: The file.
+        text: The text to find.
+    """
+    found = _read(env, path)
+    return found is not None and text in found
+
+
+@evaluator
+def command_succeeds(command: str, env: Any) -> bool:
+    """The shell command exits 0 in the sandbox.
+
+    Args:
+        command: The command line.
+    """
+    return env.exec(command, timeout_sec=60).ok
+
+
+@evaluator
+def command_output_contains(command: str, text: str, env: Any) -> bool:
+    """The shell command exits 0 and its standard output contains the text.
+
+    Args:
+        command: The command line.
+        text: The text to find in its output.
+    """
+    result = env.exec(command, timeout_sec=60)
+    return result.ok and text in result.stdout
+
+
+@evaluator(require_submit=True, local=True)
+def submission_equals(expected: str, submission: Any, strip: bool = True) -> bool:
+    """The agent's submitted answer equals the expected one.
+
+    Args:
+        expected: The right answer.
+        strip: Ignore surrounding white space and letter case.
+    """
+    given = str(submission)
+    return given.strip().lower() == expected.strip().lower() if strip else given == expected

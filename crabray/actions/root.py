@@ -1,0 +1,46 @@
+"""Root actions: how the agent ends an episode or hands in an answer.
+
+They act on the episode's root environment, which has no sandbox, by setting
+the shared ``AgentSignals`` the episode loop reads after every step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crabray.core import ROOT_ENV, action
+
+
+@action(env_name=ROOT_ENV)
+def submit(content: str, env: Any) -> str:
+    """Submit the answer the task asks for. Evaluators that wait for a submission run after it.
+
+    Args:
+        content: The answer, as text.
+    """
+    env.signals.submitted = True
+    env.signals.submission = content
+    return "submitted"
+
+
+@action(env_name=ROOT_ENV)
+def complete(env: Any) -> str:
+    """Declare the task done. The episode ends and is evaluated as it stands."""
+    env.signals.completed = True
+    return "completed"
+
+
+@action(env_name=ROOT_ENV)
+def fail(reason: str, env: Any) -> str:
+    """Give up on the task: it cannot be done. The episode ends.
+
+    Args:
+        reason: Why the task cannot be done.
+    """
+    env.signals.failed = True
+    env.signals.reason = reason
+    return "failed"
+
+
+ROOT_ACTIONS = (complete, fail)
+"""Root actions every task offers; ``submit`` is added when the task needs it."""

@@ -1,0 +1,115 @@
+"""The agent protocol: observations in, action calls out.
+
+An agent is created once per episode (or reused after ``reset``). The episode
+gives it a ``TaskBrief`` at reset, then a ``StepInput`` every step, and reads
+back an ``AgentStep``. Everything crossing this seam is a pydantic model, so
+the same agent runs in-process or inside a Ray episode job.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+
+class ActionCall(BaseModel):
+    """One call the agent wants made, by the name it sees in its action space."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str | None = Field(default=None, description="The agent's id for the call, if any.")
+
+
+class CallResult(BaseModel):
+    """What one call of the previous step gave, fed back to the agent."""
+
+    call_id: str | None = None
+    name: str
+    output: str = ""
+    error: str | None = None
+
+
+class Observation(BaseModel):
+    """One observation of one environment, made after a step."""
+
+    env: str
+    name: str
+    content: str = ""
+    image_path: str | None = Field(default=None, description="A screenshot file, if any.")
+
+
+class TaskBrief(BaseModel):
+    """What the agent learns at the start of an episode."""
+
+    task_id: str
+    description: str
+    tools: list[dict[str, Any]] = Field(description="OpenAI tool schemas, by call name.")
+    environments: dict[str, str] = Field(description="Environment name -> its description.")
+    max_steps: int
+    solution: list[ActionCall] | None = Field(
+        default=None,
+        description="The task's reference solution; only scripted baselines may read it.",
+    )
+
+
+class StepInput(BaseModel):
+    """What the agent sees at one step: fresh observations and its last calls' results."""
+
+    step: int
+    observations: list[Observation] = Field(default_factory=list)
+    results: list[CallResult] = Field(default_factory=list)
+
+
+class AgentStep(BaseModel):
+    """The agent's move: calls to make, and any text it produced."""
+
+    calls: list[ActionCall] = Field(default_factory=list)
+    message: str | None = None
+
+
+class AgentUsage(BaseModel):
+    """Model usage of an agent over one episode."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    model_calls: int = 0
+
+
+class AgentSpec(BaseModel):
+    """How to build an agent: what the driver sends to episode jobs.
+
+    Args:
+        name: The agent's name in results (``oracle``, ``noop``, or a configured name).
+        kind: The registry name of the agent class.
+        model: The model it uses, if any.
+        settings: The agent kind's own options.
+    """
+
+    name: str
+    kind: str
+    model: str | None = None
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class Agent(ABC):
+    """A policy acting in a task's environments."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec = spec
+        self.usage = AgentUsage()
+
+    @abstractmethod
+    def reset(self, brief: TaskBrief) -> None:
+        """Start a new episode; forget the previous one."""
+
+    @abstractmethod
+    def step(self, observed: StepInput) -> AgentStep:
+        """Decide the next calls.
+
+        Raises:
+            AgentError: The agent could not decide (its own failure, recorded).
+        """

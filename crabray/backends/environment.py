@@ -1,0 +1,85 @@
+"""``Environment``: what an action receives as ``env`` during an episode.
+
+It names one sandbox of the episode and forwards the backend interface to it,
+so action libraries see the same object whether the sandbox lives in this
+process or behind a Ray actor on another node. The root environment has no
+sandbox; it carries the agent's signals (submit, complete, fail), which all
+environments of an episode share.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from crabray.backends.base import Backend, ExecResult
+from crabray.core.errors import SandboxError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AgentSignals:
+    """What the agent declared through the root actions during an episode."""
+
+    submitted: bool = False
+    submission: Any = None
+    completed: bool = False
+    failed: bool = False
+    reason: str | None = None
+
+
+class Environment:
+    """One named environment of a running episode.
+
+    Args:
+        name: The environment's name (``root`` for the sandbox-less root).
+        backend: The sandbox, or ``None`` for the root environment.
+        signals: The episode's shared agent signals.
+    """
+
+    def __init__(self, name: str, backend: Backend | None, signals: AgentSignals) -> None:
+        self.name = name
+        self._backend = backend
+        self.signals = signals
+
+    @property
+    def backend(self) -> Backend:
+        """The sandbox behind this environment.
+
+        Raises:
+            SandboxError: This is the root environment, which has none.
+        """
+        if self._backend is None:
+            raise SandboxError(
+                f"environment '{self.name}' has no sandbox: an action that runs commands or "
+                "touches files must not be declared local=True"
+            )
+        return self._backend
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run a command in the sandbox (see ``Backend.exec``)."""
+        return self.backend.exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
+
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write a file in the sandbox (see ``Backend.put_file``)."""
+        self.backend.put_file(path, data)
+
+    def get_file(self, path: str) -> bytes:
+        """Read a file from the sandbox (see ``Backend.get_file``)."""
+        return self.backend.get_file(path)
+
+    def screenshot(self) -> bytes:
+        """A PNG of the sandbox's screen (see ``Backend.screenshot``)."""
+        return self.backend.screenshot()
+
+    def __repr__(self) -> str:
+        return f"Environment({self.name!r})"

@@ -1,0 +1,361 @@
+"""One episode, in-process: setup, then observe -> agent -> actions -> evaluate, then a result.
+
+This is what the cluster distributes: it knows nothing of Ray. Its sandboxes
+arrive as started, clean ``Backend`` objects (local ones, or proxies to Ray
+actors). No ordinary error escapes: each ends the episode with a termination
+reason and the error on the result, and the result is always produced.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from crabray.actions.root import ROOT_ACTIONS, submit
+from crabray.agents.base import (
+    ActionCall,
+    Agent,
+    AgentStep,
+    CallResult,
+    Observation,
+    StepInput,
+    TaskBrief,
+)
+from crabray.backends.base import Backend
+from crabray.backends.environment import AgentSignals, Environment
+from crabray.core import ROOT_ENV, Action, BenchmarkConfig, BoundAction, Evaluator, Task
+from crabray.core.errors import (
+    ActionError,
+    AgentError,
+    ConfigError,
+    CrabrayError,
+    EvaluatorError,
+    SandboxError,
+    SandboxFileError,
+)
+from crabray.core.graph import GraphProgress
+from crabray.core.result import (
+    EpisodeRecord,
+    EpisodeResult,
+    GraphStats,
+    StepRecord,
+    TerminationReason,
+    utcnow,
+)
+
+logger = logging.getLogger(__name__)
+
+_RESULT_CHARS = 2_000
+DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS = 10
+
+
+class EpisodeSettings(BaseModel):
+    """Who runs the episode and under which limits: what the driver sends with a task."""
+
+    run_id: str
+    suite: str
+    agent: str
+    model: str | None = None
+    epoch: int = 0
+    attempt: int = 0
+    node: str | None = Field(default=None, description="Where it runs; the host name if unset.")
+    max_steps: int | None = Field(default=None, description="Overrides the task's step budget.")
+    max_consecutive_action_errors: int = DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS
+
+
+class _End(Exception):
+    """Ends the episode loop with a termination reason (control flow, never escapes)."""
+
+    def __init__(self, reason: TerminationReason, error: BaseException | None = None) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+        self.error = error
+
+
+def root_actions(task: Task) -> list[Action]:
+    """The root actions of ``task``: complete and fail, and submit when it is needed."""
+    extra_names = {a.name for a in task.extra_actions}
+    needs_submit = task.requires_submit and "submit" not in extra_names
+    return [*ROOT_ACTIONS, submit] if needs_submit else list(ROOT_ACTIONS)
+
+
+def solution_calls(
+    benchmark: BenchmarkConfig, task: Task, space: list[BoundAction]
+) -> list[ActionCall]:
+    """The task's reference solution as the calls an agent would make.
+
+    Raises:
+        ConfigError: A solution step is not in the agent's action space.
+    """
+    calls = []
+    for index, step in enumerate(task.solution):
+        env = benchmark.resolve_env(step, task)
+        match = next((b for b in space if b.env == env and b.action.name == step.name), None)
+        if match is None:
+            offered = ", ".join(b.call_name for b in space)
+            raise ConfigError(
+                f"step {index} calls '{step.name}' in environment '{env}', which the agent "
+                f"cannot call there; its action space: {offered}",
+                field=f"tasks[{task.id}].solution",
+            )
+        calls.append(ActionCall(name=match.call_name, arguments=dict(step.bound)))
+    return calls
+
+
+def run_episode(
+    benchmark: BenchmarkConfig,
+    task: Task,
+    agent: Agent,
+    backends: dict[str, Backend],
+    settings: EpisodeSettings,
+) -> EpisodeRecord:
+    """Run ``agent`` on ``task`` in the given sandboxes and return what happened.
+
+    Args:
+        benchmark: The benchmark the task belongs to.
+        task: The task.
+        agent: A fresh or reusable agent; ``reset`` is called here.
+        backends: A started, clean sandbox for each of the task's environments.
+        settings: Identifiers and limits.
+    """
+    return _Episode(benchmark, task, agent, backends, settings).run()
+
+
+class _Episode:
+    def __init__(
+        self,
+        benchmark: BenchmarkConfig,
+        task: Task,
+        agent: Agent,
+        backends: dict[str, Backend],
+        settings: EpisodeSettings,
+    ) -> None:
+        self.benchmark, self.task, self.agent, self.settings = benchmark, task, agent, settings
+        self.signals = AgentSignals()
+        self.envs = {name: Environment(name, b, self.signals) for name, b in backends.items()}
+        self.envs[ROOT_ENV] = Environment(ROOT_ENV, None, self.signals)
+        self.result = EpisodeResult(
+            run_id=settings.run_id,
+            suite=settings.suite,
+            task_id=task.id,
+            tags=list(task.tags),
+            agent=settings.agent,
+            model=settings.model,
+            epoch=settings.epoch,
+            attempt=settings.attempt,
+            termination_reason=TerminationReason.ENV_ERROR,
+            node=settings.node or socket.gethostname(),
+        )
+        self.steps: list[StepRecord] = []
+        self.progress: GraphProgress = task.evaluator.start()
+        self.stats: GraphStats = self.progress.stats()
+        self.actions_taken = 0
+        self.consecutive_errors = 0
+        self.time_limit = benchmark.time_limit_of(task)
+        self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
+        self.t0 = time.monotonic()
+
+    def run(self) -> EpisodeRecord:
+        try:
+            self._setup()
+            self._loop()
+        except _End as end:
+            self._end(end.reason, end.error)
+        except Exception as exc:
+            logger.exception("episode %s/%s failed unexpectedly", self.task.id, self.settings.agent)
+            self._end(TerminationReason.ENV_ERROR, exc)
+        finally:
+            self._teardown()
+            self._finish()
+        return EpisodeRecord(result=self.result, steps=self.steps)
+
+    def _setup(self) -> None:
+        t_setup = time.monotonic()
+        envs = self.benchmark.task_environments(self.task)
+        steps = [a for env in envs for a in env.reset]
+        steps += [*self.benchmark.common_setup, *self.task.setup]
+        for act in steps:
+            try:
+                act.run(self._env_for(act))
+            except SandboxError as exc:
+                raise _End(TerminationReason.ENV_ERROR, exc) from exc
+            except Exception as exc:
+                raise _End(
+                    TerminationReason.SETUP_ERROR, _named(f"setup '{act.name}'", exc)
+                ) from exc
+        self.space = {
+            b.call_name: b for b in self.benchmark.action_space(self.task, root_actions(self.task))
+        }
+        self.evaluator_envs = {n: self._env_for(n) for n in self.task.evaluators}
+        brief = TaskBrief(
+            task_id=self.task.id,
+            description=self.task.description,
+            tools=[_tool(b) for b in self.space.values()],
+            environments={e.name: e.description for e in envs},
+            max_steps=self.max_steps,
+            solution=solution_calls(self.benchmark, self.task, list(self.space.values()))
+            if self.task.solution
+            else None,
+        )
+        try:
+            self.agent.reset(brief)
+        except Exception as exc:
+            raise _End(TerminationReason.AGENT_ERROR, exc) from exc
+        self.result.setup_time_sec = time.monotonic() - t_setup
+
+    def _loop(self) -> None:
+        results: list[CallResult] = []
+        for step in range(self.max_steps):
+            self._check_time()
+            observed = StepInput(step=step, observations=self._observe(), results=results)
+            try:
+                move: AgentStep = self.agent.step(observed)
+            except Exception as exc:
+                raise _End(TerminationReason.AGENT_ERROR, exc) from exc
+            self.result.steps = step + 1
+            results = [self._call(step, index, call, move) for index, call in enumerate(move.calls)]
+            if self.stats.success:
+                raise _End(TerminationReason.SUCCESS)
+            if self.signals.failed:
+                raise _End(TerminationReason.AGENT_FAIL)
+            if self.signals.completed:
+                raise _End(TerminationReason.AGENT_COMPLETE)
+            if self.consecutive_errors >= self.settings.max_consecutive_action_errors:
+                raise _End(
+                    TerminationReason.ACTION_ERROR,
+                    AgentError(f"{self.consecutive_errors} failed action calls in a row"),
+                )
+        raise _End(TerminationReason.MAX_STEPS)
+
+    def _call(self, step: int, index: int, call: ActionCall, move: AgentStep) -> CallResult:
+        """Run one of the agent's calls, record it, and step the evaluator graph."""
+        started = time.monotonic()
+        bound = self.space.get(call.name)
+        env_name = bound.env if bound else "?"
+        output, error = "", None
+        try:
+            if bound is None:
+                raise ActionError(
+                    f"no action '{call.name}'; available: {', '.join(sorted(self.space))}"
+                )
+            output = _short(bound.action.run(self.envs[bound.env], **call.arguments))
+            self.consecutive_errors = 0
+        except SandboxError as exc:
+            raise _End(TerminationReason.ENV_ERROR, exc) from exc
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self.result.action_errors += 1
+            self.consecutive_errors += 1
+        self.actions_taken += 1
+        self._evaluate()
+        self.steps.append(
+            StepRecord(
+                episode_id=self.result.episode_id,
+                run_id=self.settings.run_id,
+                task_id=self.task.id,
+                agent=self.settings.agent,
+                epoch=self.settings.epoch,
+                attempt=self.settings.attempt,
+                step=step,
+                call_index=index,
+                env=env_name,
+                action=call.name,
+                arguments_json=json.dumps(call.arguments, default=str, sort_keys=True),
+                result=output,
+                error=error,
+                agent_message=move.message if index == 0 else None,
+                duration_sec=time.monotonic() - started,
+                graph_passed_nodes=self.stats.passed_nodes,
+                graph_total_nodes=self.stats.total_nodes,
+                completeness=self.stats.completeness,
+            )
+        )
+        return CallResult(call_id=call.call_id, name=call.name, output=output, error=error)
+
+    def _evaluate(self) -> None:
+        try:
+            self.stats = self.progress.step(self._judge, self.actions_taken)
+        except SandboxError as exc:
+            raise _End(TerminationReason.ENV_ERROR, exc) from exc
+        except EvaluatorError as exc:
+            raise _End(TerminationReason.EVALUATOR_ERROR, exc) from exc
+
+    def _judge(self, node: Evaluator) -> bool:
+        if node.require_submit and not self.signals.submitted:
+            return False
+        try:
+            return node.evaluate(self.evaluator_envs[node], self.signals.submission)
+        except EvaluatorError as exc:
+            if isinstance(exc.__cause__, SandboxError):
+                raise exc.__cause__ from exc
+            raise
+
+    def _observe(self) -> list[Observation]:
+        observations = []
+        for env in self.benchmark.task_environments(self.task):
+            for obs in env.observation_space:
+                try:
+                    value = obs.run(self.envs[env.name])
+                except SandboxError as exc:
+                    raise _End(TerminationReason.ENV_ERROR, exc) from exc
+                except (ActionError, SandboxFileError) as exc:
+                    value = f"observation failed: {exc}"
+                observations.append(Observation(env=env.name, name=obs.name, content=_short(value)))
+        return observations
+
+    def _check_time(self) -> None:
+        if self.time_limit is not None and time.monotonic() - self.t0 > self.time_limit:
+            raise _End(
+                TerminationReason.TIMEOUT,
+                TimeoutError(f"time limit of {self.time_limit:g} s reached"),
+            )
+
+    def _env_for(self, act: Action) -> Environment:
+        return self.envs[self.benchmark.resolve_env(act, self.task)]
+
+    def _teardown(self) -> None:
+        for act in self.task.teardown:
+            try:
+                act.run(self._env_for(act))
+            except Exception as exc:
+                logger.warning("teardown '%s' of task %s failed: %s", act.name, self.task.id, exc)
+                if self.result.error is None:
+                    self.result.error = f"teardown '{act.name}' failed: {exc}"
+
+    def _end(self, reason: TerminationReason, error: BaseException | None) -> None:
+        self.result.termination_reason = reason
+        if error is not None:
+            self.result.error = str(error) if isinstance(error, CrabrayError) else repr(error)
+            self.result.error_type = type(error).__name__
+
+    def _finish(self) -> None:
+        usage = self.agent.usage
+        self.result.success = self.stats.success
+        self.result.score = 1.0 if self.stats.success else 0.0
+        self.result.completeness = self.stats.completeness
+        self.result.tokens_in = usage.tokens_in
+        self.result.tokens_out = usage.tokens_out
+        self.result.wall_time_sec = time.monotonic() - self.t0
+        self.result.finished_at = utcnow()
+
+
+def _tool(bound: BoundAction) -> dict[str, Any]:
+    schema = bound.action.to_openai_json_schema()
+    schema["function"]["name"] = bound.call_name
+    return schema
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " [...]"
+
+
+def _named(what: str, exc: Exception) -> CrabrayError:
+    error = CrabrayError(f"{what} failed: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error

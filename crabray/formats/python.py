@@ -1,0 +1,108 @@
+"""Python suites: a ``.py`` file, or a folder of them, defining ``BenchmarkConfig`` objects.
+
+Each module is imported from its file (its folder goes on ``sys.path`` so
+sibling modules import); every ``BenchmarkConfig`` bound at module level joins
+the suite. A module that fails to import is reported with its file, line and
+the exception (or, for a validation error, every bad field), not a traceback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+
+from pydantic import ValidationError
+
+from crabray.core import BenchmarkConfig
+from crabray.core.errors import ConfigError, SuiteLoadError
+from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "python"
+
+
+def detect(path: Path) -> bool:
+    """Whether ``path`` is a Python suite."""
+    if path.is_file():
+        return path.suffix == ".py"
+    return path.is_dir() and any(_modules(path))
+
+
+def load(path: Path) -> Suite:
+    """Import every module of the suite and collect its benchmarks.
+
+    Raises:
+        SuiteErrors: Any module failed to import or validate; lists them all.
+    """
+    suite = Suite(SuiteRef(path=str(path), format=FORMAT), suite_name(path))
+    errors: list[ConfigError] = []
+    for file in _modules(path) if path.is_dir() else [path]:
+        try:
+            module = _import(file)
+            for benchmark in _benchmarks(module):
+                suite.add(benchmark, str(file))
+        except ConfigError as exc:
+            errors.append(exc)
+    if not errors and not suite.entries:
+        errors.append(SuiteLoadError("defines no BenchmarkConfig at module level", file=str(path)))
+    if errors:
+        raise SuiteErrors(str(path), errors)
+    return suite
+
+
+def _modules(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.py") if not p.name.startswith(("_", ".")))
+
+
+def _benchmarks(module: ModuleType) -> list[BenchmarkConfig]:
+    return [v for v in vars(module).values() if isinstance(v, BenchmarkConfig)]
+
+
+def _import(file: Path) -> ModuleType:
+    """Import ``file`` as a uniquely named module.
+
+    Raises:
+        SuiteLoadError: Naming the file, the line and what went wrong.
+    """
+    resolved = file.resolve()
+    digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:8]
+    name = f"crabray_suite_{resolved.stem}_{digest}"
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(resolved.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise SuiteLoadError("cannot be imported as a Python module", file=str(file))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise _load_error(file, resolved, exc) from exc
+    logger.debug("imported suite module %s as %s", file, name)
+    return module
+
+
+def _load_error(file: Path, resolved: Path, exc: Exception) -> SuiteLoadError:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == resolved]
+    where = f"{file}:{frames[-1].lineno}" if frames else str(file)
+    if isinstance(exc, ValidationError):
+        fields = "; ".join(
+            f"{exc.title}.{'.'.join(str(p) for p in err['loc'])}: {_clean(err['msg'])}"
+            for err in exc.errors()
+        )
+        return SuiteLoadError(fields, file=where)
+    return SuiteLoadError(f"{type(exc).__name__}: {exc}", file=where)
+
+
+def _clean(message: str) -> str:
+    return message.removeprefix("Value error, ")

@@ -1,0 +1,87 @@
+"""``Suite``: the loaded, validated tasks of a suite, whatever format they came in.
+
+Every format loader produces a ``Suite``: ordinary ``BenchmarkConfig`` and
+``Task`` objects keyed by task id. What crosses to the workers is only a
+``SuiteRef`` (path and format); each worker loads the suite itself, once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from crabray.core import BenchmarkConfig, Task
+from crabray.core.errors import ConfigError
+
+
+class SuiteRef(BaseModel):
+    """Where a suite lives and in which format: enough for a worker to load it."""
+
+    path: str
+    format: str
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    """One task together with the benchmark that gives it environments and limits."""
+
+    benchmark: BenchmarkConfig
+    task: Task
+
+
+@dataclass
+class Suite:
+    """A loaded suite: its tasks by id, in declaration order."""
+
+    ref: SuiteRef
+    name: str
+    entries: dict[str, SuiteEntry] = field(default_factory=dict)
+
+    def add(self, benchmark: BenchmarkConfig, source: str) -> None:
+        """Add every task of ``benchmark``.
+
+        Raises:
+            ConfigError: A task id is already taken by another benchmark of the suite.
+        """
+        for task in benchmark.tasks:
+            if task.id in self.entries:
+                other = self.entries[task.id].benchmark.name
+                raise ConfigError(
+                    f"task id '{task.id}' is declared by benchmarks '{other}' and "
+                    f"'{benchmark.name}'; task ids must be unique within a suite",
+                    file=source,
+                )
+            self.entries[task.id] = SuiteEntry(benchmark, task)
+
+    @property
+    def task_ids(self) -> list[str]:
+        return list(self.entries)
+
+    def entry(self, task_id: str) -> SuiteEntry:
+        """The task called ``task_id``.
+
+        Raises:
+            ConfigError: The suite has no such task.
+        """
+        try:
+            return self.entries[task_id]
+        except KeyError:
+            raise ConfigError(
+                f"no task '{task_id}' in suite '{self.name}'", file=self.ref.path
+            ) from None
+
+
+class SuiteErrors(ConfigError):
+    """Every problem found while loading a suite, each naming file and field."""
+
+    def __init__(self, path: str, errors: list[ConfigError]) -> None:
+        self.errors = errors
+        lines = "\n".join(f"  - {e}" for e in errors)
+        super().__init__(f"{len(errors)} problem(s) in suite:\n{lines}", file=path)
+
+
+def suite_name(path: Path) -> str:
+    """The default name of a suite: its file stem or folder name."""
+    return path.stem if path.is_file() else path.name
