@@ -107,6 +107,22 @@ def solution_calls(
     return calls
 
 
+def check_task(benchmark: BenchmarkConfig, task: Task, source: str | None = None) -> None:
+    """Check what only an episode would otherwise find: the action space and the solution.
+
+    Raises:
+        ConfigError: Naming the task and what is wrong with it.
+    """
+    try:
+        space = benchmark.action_space(task, root_actions(task))
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=source, field=f"tasks[{task.id}]") from exc
+    try:
+        solution_calls(benchmark, task, space)
+    except ConfigError as exc:
+        raise ConfigError(exc.reason, file=source, field=exc.field) from exc
+
+
 def run_episode(
     benchmark: BenchmarkConfig,
     task: Task,

@@ -1,0 +1,94 @@
+"""The episode job: a Ray task that runs one episode with its environment actors.
+
+The driver sends an ``EpisodeJob`` (a suite reference, never suite objects)
+and the actor handles; the job loads the suite in its worker (cached),
+prepares each sandbox (start if new, reset if used; counted in setup time),
+runs the episode in-process and returns the record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import ray
+from pydantic import BaseModel, ConfigDict, Field
+
+from crabray.agents import AgentSpec, create_agent
+from crabray.cluster.actors import ActorBackend
+from crabray.core.errors import SandboxError
+from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
+from crabray.episode import EpisodeSettings, run_episode
+from crabray.formats import SuiteRef, load_suite
+
+logger = logging.getLogger(__name__)
+
+
+class EpisodeJob(BaseModel):
+    """Everything an episode job needs besides its actors."""
+
+    suite: SuiteRef
+    task_id: str
+    agent: AgentSpec
+    settings: EpisodeSettings
+
+
+class JobOutcome(BaseModel):
+    """The episode's record, and which sandboxes must not be reused."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    record: EpisodeRecord
+    broken_envs: list[str] = Field(default_factory=list)
+
+
+def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
+    """An ``env_error`` result for an episode whose infrastructure failed around it."""
+    settings = job.settings
+    return EpisodeResult(
+        run_id=settings.run_id,
+        suite=settings.suite,
+        task_id=job.task_id,
+        tags=tags,
+        agent=settings.agent,
+        model=settings.model,
+        epoch=settings.epoch,
+        attempt=settings.attempt,
+        termination_reason=TerminationReason.ENV_ERROR,
+        node=settings.node,
+        error=str(error),
+        error_type=type(error).__name__,
+        finished_at=utcnow(),
+    )
+
+
+def execute(job: EpisodeJob, actors: dict[str, Any]) -> JobOutcome:
+    """Run the job (the body of the Ray task; callable directly for tests)."""
+    entry = load_suite(job.suite).entry(job.task_id)
+    configs = entry.benchmark.task_environments(entry.task)
+    backends = {c.name: ActorBackend(c, actors[c.name]) for c in configs}
+    settings = job.settings.model_copy(update={"node": _node_name()})
+    t0 = time.monotonic()
+    try:
+        for backend in backends.values():
+            backend.start()
+    except SandboxError as exc:
+        failed = job.model_copy(update={"settings": settings})
+        record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
+        return JobOutcome(record=record, broken_envs=list(backends))
+    prepare_sec = time.monotonic() - t0
+    agent = create_agent(job.agent)
+    record = run_episode(entry.benchmark, entry.task, agent, backends, settings)
+    record.result.setup_time_sec += prepare_sec
+    record.result.wall_time_sec += prepare_sec
+    broken = list(backends) if record.result.termination_reason.is_infra else []
+    return JobOutcome(record=record, broken_envs=broken)
+
+
+def _node_name() -> str:
+    context = ray.get_runtime_context()
+    return f"{ray.util.get_node_ip_address()}/{context.get_node_id()[:8]}"
+
+
+episode_job = ray.remote(num_cpus=0.5, max_retries=0)(execute)

@@ -1,0 +1,52 @@
+"""Connecting to Ray: a local single-node instance by default, or an existing cluster.
+
+Ray's own log lines stay out of the user's terminal: the driver logs Ray's
+errors only and worker output is not forwarded (it stays in Ray's
+session logs under ``/tmp/ray``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import ray
+
+from crabray.core.errors import CrabrayError
+
+logger = logging.getLogger(__name__)
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at ``address``, or start a local instance when ``None``.
+
+    Does nothing when this process is already connected.
+
+    Raises:
+        CrabrayError: Ray could not start or the address could not be reached.
+    """
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    kwargs: dict[str, object] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+    }
+    if address is None:
+        kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+    else:
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except Exception as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        hint = " (is `ray start --head` running there?)" if address else ""
+        raise CrabrayError(f"cannot connect to {where}{hint}: {exc}") from exc
+    logger.debug("connected to Ray: %s", ray.get_runtime_context().gcs_address)
+
+
+def disconnect() -> None:
+    """Leave Ray (stopping the local instance if this process started it)."""
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,167 @@
+"""``run_suite``: what ``crabray run`` does, from a suite path to rows on disk.
+
+Load and validate every task first (nothing starts on a broken suite); open
+the run (new, or resumed: only episodes without a final row run again, infra
+failures as their next attempt); run the rest on Ray; write every batch of
+finished episodes atomically as it arrives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from crabray import __version__
+from crabray.agents import AgentSpec
+from crabray.cluster.ray_runtime import connect
+from crabray.cluster.scheduler import (
+    ProgressCallback,
+    Scheduler,
+    SchedulerSettings,
+    SweepItem,
+    SweepProgress,
+)
+from crabray.core.errors import ConfigError
+from crabray.formats import Suite, load_suite, resolve_suite
+from crabray.results import (
+    ResultSink,
+    RunManifest,
+    attempts_so_far,
+    finished_keys,
+    new_run_id,
+    read_manifest,
+    write_manifest,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class RunOptions(BaseModel):
+    """What to run, where the results go, and how."""
+
+    suite: str = Field(description="Path of the suite.")
+    format: str | None = Field(default=None, description="Suite format; detected when unset.")
+    agents: list[AgentSpec] = Field(min_length=1)
+    out_dir: Path = Path("results")
+    concurrency: int = Field(default=2, gt=0)
+    address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
+    resume: str | None = Field(default=None, description="Run id to resume.")
+    epochs: int = Field(default=1, gt=0)
+    max_attempts: int = Field(default=3, gt=0)
+    max_steps: int | None = Field(default=None, gt=0)
+    task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
+
+
+class RunSummary(BaseModel):
+    """What a run did."""
+
+    run_id: str
+    planned: int = Field(description="Episodes the run consists of.")
+    skipped: int = Field(description="Episodes already finished by an earlier attempt of the run.")
+    ran: int
+    successes: int
+    retries: int
+    infra_failures: int
+
+
+StartCallback = Callable[[str, int, int], None]
+"""Told the run id, the episodes planned and those left to run, before anything runs."""
+
+
+def run_suite(
+    options: RunOptions,
+    on_start: StartCallback | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> RunSummary:
+    """Run every episode of ``options`` that has no final result yet.
+
+    Raises:
+        ConfigError: The suite is invalid, or a resume does not match its run.
+        ResultsError: The results directory cannot be read or written.
+    """
+    ref = resolve_suite(options.suite, options.format)
+    suite = load_suite(ref)
+    task_ids = _selected(suite, options.task_ids)
+    run_id = _open_run(options, suite)
+    done = finished_keys(options.out_dir, run_id)
+    attempts = attempts_so_far(options.out_dir, run_id)
+    planned = [
+        (agent, task_id, epoch)
+        for agent in options.agents
+        for task_id in task_ids
+        for epoch in range(options.epochs)
+    ]
+    items = [
+        SweepItem(
+            task_id=task_id,
+            agent=agent,
+            epoch=epoch,
+            attempt=attempts.get((agent.name, task_id, epoch), -1) + 1,
+        )
+        for agent, task_id, epoch in planned
+        if (agent.name, task_id, epoch) not in done
+    ]
+    logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
+    if on_start is not None:
+        on_start(run_id, len(planned), len(items))
+    progress = SweepProgress(total=0)
+    sink = ResultSink(options.out_dir, run_id)
+    if items:
+        connect(options.address, num_cpus=None)
+        settings = SchedulerSettings(
+            run_id=run_id,
+            concurrency=options.concurrency,
+            max_attempts=options.max_attempts,
+            max_steps=options.max_steps,
+        )
+        progress = Scheduler(suite, settings, sink.write, on_progress).run(items)
+        sink.compact()
+    return RunSummary(
+        run_id=run_id,
+        planned=len(planned),
+        skipped=len(planned) - len(items),
+        ran=progress.done,
+        successes=progress.successes,
+        retries=progress.retries,
+        infra_failures=progress.infra_failures,
+    )
+
+
+def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
+    if not wanted:
+        return suite.task_ids
+    unknown = [t for t in wanted if t not in suite.entries]
+    if unknown:
+        raise ConfigError(f"no such tasks in suite '{suite.name}': {unknown}", field="--task")
+    return wanted
+
+
+def _open_run(options: RunOptions, suite: Suite) -> str:
+    """A new run's id with its manifest written, or the checked id of a resumed run."""
+    agents = [a.name for a in options.agents]
+    if options.resume is None:
+        run_id = new_run_id()
+        manifest = RunManifest(
+            run_id=run_id,
+            suite=suite.ref.path,
+            suite_name=suite.name,
+            agents=agents,
+            options=options.model_dump(mode="json", exclude={"resume", "address"}),
+            crabray_version=__version__,
+        )
+        write_manifest(options.out_dir, manifest)
+        return run_id
+    manifest = read_manifest(options.out_dir, options.resume)
+    if Path(manifest.suite).resolve() != Path(suite.ref.path).resolve():
+        raise ConfigError(
+            f"run {options.resume} ran suite {manifest.suite}, not {suite.ref.path}",
+            field="--resume",
+        )
+    if sorted(manifest.agents) != sorted(agents):
+        raise ConfigError(
+            f"run {options.resume} ran agents {manifest.agents}, not {agents}", field="--resume"
+        )
+    return options.resume
