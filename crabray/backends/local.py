@@ -1,0 +1,513 @@
+"""``LocalBackend``: a fresh directory on the host as the sandbox.
+
+This is the laptop backend and the one the test suite leans on. It is
+*unconfined*: commands run as the host user, with the host's programs, and can
+reach anything that user can. It exists so a benchmark author can iterate
+without Docker, and for suites that ask for it on purpose (see DESIGN.md).
+
+What it does promise is hygiene: each sandbox is its own directory (with its
+own ``HOME`` and ``TMPDIR``), file transfers never leave that directory, every
+command runs in its own process group, and ``reset()``/``close()`` kill every
+group the sandbox started before wiping the directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import getpass
+import logging
+import os
+import selectors
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing_extensions import override
+
+from crabray.backends import register_backend
+from crabray.backends.base import Backend, ExecResult
+from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import ConfigError, CrabrayError, SandboxError, SandboxFileError
+
+logger = logging.getLogger(__name__)
+
+HOME_DIR = ".home"
+"""Directory inside the sandbox that ``HOME`` points to."""
+
+TMP_DIR = ".tmp"
+"""Directory inside the sandbox that ``TMPDIR`` points to."""
+
+_DRAIN_SEC = 0.25
+"""How long to keep reading output after the command ended (or was killed).
+
+A background child that inherited stdout (``server &``) keeps the pipe open
+forever; waiting for EOF would hang ``exec`` until the child dies.
+"""
+
+_POLL_SEC = 0.05
+"""How often to look whether the command has exited while its pipes stay open."""
+
+_READ_CHUNK = 65536
+
+_REQUEST_ERRNOS = frozenset(
+    {errno.EACCES, errno.EEXIST, errno.EISDIR, errno.ELOOP}
+    | {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EPERM}
+)
+"""``OSError`` numbers that mean the file request was wrong, not that the host failed."""
+
+
+class LocalSettings(BaseModel):
+    """The ``backend_settings`` the local backend understands."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    root_dir: Path | None = Field(
+        default=None,
+        description="Parent directory of the sandbox directories; the system temp dir if unset.",
+    )
+    shell: str = Field(
+        default="/bin/sh",
+        min_length=1,
+        description="Shell that runs string commands as `<shell> -c <command>`; a path or a name "
+        "looked up on PATH.",
+    )
+
+
+def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
+    """Validate ``backend_settings`` so a typo fails before any sandbox exists.
+
+    Raises:
+        ConfigError: A setting is unknown or has the wrong type; names the field.
+    """
+    try:
+        return LocalSettings.model_validate(settings)
+    except ValidationError as exc:
+        known = sorted(LocalSettings.model_fields)
+        problems: list[str] = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"])
+            if error["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                message = f"unknown setting (known: {', '.join(known)}){hint}"
+            else:
+                message = error["msg"]
+            problems.append(f"'{name}': {message}")
+        first = ".".join(str(part) for part in exc.errors()[0]["loc"])
+        raise ConfigError(
+            f"bad settings for the 'local' backend: {'; '.join(problems)}",
+            field=f"backend_settings.{first}",
+        ) from exc
+
+
+@register_backend("local")
+class LocalBackend(Backend):
+    """A sandbox that is a plain directory on the host; no isolation at all.
+
+    Settings (``config.backend_settings``): ``root_dir`` (where sandbox
+    directories are made; the system temp dir by default) and ``shell``
+    (``/bin/sh`` by default). An unknown setting is a ``ConfigError`` here, at
+    construction, not at ``start()``.
+
+    Args:
+        config: The environment this sandbox serves.
+
+    Raises:
+        ConfigError: ``backend_settings`` do not validate.
+    """
+
+    kind = "local"
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        super().__init__(config)
+        self.settings = parse_local_settings(config.backend_settings)
+        self._workdir: Path | None = None
+        self._shell: str | None = None
+        self._closed = False
+        self._groups: set[int] = set()
+        self._groups_lock = threading.Lock()
+
+    @property
+    def workdir(self) -> Path:
+        """The sandbox directory (resolved, no symlinks); commands start here.
+
+        Raises:
+            SandboxError: The sandbox is not started, or is closed.
+        """
+        return self._require_started("workdir")
+
+    @override
+    def start(self) -> None:
+        if self._closed:
+            raise SandboxError(
+                f"local sandbox of '{self.config.name}' is closed; "
+                "create a new backend to start again"
+            )
+        if self._workdir is not None:
+            raise SandboxError(
+                f"local sandbox of '{self.config.name}' is already started at {self._workdir}"
+            )
+        shell = shutil.which(self.settings.shell)
+        if shell is None:
+            raise SandboxError(
+                f"local sandbox of '{self.config.name}': shell '{self.settings.shell}' "
+                "(backend_settings.shell) is not an executable on this host"
+            )
+        root = self.settings.root_dir or Path(tempfile.gettempdir())
+        try:
+            root = root.expanduser()
+            root.mkdir(parents=True, exist_ok=True)
+            workdir = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
+            workdir = Path(os.path.realpath(workdir))
+            self._make_private_dirs(workdir)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
+            ) from exc
+        self._workdir = workdir
+        self._shell = shell
+        logger.info(
+            "local backend for '%s' is unconfined: commands run as host user '%s' in the plain "
+            "directory %s, with full access to this host",
+            self.config.name,
+            _host_user(),
+            workdir,
+        )
+
+    @override
+    def reset(self) -> None:
+        workdir = self._require_started("reset")
+        self._kill_groups()
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            for entry in list(os.scandir(workdir)):
+                _remove(Path(entry.path))
+            self._make_private_dirs(workdir)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot reset the local sandbox of '{self.config.name}' at {workdir}: {exc}; "
+                "do not reuse it"
+            ) from exc
+        logger.debug("reset local sandbox %s", workdir)
+
+    @override
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` on the host, in the sandbox directory (or ``cwd``).
+
+        ``cwd`` is relative to the sandbox directory, or an absolute host path
+        (commands are not confined, so neither is their directory). The
+        environment is the host's ``PATH``, ``HOME`` and ``TMPDIR`` inside the
+        sandbox, then ``env``. A program that does not exist is a result with
+        exit 127 (126 when not executable), and a ``cwd`` that does not exist
+        one with exit 126, as a shell would report them: they are the caller's
+        mistake, not an infrastructure failure to retry.
+
+        Raises:
+            ValueError: ``command`` is an empty list or holds something other than strings.
+            SandboxError: Not started, closed, or the host could not spawn a process.
+        """
+        workdir = self._require_started("exec")
+        argv = self._argv(command)
+        run_dir = workdir / cwd if cwd is not None else workdir
+        run_env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": str(workdir / HOME_DIR),
+            "TMPDIR": str(workdir / TMP_DIR),
+            **(env or {}),
+        }
+        logger.debug("exec in %s (timeout %s s): %.200r", run_dir, timeout_sec, command)
+        started = time.monotonic()
+        if not run_dir.is_dir():
+            return ExecResult(
+                exit_code=126,
+                stderr=f"cannot run in {run_dir}: no such directory\n",
+            )
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=run_dir,
+                env=run_env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+            code = 126 if isinstance(exc, PermissionError) else 127
+            return ExecResult(
+                exit_code=code,
+                stderr=f"cannot run {argv[0]!r}: {exc.strerror or exc}\n",
+                duration_sec=time.monotonic() - started,
+            )
+        except OSError as exc:
+            raise SandboxError(
+                f"local sandbox of '{self.config.name}' could not spawn {argv[0]!r}: {exc}"
+            ) from exc
+        self._track_group(proc.pid)
+        deadline = None if timeout_sec is None else started + timeout_sec
+        stdout, stderr, timed_out = self._communicate(proc, deadline)
+        exit_code = -1 if timed_out else proc.returncode
+        duration = time.monotonic() - started
+        logger.debug("exec %.60r ended: exit %s after %.2f s", command, exit_code, duration)
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=stdout.decode("utf-8", errors="replace"),
+            stderr=stderr.decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            duration_sec=duration,
+        )
+
+    @override
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` atomically (temp file + rename) under the sandbox directory.
+
+        Raises:
+            SandboxFileError: The path resolves outside the sandbox directory (``..``,
+                an absolute path elsewhere, a symlink pointing out), is a directory, or
+                cannot be written there (a file in the way, no permission).
+            SandboxError: The host failed (disk full, I/O error).
+        """
+        target = self._resolve(path, "write")
+        if target.is_dir():
+            raise SandboxFileError(f"cannot write '{path}': {target} is a directory")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.chmod(tmp_name, mode)
+                os.replace(tmp_name, target)
+            except BaseException:
+                Path(tmp_name).unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise self._file_error("write", path, exc) from exc
+        logger.debug("put %d bytes to %s", len(data), target)
+
+    @override
+    def get_file(self, path: str) -> bytes:
+        """Read a file under the sandbox directory.
+
+        Raises:
+            SandboxFileError: The path resolves outside the sandbox directory, is
+                missing, is a directory, or cannot be read (no permission).
+            SandboxError: The host failed (I/O error).
+        """
+        target = self._resolve(path, "read")
+        if not target.exists():
+            raise SandboxFileError(
+                f"cannot read '{path}': no such file in the sandbox {self._workdir}"
+            )
+        if target.is_dir():
+            raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
+        try:
+            data = target.read_bytes()
+        except OSError as exc:
+            raise self._file_error("read", path, exc) from exc
+        logger.debug("got %d bytes from %s", len(data), target)
+        return data
+
+    @override
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        workdir, self._workdir = self._workdir, None
+        self._kill_groups()
+        if workdir is None:
+            return
+        try:
+            _remove(workdir)
+        except OSError as exc:
+            logger.warning("could not remove local sandbox %s: %s", workdir, exc)
+            return
+        logger.debug("closed local sandbox %s", workdir)
+
+    @override
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "host": socket.gethostname(),
+            "workdir": str(self._workdir) if self._workdir else None,
+        }
+
+    def _require_started(self, operation: str) -> Path:
+        if self._closed:
+            raise SandboxError(
+                f"cannot {operation}: the local sandbox of '{self.config.name}' is closed"
+            )
+        if self._workdir is None:
+            raise SandboxError(
+                f"cannot {operation}: the local sandbox of '{self.config.name}' is not started; "
+                "call start() first"
+            )
+        return self._workdir
+
+    @staticmethod
+    def _make_private_dirs(workdir: Path) -> None:
+        (workdir / HOME_DIR).mkdir(exist_ok=True)
+        (workdir / TMP_DIR).mkdir(exist_ok=True)
+
+    def _argv(self, command: str | list[str]) -> list[str]:
+        if isinstance(command, str):
+            return [self._shell or self.settings.shell, "-c", command]
+        if not command or not all(isinstance(arg, str) for arg in command):
+            raise ValueError(f"a command list must be a non-empty list of strings, got {command!r}")
+        return list(command)
+
+    def _resolve(self, path: str, operation: str) -> Path:
+        """The real host path of sandbox path ``path``, refusing anything outside.
+
+        Raises:
+            SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
+        """
+        workdir = self._require_started(f"{operation} '{path}'")
+        candidate = Path(path) if os.path.isabs(path) else workdir / path
+        lexical = Path(os.path.normpath(candidate))
+        real = Path(os.path.realpath(candidate))
+        if not lexical.is_relative_to(workdir):
+            why = (
+                "'..' leads out of it"
+                if ".." in Path(path).parts
+                else "it is an absolute path outside it"
+            )
+        elif not real.is_relative_to(workdir):
+            why = f"a symlink in the path points outside it (to {real})"
+        else:
+            return real
+        raise SandboxFileError(
+            f"refusing to {operation} '{path}': "
+            f"it is outside the sandbox directory {workdir}: {why}"
+        )
+
+    def _file_error(self, verb: str, path: str, exc: OSError) -> CrabrayError:
+        """Translate an ``OSError``: a bad request, or a host that is failing.
+
+        Only the first is a ``SandboxFileError``; a full disk or an I/O error
+        means the sandbox itself is broken, which is retried on a fresh one.
+        """
+        message = f"cannot {verb} '{path}' in the sandbox {self._workdir}: {exc.strerror or exc}"
+        if exc.errno in _REQUEST_ERRNOS:
+            return SandboxFileError(message)
+        return SandboxError(f"{message} (a host failure, not a bad request)")
+
+    def _communicate(
+        self, proc: subprocess.Popen[bytes], deadline: float | None
+    ) -> tuple[bytes, bytes, bool]:
+        """Collect output until the pipes close, the command ends, or the deadline.
+
+        Unlike ``Popen.communicate`` this returns shortly after the command
+        itself exits even when a background child keeps its pipes open.
+        """
+        if proc.stdout is None or proc.stderr is None:
+            raise SandboxError("internal error: the command's output pipes are missing")
+        chunks: dict[IO[bytes], list[bytes]] = {proc.stdout: [], proc.stderr: []}
+        timed_out = False
+        stop_at: float | None = None
+        with selectors.DefaultSelector() as selector:
+            for stream in chunks:
+                selector.register(stream, selectors.EVENT_READ)
+            while selector.get_map():
+                now = time.monotonic()
+                if stop_at is None and proc.poll() is not None:
+                    stop_at = now + _DRAIN_SEC
+                if stop_at is None and deadline is not None and now >= deadline:
+                    timed_out = True
+                    self._kill_group(proc.pid)
+                    proc.kill()
+                    stop_at = now + _DRAIN_SEC
+                if stop_at is not None and now >= stop_at:
+                    break
+                wake = [now + _POLL_SEC]
+                wake += [t for t in (deadline, stop_at) if t is not None]
+                for key, _ in selector.select(max(0.0, min(wake) - now)):
+                    stream = key.fileobj
+                    data = os.read(key.fd, _READ_CHUNK)
+                    if data:
+                        chunks[stream].append(data)  # type: ignore[index]
+                    else:
+                        selector.unregister(stream)
+        proc.stdout.close()
+        proc.stderr.close()
+        proc.wait()
+        return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr]), timed_out
+
+    def _kill_group(self, pgid: int) -> None:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            logger.debug("killed process group %d", pgid)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:
+            logger.warning("cannot kill process group %d: %s", pgid, exc)
+
+    def _track_group(self, pgid: int) -> None:
+        """Remember a new process group; forget groups that have no process left.
+
+        Forgetting dead groups keeps the set small and narrows the window in
+        which a recycled group id could belong to someone else.
+        """
+        with self._groups_lock:
+            for old in list(self._groups):
+                try:
+                    os.killpg(old, 0)
+                except (ProcessLookupError, PermissionError):
+                    self._groups.discard(old)
+            self._groups.add(pgid)
+
+    def _kill_groups(self) -> None:
+        """Kill every process group this sandbox started (leftover ``cmd &`` included).
+
+        A process that left its group on purpose (``setsid``, a daemon) escapes
+        this: the local backend has no way to contain it.
+        """
+        with self._groups_lock:
+            groups, self._groups = self._groups, set()
+        for pgid in sorted(groups):
+            self._kill_group(pgid)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, symlink or whole tree, even one the commands made read-only."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+        return
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=_make_writable_and_retry)
+    else:
+        shutil.rmtree(path, onerror=_make_writable_and_retry)
+
+
+def _make_writable_and_retry(func: Callable[..., Any], path: str, _exc: Any) -> None:
+    parent = os.path.dirname(path)
+    os.chmod(parent, stat.S_IRWXU)
+    if os.path.isdir(path) and not os.path.islink(path):
+        os.chmod(path, stat.S_IRWXU)
+    func(path)
+
+
+def _host_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"

@@ -1,0 +1,136 @@
+"""Fixtures that hand the contract suite started backends of every kind.
+
+To add a kind (docker, ssh, vm): add it to ``BACKEND_KINDS``, give it a
+requirement check in ``_MISSING`` (``None`` when usable, else an install hint),
+default settings in ``_SETTINGS`` and a leftover check in ``LEFTOVER_CHECKS``.
+A kind whose component is missing is skipped with its hint, except under
+``CI=true``, where a missing component fails the run instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crabray.backends import Backend, create_backend
+from crabray.core.environment import EnvironmentConfig
+
+BACKEND_KINDS = ["local"]
+"""Every kind the contract suite runs against."""
+
+BackendFactory = Callable[..., Backend]
+LeftoverCheck = Callable[[dict[str, Any], list[int]], list[str]]
+
+
+def _local_missing() -> str | None:
+    return None if os.path.exists("/bin/sh") else "the local backend needs /bin/sh"
+
+
+_MISSING: dict[str, Callable[[], str | None]] = {"local": _local_missing}
+"""Per kind: ``None`` when its component is usable here, else what to install."""
+
+
+def _local_settings(tmp_path: Path) -> dict[str, Any]:
+    return {"root_dir": str(tmp_path / "sandboxes")}
+
+
+_SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {"local": _local_settings}
+"""Per kind: default ``backend_settings`` for a test sandbox."""
+
+
+def host_pid_alive(pid: int) -> bool:
+    """Whether host process ``pid`` still runs; a zombie awaiting its reaper counts as dead."""
+    stat_file = Path(f"/proc/{pid}/stat")
+    if sys.platform.startswith("linux"):
+        try:
+            state = stat_file.read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state != "Z"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def wait_until(condition: Callable[[], bool], within_sec: float = 5.0) -> bool:
+    """Poll ``condition`` until it holds or ``within_sec`` passes (killing takes a moment)."""
+    deadline = time.monotonic() + within_sec
+    while True:
+        if condition():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _local_leftovers(described: dict[str, Any], pids: list[int]) -> list[str]:
+    leftovers = []
+    workdir = described.get("workdir")
+    if workdir and os.path.lexists(workdir):
+        leftovers.append(f"directory {workdir} still exists")
+    wait_until(lambda: not any(host_pid_alive(pid) for pid in pids))
+    leftovers += [f"process {pid} still runs" for pid in pids if host_pid_alive(pid)]
+    return leftovers
+
+
+LEFTOVER_CHECKS: dict[str, LeftoverCheck] = {"local": _local_leftovers}
+"""Per kind: what a closed sandbox left behind, given its ``describe()`` from before
+``close()`` and the pids it reported from inside; an empty list means nothing."""
+
+
+@pytest.fixture
+def leftovers(backend_kind: str) -> LeftoverCheck:
+    """What a closed sandbox of the kind under test left behind (see ``LEFTOVER_CHECKS``)."""
+    return LEFTOVER_CHECKS[backend_kind]
+
+
+@pytest.fixture(params=BACKEND_KINDS)
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    """The kind under test; skipped (or failed under ``CI=true``) when not usable here."""
+    kind: str = request.param
+    hint = _MISSING[kind]()
+    if hint is not None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"backend '{kind}' is required under CI=true: {hint}")
+        pytest.skip(f"backend '{kind}' not usable here: {hint}")
+    return kind
+
+
+@pytest.fixture
+def backend_factory(backend_kind: str, tmp_path: Path) -> Iterator[BackendFactory]:
+    """Make started backends of the kind under test; every one is closed afterwards.
+
+    Keyword arguments override the default ``backend_settings``.
+    """
+    made: list[Backend] = []
+
+    def make(name: str = "contract", **settings: Any) -> Backend:
+        config = EnvironmentConfig(
+            name=name,
+            backend=backend_kind,
+            backend_settings={**_SETTINGS[backend_kind](tmp_path), **settings},
+        )
+        backend = create_backend(config)
+        made.append(backend)
+        backend.start()
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture
+def backend(backend_factory: BackendFactory) -> Backend:
+    """One started backend of the kind under test."""
+    return backend_factory()

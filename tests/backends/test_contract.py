@@ -1,0 +1,241 @@
+"""The contract every backend honours, run against the real thing.
+
+Each test takes started backends from ``backend_factory`` (see ``conftest.py``),
+so adding a kind there runs this whole file against it. Only the behaviour the
+``Backend`` docstrings promise is checked here; rules of one backend live in
+that backend's own test module.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from crabray.backends import Backend
+from crabray.core.errors import SandboxError, SandboxFileError
+
+BackendFactory = Callable[..., Backend]
+
+_ALIVE_SCRIPT = r"""
+for p in "$@"; do
+  if [ -d /proc/self ]; then
+    [ -r "/proc/$p/stat" ] || continue
+    read -r line < "/proc/$p/stat" || continue
+    rest=${line##*") "}
+    [ "${rest%% *}" = Z ] && continue
+    grep -q sleep "/proc/$p/cmdline" 2>/dev/null || continue
+    echo "$p"
+  elif kill -0 "$p" 2>/dev/null; then
+    echo "$p"
+  fi
+done
+"""
+"""Prints which of the given pids still run a ``sleep``, seen from inside the sandbox.
+
+Zombies count as dead (they only wait for a reaper) and a pid now running
+something else counts as dead (a fresh sandbox may reuse pid numbers).
+"""
+
+
+def alive_in_sandbox(backend: Backend, pids: list[int]) -> list[int]:
+    """The pids among ``pids`` that still run inside the sandbox."""
+    result = backend.exec(["sh", "-c", _ALIVE_SCRIPT, "alive", *map(str, pids)], timeout_sec=30)
+    assert result.exit_code == 0, result.stderr
+    return [int(line) for line in result.stdout.split()]
+
+
+def all_gone(backend: Backend, pids: list[int], within_sec: float = 5.0) -> bool:
+    """Whether every pid has died, allowing a killed process a moment to go."""
+    deadline = time.monotonic() + within_sec
+    while alive_in_sandbox(backend, pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def start_background_sleeps(backend: Backend, count: int = 2) -> list[int]:
+    """Leave ``count`` detached ``sleep`` processes behind; a real leftover to clean up."""
+    script = (
+        "for i in " + " ".join(["x"] * count) + "; do sleep 300 >/dev/null 2>&1 & echo $!; done"
+    )
+    result = backend.exec(script, timeout_sec=30)
+    assert result.exit_code == 0, result.stderr
+    pids = [int(line) for line in result.stdout.split()]
+    assert len(pids) == count
+    assert sorted(alive_in_sandbox(backend, pids)) == sorted(pids)
+    return pids
+
+
+def test_exit_code_zero(backend: Backend) -> None:
+    result = backend.exec("true")
+    assert (result.exit_code, result.timed_out, result.ok) == (0, False, True)
+
+
+def test_nonzero_exit_code_is_a_result(backend: Backend) -> None:
+    result = backend.exec("exit 42")
+    assert result.exit_code == 42
+    assert result.ok is False
+    assert result.timed_out is False
+
+
+def test_stdout_and_stderr_are_separate(backend: Backend) -> None:
+    result = backend.exec("echo to-out; echo to-err >&2; echo more-out; exit 3")
+    assert result.stdout == "to-out\nmore-out\n"
+    assert result.stderr == "to-err\n"
+    assert result.exit_code == 3
+
+
+def test_argv_list_is_not_interpreted_by_a_shell(backend: Backend) -> None:
+    result = backend.exec(["printf", "%s|", "a b", "$HOME", "; echo injected"])
+    assert result.stdout == "a b|$HOME|; echo injected|"
+    assert result.exit_code == 0
+
+
+def test_string_runs_through_the_shell(backend: Backend) -> None:
+    result = backend.exec("X=shell; printf '%s-%s' \"$X\" $((40 + 2)) | tr a-z A-Z")
+    assert result.stdout == "SHELL-42"
+
+
+def test_cwd_is_relative_to_the_sandbox(backend: Backend) -> None:
+    backend.put_file("sub/dir/marker.txt", b"here\n")
+    result = backend.exec(["cat", "marker.txt"], cwd="sub/dir")
+    assert result.stdout == "here\n"
+    pwd = backend.exec("pwd", cwd="sub/dir").stdout.strip()
+    assert pwd.endswith("/sub/dir")
+    home_pwd = backend.exec("pwd").stdout.strip()
+    assert pwd == f"{home_pwd}/sub/dir"
+
+
+def test_env_vars_reach_the_command_and_do_not_persist(backend: Backend) -> None:
+    result = backend.exec(
+        'printf "%s|%s" "$GREETING" "$OTHER"', env={"GREETING": "hi there", "OTHER": "ü"}
+    )
+    assert result.stdout == "hi there|ü"
+    assert backend.exec('printf "%s" "${GREETING-unset}"').stdout == "unset"
+
+
+def test_home_exists_and_is_writable(backend: Backend) -> None:
+    result = backend.exec('test -d "$HOME" && touch "$HOME/probe" && echo ok')
+    assert result.stdout == "ok\n", result.stderr
+
+
+def test_timeout_kills_the_command_and_its_children(backend: Backend) -> None:
+    command = (
+        "sleep 30 & echo $! > bg.pid; echo $$ > shell.pid; "
+        "sh -c 'echo $$ > child.pid; exec sleep 30'"
+    )
+    started = time.monotonic()
+    result = backend.exec(command, timeout_sec=2)
+    elapsed = time.monotonic() - started
+    assert result.timed_out is True
+    assert result.exit_code == -1
+    assert result.ok is False
+    assert 1.5 <= elapsed < 15
+    pids = [int(backend.get_file(name).decode()) for name in ("bg.pid", "shell.pid", "child.pid")]
+    assert all_gone(backend, pids), f"still alive: {alive_in_sandbox(backend, pids)}"
+
+
+def test_command_within_its_timeout_is_not_killed(backend: Backend) -> None:
+    result = backend.exec("sleep 0.2; echo done", timeout_sec=20)
+    assert (result.stdout, result.exit_code, result.timed_out) == ("done\n", 0, False)
+
+
+def test_put_get_round_trip_keeps_every_byte_value(backend: Backend) -> None:
+    data = bytes(range(256)) * 4
+    backend.put_file("nested/deeper/all-bytes.bin", data)
+    assert backend.get_file("nested/deeper/all-bytes.bin") == data
+    size = backend.exec(["wc", "-c", "nested/deeper/all-bytes.bin"]).stdout.split()[0]
+    assert int(size) == 1024
+
+
+def test_put_get_round_trip_of_a_large_file(backend: Backend) -> None:
+    data = os.urandom(5 * 1024 * 1024 + 7)
+    backend.put_file("big.bin", data)
+    assert backend.get_file("big.bin") == data
+
+
+def test_put_overwrites_and_get_sees_what_commands_wrote(backend: Backend) -> None:
+    backend.put_file("f.txt", b"first version, longer")
+    backend.put_file("f.txt", b"second")
+    assert backend.exec(["cat", "f.txt"]).stdout == "second"
+    backend.exec("printf 'from a command' > made.txt")
+    assert backend.get_file("made.txt") == b"from a command"
+
+
+def test_get_of_a_missing_file_raises(backend: Backend) -> None:
+    with pytest.raises(SandboxFileError, match=r"no-such-file\.txt"):
+        backend.get_file("no-such-file.txt")
+
+
+def test_get_of_a_directory_raises(backend: Backend) -> None:
+    backend.exec("mkdir -p just-a-dir")
+    with pytest.raises(SandboxFileError, match="just-a-dir"):
+        backend.get_file("just-a-dir")
+
+
+def test_reset_restores_the_clean_state(backend: Backend) -> None:
+    clean_listing = backend.exec("ls -A").stdout
+    backend.put_file("junk/file.txt", b"junk")
+    backend.exec("echo more > top.txt; mkdir -p locked/inner; chmod 000 locked")
+    backend.exec('echo dotfile > "$HOME/.leftover"')
+    pids = start_background_sleeps(backend)
+
+    backend.reset()
+
+    assert backend.exec("ls -A").stdout == clean_listing
+    with pytest.raises(SandboxFileError):
+        backend.get_file("junk/file.txt")
+    assert backend.exec('test -d "$HOME" && test ! -e "$HOME/.leftover"').exit_code == 0
+    assert all_gone(backend, pids), f"still alive: {alive_in_sandbox(backend, pids)}"
+    assert backend.exec("echo usable").stdout == "usable\n"
+
+
+def test_reset_twice_in_a_row_is_fine(backend: Backend) -> None:
+    clean_listing = backend.exec("ls -A").stdout
+    backend.reset()
+    backend.reset()
+    assert backend.exec("ls -A").stdout == clean_listing
+
+
+def test_close_leaves_nothing_behind(
+    backend_factory: BackendFactory,
+    leftovers: Callable[[dict[str, Any], list[int]], list[str]],
+) -> None:
+    backend = backend_factory()
+    backend.put_file("data.txt", b"x")
+    pids = start_background_sleeps(backend)
+    described = backend.describe()
+
+    backend.close()
+
+    assert leftovers(described, pids) == []
+
+
+def test_close_twice_is_harmless_and_the_sandbox_is_unusable_after(
+    backend_factory: BackendFactory,
+) -> None:
+    backend = backend_factory()
+    backend.close()
+    backend.close()
+    with pytest.raises(SandboxError, match="closed"):
+        backend.exec("true")
+    with pytest.raises(SandboxError, match="closed"):
+        backend.get_file("anything")
+
+
+def test_two_sandboxes_do_not_share_files(backend_factory: BackendFactory) -> None:
+    first, second = backend_factory(), backend_factory()
+    first.put_file("mine.txt", b"first")
+    with pytest.raises(SandboxFileError):
+        second.get_file("mine.txt")
+
+
+def test_describe_names_kind_and_environment(backend: Backend, backend_kind: str) -> None:
+    described = backend.describe()
+    assert described["kind"] == backend_kind
+    assert described["env"] == "contract"

@@ -1,0 +1,363 @@
+"""Rules of the local backend alone: path confinement, settings, lifecycle, the registry."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+import crabray.backends as backends
+from crabray.backends import (
+    Backend,
+    LocalBackend,
+    available_backends,
+    create_backend,
+    register_backend,
+)
+from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
+
+
+def make_config(tmp_path: Path, name: str = "loc", **settings: object) -> EnvironmentConfig:
+    return EnvironmentConfig(
+        name=name,
+        backend="local",
+        backend_settings={"root_dir": str(tmp_path / "sandboxes"), **settings},
+    )
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A host directory next to the sandboxes, holding a secret no sandbox may touch."""
+    directory = tmp_path / "outside"
+    directory.mkdir()
+    (directory / "secret.txt").write_bytes(b"secret")
+    return directory
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> LocalBackend:
+    backend = LocalBackend(make_config(tmp_path))
+    backend.start()
+    yield backend
+    backend.close()
+
+
+def test_workdir_is_a_fresh_directory_named_after_the_environment(tmp_path: Path) -> None:
+    first = LocalBackend(make_config(tmp_path, name="webshop"))
+    second = LocalBackend(make_config(tmp_path, name="webshop"))
+    first.start()
+    second.start()
+    try:
+        root = (tmp_path / "sandboxes").resolve()
+        assert first.workdir.parent == root
+        assert "webshop" in first.workdir.name
+        assert first.workdir != second.workdir
+        assert sorted(p.name for p in first.workdir.iterdir()) == [".home", ".tmp"]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_home_and_tmpdir_point_inside_the_sandbox(local: LocalBackend) -> None:
+    result = local.exec('printf "%s\\n%s\\n%s" "$HOME" "$TMPDIR" "$PWD"')
+    home, tmpdir, pwd = result.stdout.split("\n")
+    assert home == str(local.workdir / ".home")
+    assert tmpdir == str(local.workdir / ".tmp")
+    assert pwd == str(local.workdir)
+    assert Path(home).is_dir()
+    assert Path(tmpdir).is_dir()
+
+
+def test_host_environment_does_not_leak_but_path_does(
+    local: LocalBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRABRAY_HOST_ONLY", "leak")
+    result = local.exec('printf "%s" "${CRABRAY_HOST_ONLY-absent}"; command -v sh >/dev/null')
+    assert result.stdout == "absent"
+    assert result.exit_code == 0
+
+
+def test_describe_adds_host_and_workdir(local: LocalBackend) -> None:
+    described = local.describe()
+    assert described["kind"] == "local"
+    assert described["env"] == "loc"
+    assert described["workdir"] == str(local.workdir)
+    assert isinstance(described["host"], str)
+    assert described["host"]
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "sub/../../escape.txt", "./../escape.txt"])
+def test_dotdot_escape_is_refused(local: LocalBackend, path: str) -> None:
+    with pytest.raises(SandboxFileError) as raised:
+        local.put_file(path, b"x")
+    message = str(raised.value)
+    assert path in message
+    assert str(local.workdir) in message
+    assert "'..'" in message
+    assert not (local.workdir.parent / "escape.txt").exists()
+    with pytest.raises(SandboxFileError, match="outside the sandbox"):
+        local.get_file(path)
+
+
+def test_absolute_path_outside_is_refused(local: LocalBackend, outside: Path) -> None:
+    secret = outside / "secret.txt"
+    with pytest.raises(SandboxFileError, match="absolute path outside") as raised:
+        local.get_file(str(secret))
+    assert str(secret) in str(raised.value)
+    with pytest.raises(SandboxFileError, match="absolute path outside"):
+        local.put_file(str(outside / "new.txt"), b"x")
+    with pytest.raises(SandboxFileError, match="absolute path outside"):
+        local.put_file(str(secret), b"overwritten")
+    assert not (outside / "new.txt").exists()
+    assert secret.read_bytes() == b"secret"
+
+
+def test_absolute_path_inside_is_allowed(local: LocalBackend) -> None:
+    local.put_file(str(local.workdir / "abs" / "in.txt"), b"inside")
+    assert local.get_file("abs/in.txt") == b"inside"
+    assert local.get_file(str(local.workdir / "abs/in.txt")) == b"inside"
+
+
+def test_symlinked_directory_pointing_outside_is_refused(
+    local: LocalBackend, outside: Path
+) -> None:
+    (local.workdir / "link").symlink_to(outside)
+    with pytest.raises(SandboxFileError, match="symlink") as raised:
+        local.get_file("link/secret.txt")
+    assert str(local.workdir) in str(raised.value)
+    with pytest.raises(SandboxFileError, match="symlink"):
+        local.put_file("link/planted.txt", b"x")
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+def test_symlinked_file_pointing_outside_is_refused(local: LocalBackend, outside: Path) -> None:
+    local.exec(["ln", "-s", str(outside / "secret.txt"), "alias.txt"])
+    local.exec(["ln", "-s", str(outside / "not-yet.txt"), "dangling.txt"])
+    with pytest.raises(SandboxFileError, match="symlink"):
+        local.get_file("alias.txt")
+    with pytest.raises(SandboxFileError, match="symlink"):
+        local.put_file("alias.txt", b"overwritten")
+    with pytest.raises(SandboxFileError, match="symlink"):
+        local.put_file("dangling.txt", b"planted")
+    assert (outside / "secret.txt").read_bytes() == b"secret"
+    assert not (outside / "not-yet.txt").exists()
+
+
+def test_symlink_inside_the_sandbox_is_followed(local: LocalBackend) -> None:
+    local.put_file("real/data.txt", b"real")
+    (local.workdir / "alias").symlink_to(local.workdir / "real")
+    assert local.get_file("alias/data.txt") == b"real"
+    local.put_file("alias/data.txt", b"changed")
+    assert local.get_file("real/data.txt") == b"changed"
+    assert (local.workdir / "alias").is_symlink()
+
+
+def test_put_into_a_directory_or_under_a_file_is_refused(local: LocalBackend) -> None:
+    local.exec("mkdir adir; echo x > afile")
+    with pytest.raises(SandboxFileError, match="is a directory"):
+        local.put_file("adir", b"x")
+    with pytest.raises(SandboxFileError, match="afile/child"):
+        local.put_file("afile/child", b"x")
+    assert local.get_file("afile") == b"x\n"
+
+
+def test_put_keeps_the_mode_of_an_existing_file(local: LocalBackend) -> None:
+    local.put_file("run.sh", b"#!/bin/sh\necho one\n")
+    assert stat.S_IMODE((local.workdir / "run.sh").stat().st_mode) == 0o644
+    local.exec("chmod 755 run.sh")
+    local.put_file("run.sh", b"#!/bin/sh\necho two\n")
+    assert local.exec("./run.sh").stdout == "two\n"
+    assert [p.name for p in local.workdir.iterdir() if p.name.startswith(".run.sh")] == []
+
+
+def test_unknown_setting_is_a_config_error_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        LocalBackend(make_config(tmp_path, rot_dir="/tmp"))
+    assert raised.value.field == "backend_settings.rot_dir"
+    assert "did you mean 'root_dir'" in str(raised.value)
+
+
+def test_mistyped_setting_is_a_config_error_naming_the_field(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as raised:
+        create_backend(make_config(tmp_path, shell=["/bin/sh"]))
+    assert raised.value.field == "backend_settings.shell"
+
+
+def test_shell_setting_is_used_for_string_commands(tmp_path: Path) -> None:
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    backend = LocalBackend(make_config(tmp_path, shell="bash"))
+    backend.start()
+    try:
+        assert backend.exec('printf "%s" "$BASH_VERSION" | wc -c').stdout.strip() != "0"
+    finally:
+        backend.close()
+
+
+def test_missing_shell_fails_at_start(tmp_path: Path) -> None:
+    backend = LocalBackend(make_config(tmp_path, shell="/no/such/shell"))
+    with pytest.raises(SandboxError, match="/no/such/shell"):
+        backend.start()
+
+
+def test_unknown_kind_is_a_config_error_listing_known_kinds() -> None:
+    config = EnvironmentConfig(name="e", backend="dockr")
+    with pytest.raises(ConfigError) as raised:
+        create_backend(config)
+    assert raised.value.field == "backend"
+    assert "dockr" in str(raised.value)
+    assert "known backends: local" in str(raised.value)
+
+
+def test_missing_optional_dependency_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    known = dict(backends._KNOWN_BACKENDS)
+    known["fancy"] = backends._KnownBackend(
+        "crabray_test_missing_dependency:FancyBackend", install_hint="pip install 'crabray[fancy]'"
+    )
+    monkeypatch.setattr(backends, "_KNOWN_BACKENDS", known)
+    assert "fancy" in available_backends()
+    with pytest.raises(ConfigError) as raised:
+        create_backend(EnvironmentConfig(name="e", backend="fancy"))
+    assert raised.value.field == "backend"
+    assert "pip install 'crabray[fancy]'" in str(raised.value)
+    assert "crabray_test_missing_dependency" in str(raised.value)
+
+
+def test_register_backend_makes_a_new_kind_creatable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backends, "_REGISTRY", dict(backends._REGISTRY))
+
+    @register_backend("scratch")
+    class ScratchBackend(LocalBackend):
+        pass
+
+    assert ScratchBackend.kind == "scratch"
+    assert "scratch" in available_backends()
+    config = EnvironmentConfig(
+        name="e", backend="scratch", backend_settings={"root_dir": str(tmp_path)}
+    )
+    backend = create_backend(config)
+    assert type(backend) is ScratchBackend
+    with pytest.raises(TypeError):
+        register_backend("nonsense")(dict)  # type: ignore[type-var]
+
+
+def test_create_backend_returns_an_unstarted_local_backend(tmp_path: Path) -> None:
+    backend = create_backend(make_config(tmp_path))
+    assert type(backend) is LocalBackend
+    assert backend.kind == "local"
+    assert not (tmp_path / "sandboxes").exists()
+    backend.close()
+
+
+def test_public_api() -> None:
+    assert sorted(backends.__all__) == sorted(
+        [
+            "Backend",
+            "ExecResult",
+            "LocalBackend",
+            "available_backends",
+            "create_backend",
+            "register_backend",
+        ]
+    )
+    assert "local" in available_backends()
+    assert issubclass(LocalBackend, Backend)
+
+
+@pytest.mark.parametrize(
+    "operation",
+    [
+        lambda b: b.exec("true"),
+        lambda b: b.put_file("f", b"x"),
+        lambda b: b.get_file("f"),
+        lambda b: b.reset(),
+        lambda b: b.workdir,
+    ],
+    ids=["exec", "put_file", "get_file", "reset", "workdir"],
+)
+def test_use_before_start_is_a_sandbox_error(tmp_path: Path, operation) -> None:
+    backend = LocalBackend(make_config(tmp_path))
+    with pytest.raises(SandboxError, match=r"not started; call start\(\) first"):
+        operation(backend)
+
+
+def test_start_twice_and_start_after_close_are_refused(tmp_path: Path) -> None:
+    backend = LocalBackend(make_config(tmp_path))
+    backend.start()
+    with pytest.raises(SandboxError, match="already started"):
+        backend.start()
+    backend.close()
+    with pytest.raises(SandboxError, match="closed"):
+        backend.start()
+
+
+def test_close_before_start_is_harmless(tmp_path: Path) -> None:
+    backend = LocalBackend(make_config(tmp_path))
+    backend.close()
+    backend.close()
+    assert backend.describe()["workdir"] is None
+
+
+def test_missing_program_and_missing_cwd_are_results(local: LocalBackend) -> None:
+    missing = local.exec(["crabray-no-such-program", "--flag"])
+    assert missing.exit_code == 127
+    assert "crabray-no-such-program" in missing.stderr
+    nowhere = local.exec("pwd", cwd="no/such/dir")
+    assert nowhere.exit_code == 126
+    assert "no/such/dir" in nowhere.stderr
+    assert nowhere.stdout == ""
+
+
+@pytest.mark.parametrize("command", [[], ["echo", 3]], ids=["empty", "not-a-string"])
+def test_malformed_argv_is_a_value_error(local: LocalBackend, command: list[object]) -> None:
+    with pytest.raises(ValueError, match="non-empty list of strings"):
+        local.exec(command)  # type: ignore[arg-type]
+
+
+def test_timeout_keeps_the_output_so_far(local: LocalBackend) -> None:
+    result = local.exec("echo started; echo warn >&2; sleep 30", timeout_sec=1)
+    assert result.timed_out is True
+    assert result.stdout == "started\n"
+    assert result.stderr == "warn\n"
+    assert 0.9 <= result.duration_sec < 10
+
+
+def test_background_child_holding_stdout_does_not_block_exec(local: LocalBackend) -> None:
+    started = time.monotonic()
+    result = local.exec("sleep 30 & echo quick")
+    assert time.monotonic() - started < 5
+    assert result.stdout == "quick\n"
+    assert result.exit_code == 0
+    assert result.timed_out is False
+
+
+def test_undecodable_output_is_replaced_not_fatal(local: LocalBackend) -> None:
+    result = local.exec(r"printf 'ok \377\376 end'")
+    assert result.stdout == "ok \ufffd\ufffd end"
+
+
+def test_reset_recreates_a_workdir_the_commands_deleted(local: LocalBackend) -> None:
+    workdir = local.workdir
+    result = local.exec(f"cd / && rm -rf '{workdir}'")
+    assert result.exit_code == 0
+    assert not workdir.exists()
+    local.reset()
+    assert sorted(p.name for p in workdir.iterdir()) == [".home", ".tmp"]
+    assert local.exec("pwd").stdout == f"{workdir}\n"
+
+
+def test_close_removes_even_read_only_trees(tmp_path: Path) -> None:
+    backend = LocalBackend(make_config(tmp_path))
+    backend.start()
+    workdir = backend.workdir
+    backend.exec("mkdir -p ro/deep && echo x > ro/deep/f && chmod -R a-w ro && chmod 000 ro")
+    backend.close()
+    assert not os.path.lexists(workdir)
