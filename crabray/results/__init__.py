@@ -1,0 +1,56 @@
+"""The results of runs: a Parquet dataset written crash-safely, read deduplicated.
+
+::
+
+    OUT/episodes/run_id=<RUN>/part-*.parquet   one row per episode attempt
+    OUT/steps/run_id=<RUN>/part-*.parquet      one row per agent action call
+    OUT/runs/<RUN>.json                        the run's manifest
+
+Columns are documented in ``docs/results-schema.md`` and in the schemas'
+field metadata. This package depends only on ``crabray.core.result`` and
+``crabray.core.errors``.
+"""
+
+from __future__ import annotations
+
+from crabray.results.dataset import (
+    INFRA_REASONS,
+    EpisodeKey,
+    attempts_so_far,
+    finished_keys,
+    read_episodes,
+    read_steps,
+)
+from crabray.results.leaderboard import LEADERBOARD_COLUMNS, leaderboard, render, to_rich_table
+from crabray.results.runs import (
+    RunManifest,
+    list_runs,
+    new_run_id,
+    read_manifest,
+    write_manifest,
+)
+from crabray.results.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
+from crabray.results.sink import ResultSink
+
+__all__ = [
+    "EPISODES_SCHEMA",
+    "INFRA_REASONS",
+    "LEADERBOARD_COLUMNS",
+    "STEPS_SCHEMA",
+    "EpisodeKey",
+    "ResultSink",
+    "RunManifest",
+    "attempts_so_far",
+    "episodes_table",
+    "finished_keys",
+    "leaderboard",
+    "list_runs",
+    "new_run_id",
+    "read_episodes",
+    "read_manifest",
+    "read_steps",
+    "render",
+    "steps_table",
+    "to_rich_table",
+    "write_manifest",
+]

@@ -1,0 +1,290 @@
+"""Reading a results dataset: deduplicated episodes, their steps, and what resume needs.
+
+The files on disk are append-only and may hold several rows for one episode:
+infrastructure retries (``attempt`` 0, 1, ...) and, after an interrupted
+compaction, exact copies. Every reader here resolves that the same way: one
+row per episode key ``(run_id, agent, task_id, epoch)``, the highest attempt,
+ties broken by the latest ``finished_at``. Steps are returned only for the
+episode rows that were kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from crabray.core.errors import ResultsError
+from crabray.core.result import TerminationReason
+from crabray.results._layout import (
+    IGNORED_PREFIXES,
+    Table,
+    check_run_id,
+    part_files,
+    partition_dir,
+    table_root,
+)
+from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
+
+logger = logging.getLogger(__name__)
+
+EpisodeKey = tuple[str, str, int]
+"""``(agent, task_id, epoch)``: an episode within one run."""
+
+INFRA_REASONS = frozenset(reason.value for reason in TerminationReason if reason.is_infra)
+"""Termination reasons that are the infrastructure's failure (the episode is retried)."""
+
+_RANK = ("attempt", "finished_at", "episode_id")
+_MAX_LIST_RETRIES = 3
+_PARTITIONING = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+
+
+class _PartVanishedError(ResultsError):
+    """A listed part file disappeared before it was read (a concurrent compaction)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} vanished while being read; is a compaction of this run running? "
+            "Read again when it is done"
+        )
+
+
+def _run_dirs(out_dir: Path, table: Table, run_id: str | None) -> list[Path]:
+    if run_id is not None:
+        return [partition_dir(out_dir, table, run_id)]
+    root = table_root(out_dir, table)
+    if not root.is_dir():
+        return []
+    return sorted(
+        path
+        for path in root.iterdir()
+        if path.is_dir()
+        and path.name.startswith("run_id=")
+        and not path.name.startswith(tuple(IGNORED_PREFIXES))
+    )
+
+
+def _diagnose(files: list[Path], schema: pa.Schema, exc: BaseException) -> Exception:
+    """Find which file made a scan fail, so the error can name it."""
+    for path in files:
+        if not path.exists():
+            return _PartVanishedError(path)
+        try:
+            ds.dataset(str(path), schema=schema, format="parquet").to_table()
+        except (pa.ArrowException, OSError) as probe:
+            consequence = (
+                "its episodes are then run again by a resumed run"
+                if schema is EPISODES_SCHEMA
+                else "the steps it held are then missing from the report"
+            )
+            return ResultsError(
+                f"{path}: unreadable results part file ({type(probe).__name__}: {probe}). "
+                f"Move it out of the dataset directory to read the rest; {consequence}"
+            )
+    return ResultsError(f"could not read results files under {files[0].parent.parent}: {exc}")
+
+
+def read_part_files(
+    files: list[Path],
+    schema: pa.Schema,
+    *,
+    columns: list[str] | None = None,
+    row_filter: ds.Expression | None = None,
+) -> pa.Table:
+    """Read Parquet part files as one table of ``schema`` (missing columns come back null).
+
+    Args:
+        files: The part files to read.
+        schema: The table's schema; files are cast to it.
+        columns: Columns to read; all of ``schema`` when None.
+        row_filter: A pyarrow dataset filter pushed down to the scan.
+
+    Raises:
+        ResultsError: A file is not readable Parquet or does not fit ``schema``; the
+            message names the file.
+    """
+    columns = list(schema.names) if columns is None else columns
+    if not files:
+        return schema.empty_table().select(columns)
+    dataset = ds.dataset(
+        [str(path) for path in files],
+        schema=schema,
+        format="parquet",
+        partitioning=_PARTITIONING,
+        partition_base_dir=str(files[0].parent.parent),
+    )
+    try:
+        return dataset.to_table(columns=columns, filter=row_filter)
+    except (pa.ArrowException, OSError) as exc:
+        error = _diagnose(files, schema, exc)
+        raise error from exc
+
+
+def one_row_per(table: pa.Table, key: list[str], *, keep: Literal["first", "last"]) -> pa.Table:
+    """The first (or last) row of each distinct ``key``, in the table's order.
+
+    Args:
+        table: Rows, possibly several per key.
+        key: Columns that identify a row.
+        keep: Which row of a key survives, by position in ``table``.
+    """
+    if table.num_rows == 0:
+        return table
+    positions = pa.array(range(table.num_rows), pa.int64())
+    aggregate = "min" if keep == "first" else "max"
+    chosen = (
+        table.select(key)
+        .append_column("__row", positions)
+        .group_by(key, use_threads=False)
+        .aggregate([("__row", aggregate)])
+        .column(f"__row_{aggregate}")
+    )
+    return table.take(chosen.sort())
+
+
+def _read(
+    out_dir: str | Path,
+    table: Table,
+    run_id: str | None,
+    columns: list[str],
+    row_filter: ds.Expression | None = None,
+) -> pa.Table:
+    """Read ``columns`` of every committed part of ``table``, re-listing if a part vanishes."""
+    schema = EPISODES_SCHEMA if table == "episodes" else STEPS_SCHEMA
+    if run_id is not None:
+        check_run_id(run_id)
+    for _ in range(_MAX_LIST_RETRIES):
+        files = [
+            path
+            for directory in _run_dirs(Path(out_dir), table, run_id)
+            for path in part_files(directory)
+        ]
+        try:
+            return read_part_files(files, schema, columns=columns, row_filter=row_filter)
+        except _PartVanishedError as vanished:
+            logger.debug("part file %s vanished while reading; listing again", vanished.path)
+    raise ResultsError(
+        f"the {table} files under {out_dir} kept changing while being read "
+        f"({_MAX_LIST_RETRIES} tries); is a compaction running? Read again when it is done"
+    )
+
+
+def _check_columns(columns: list[str] | None, schema: pa.Schema, table: Table) -> list[str]:
+    if columns is None:
+        return list(schema.names)
+    unknown = [name for name in columns if name not in schema.names]
+    if unknown:
+        raise ResultsError(
+            f"unknown {table} column(s) {unknown}; known columns: {', '.join(schema.names)}"
+        )
+    return list(columns)
+
+
+def _to_frame(table: pa.Table) -> pd.DataFrame:
+    """A pandas frame of ``table``, with list columns as Python lists."""
+    frame = table.to_pandas()
+    if "tags" in frame.columns:
+        frame["tags"] = frame["tags"].map(list)
+    return frame
+
+
+def _kept_episodes(out_dir: str | Path, run_id: str | None, columns: list[str]) -> pa.Table:
+    """Episode rows after deduplication, with ``columns`` plus what ranking needs."""
+    needed = list(dict.fromkeys([*EPISODE_KEY, *_RANK, *columns]))
+    table = _read(out_dir, "episodes", run_id, needed)
+    if table.num_rows == 0:
+        return table
+    table = table.sort_by([(name, "ascending") for name in (*EPISODE_KEY, *_RANK)])
+    # Sorted by key then rank, the last row of each key is the one to keep.
+    return one_row_per(table, list(EPISODE_KEY), keep="last")
+
+
+def read_episodes(
+    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """One row per episode: the latest attempt of each (run, agent, task, epoch).
+
+    Args:
+        out_dir: The output directory holding ``episodes/``.
+        run_id: Read only this run; every run when None.
+        columns: Columns to return (only these are read, plus the key); all when None.
+
+    Returns:
+        A frame in the ``EPISODES_SCHEMA`` column order (or ``columns`` order), sorted
+        by episode key; empty, with those columns, when nothing has been written.
+
+    Raises:
+        ResultsError: An unknown column, a bad run id, or an unreadable part file
+            (named in the message).
+
+    Example:
+        >>> read_episodes("results", columns=["task_id", "success"])  # doctest: +SKIP
+    """
+    wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
+    return _to_frame(_kept_episodes(out_dir, run_id, wanted).select(wanted))
+
+
+def read_steps(
+    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """The steps of the kept episode rows, ordered by episode, step and call.
+
+    Steps of superseded attempts and orphan steps (written just before a crash,
+    whose episode row never was) are left out.
+
+    Args:
+        out_dir: The output directory holding ``steps/`` and ``episodes/``.
+        run_id: Read only this run; every run when None.
+        columns: Columns to return; all when None.
+
+    Raises:
+        ResultsError: An unknown column, a bad run id, or an unreadable part file.
+    """
+    wanted = _check_columns(columns, STEPS_SCHEMA, "steps")
+    kept = _kept_episodes(out_dir, run_id, ["episode_id"]).column("episode_id")
+    needed = list(dict.fromkeys([*STEP_KEY, *wanted]))
+    steps = _read(out_dir, "steps", run_id, needed, ds.field("episode_id").isin(kept))
+    if steps.num_rows:
+        steps = steps.sort_by([(name, "ascending") for name in STEP_KEY])
+        steps = one_row_per(steps, list(STEP_KEY), keep="first")
+    return _to_frame(steps.select(wanted))
+
+
+def finished_keys(out_dir: str | Path, run_id: str) -> set[EpisodeKey]:
+    """The ``(agent, task_id, epoch)`` episodes of a run that need no more attempts.
+
+    An episode is finished when its kept row ended for any reason but an
+    infrastructure failure; a resumed run skips exactly these.
+
+    Raises:
+        ResultsError: A bad run id or an unreadable part file.
+    """
+    frame = read_episodes(out_dir, run_id, ["agent", "task_id", "epoch", "termination_reason"])
+    final = frame[~frame["termination_reason"].isin(INFRA_REASONS)]
+    return {
+        (str(agent), str(task), int(epoch))
+        for agent, task, epoch in zip(final["agent"], final["task_id"], final["epoch"], strict=True)
+    }
+
+
+def attempts_so_far(out_dir: str | Path, run_id: str) -> dict[EpisodeKey, int]:
+    """The highest attempt number on disk per ``(agent, task_id, epoch)`` of a run.
+
+    A resumed run gives a retried episode ``attempt = attempts_so_far[key] + 1``
+    so that its row supersedes the failed one.
+
+    Raises:
+        ResultsError: A bad run id or an unreadable part file.
+    """
+    frame = read_episodes(out_dir, run_id, ["agent", "task_id", "epoch", "attempt"])
+    return {
+        (str(agent), str(task), int(epoch)): int(attempt)
+        for agent, task, epoch, attempt in zip(
+            frame["agent"], frame["task_id"], frame["epoch"], frame["attempt"], strict=True
+        )
+    }

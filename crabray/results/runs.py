@@ -1,0 +1,127 @@
+"""Run manifests: what a run was asked to do, so it can be listed, reported and resumed.
+
+A manifest is a small JSON file, ``OUT/runs/<RUN>.json``, written atomically
+when a run starts. The episodes themselves live in the Parquet tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from crabray.core.errors import ResultsError
+from crabray.core.result import utcnow
+from crabray.results._layout import atomic_write, check_run_id, runs_dir
+
+logger = logging.getLogger(__name__)
+
+_MANIFEST_SUFFIX = ".json"
+
+
+class RunManifest(BaseModel):
+    """What a run executes: one suite, some agents, the options it was started with."""
+
+    run_id: str = Field(description="Id of the run, e.g. '20261123-075300-3fa2c1'.")
+    suite: str = Field(description="Path of the suite, as given on the command line.")
+    suite_name: str = Field(description="Name of the suite.")
+    agents: list[str] = Field(description="Names of the agent configurations the run evaluates.")
+    created_at: datetime = Field(
+        default_factory=utcnow, description="When the run was first started (UTC)."
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Run options (epochs, limits, backend, ...) so a resume can reuse them.",
+    )
+    crabray_version: str = Field(description="Version of crabray that created the run.")
+
+    @field_validator("run_id")
+    @classmethod
+    def _usable_run_id(cls, value: str) -> str:
+        try:
+            return check_run_id(value)
+        except ResultsError as exc:
+            raise ValueError(str(exc)) from exc
+
+
+def new_run_id() -> str:
+    """A fresh run id: the UTC start time and 6 random hex digits, e.g. ``20261123-075300-3fa2c1``.
+
+    Ids sort chronologically, and the random suffix keeps two runs started in
+    the same second apart.
+    """
+    return f"{utcnow():%Y%m%d-%H%M%S}-{secrets.token_hex(3)}"
+
+
+def _manifest_path(out_dir: Path, run_id: str) -> Path:
+    return runs_dir(out_dir) / f"{check_run_id(run_id)}{_MANIFEST_SUFFIX}"
+
+
+def write_manifest(out_dir: str | Path, manifest: RunManifest) -> Path:
+    """Write (or replace) a run's manifest atomically.
+
+    Args:
+        out_dir: The output directory.
+        manifest: The manifest to store.
+
+    Returns:
+        The manifest's path.
+
+    Raises:
+        ResultsError: The file could not be written.
+    """
+    path = _manifest_path(Path(out_dir), manifest.run_id)
+    content = manifest.model_dump_json(indent=2).encode()
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(content)
+
+    atomic_write(path, write)
+    logger.debug("wrote manifest %s", path)
+    return path
+
+
+def list_runs(out_dir: str | Path) -> list[str]:
+    """Ids of the runs with a manifest under ``out_dir``, oldest first (ids sort by time)."""
+    directory = runs_dir(Path(out_dir))
+    if not directory.is_dir():
+        return []
+    return sorted(
+        path.stem
+        for path in directory.iterdir()
+        if path.suffix == _MANIFEST_SUFFIX and not path.name.startswith(".") and path.is_file()
+    )
+
+
+def read_manifest(out_dir: str | Path, run_id: str) -> RunManifest:
+    """The manifest of ``run_id``.
+
+    Raises:
+        ResultsError: There is no such run (the message lists the runs that exist),
+            or its manifest is not a valid manifest (the message names the file).
+    """
+    path = _manifest_path(Path(out_dir), run_id)
+    try:
+        content = path.read_bytes()
+    except FileNotFoundError:
+        runs = list_runs(out_dir)
+        known = ", ".join(runs) if runs else "none"
+        raise ResultsError(
+            f"no run {run_id!r} in {out_dir} (no {path}); runs there: {known}"
+        ) from None
+    except OSError as exc:
+        raise ResultsError(f"{path}: cannot read run manifest: {exc}") from exc
+    try:
+        manifest = RunManifest.model_validate_json(content)
+    except ValidationError as exc:
+        raise ResultsError(f"{path}: not a valid run manifest: {exc}") from exc
+    if manifest.run_id != run_id:
+        raise ResultsError(
+            f"{path}: manifest says run_id {manifest.run_id!r}, but the file is named for "
+            f"{run_id!r}; rename the file or fix its run_id"
+        )
+    return manifest

@@ -1,0 +1,168 @@
+"""Explicit Arrow schemas of the ``episodes`` and ``steps`` tables.
+
+The schemas are written out by hand rather than inferred so that a column's
+type never depends on the first batch that happened to be written (an all-null
+``model`` column would otherwise become ``null`` typed and clash with the next
+file). A test asserts they match ``EpisodeResult`` and ``StepRecord`` field for
+field, so the models and the files cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel
+
+from crabray.core.errors import ResultsError
+from crabray.core.result import EpisodeResult, StepRecord
+
+logger = logging.getLogger(__name__)
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+# Meanings of the fields whose model declares no description.
+_EXTRA_DESCRIPTIONS: dict[str, str] = {
+    "run_id": "Id of the run the row belongs to (also the hive partition value).",
+    "suite": "Path or name of the suite the task came from.",
+    "task_id": "Id of the task within its suite.",
+    "tags": "Tags of the task, for slicing results.",
+    "agent": "Name of the agent configuration.",
+    "model": "Model the agent used, if it uses one.",
+    "epoch": "Repetition index of the same task and agent.",
+    "attempt": "Infrastructure retry number, from 0.",
+    "termination_reason": "Why the episode ended; 'env_error' is an infrastructure failure.",
+    "success": "Whether the task was solved.",
+    "tokens_in": "Prompt tokens the agent consumed.",
+    "tokens_out": "Completion tokens the agent produced.",
+    "wall_time_sec": "Wall-clock seconds of the whole episode, setup included.",
+    "setup_time_sec": "Seconds spent setting up the environments.",
+    "started_at": "When the episode started (UTC).",
+    "finished_at": "When the episode finished (UTC).",
+    "action": "Name of the action called.",
+    "duration_sec": "Seconds the call took.",
+    "graph_passed_nodes": "Evaluator nodes passed after this call.",
+    "graph_total_nodes": "Evaluator nodes in the task's graph.",
+    "completeness": "Evaluator-graph completeness after this call.",
+    "timestamp": "When the call finished (UTC).",
+}
+
+
+def _field(name: str, type_: pa.DataType, model: type[BaseModel], *, nullable: bool) -> pa.Field:
+    """A schema field whose metadata carries the model's description of it."""
+    description = model.model_fields[name].description or _EXTRA_DESCRIPTIONS.get(name)
+    if description is None:
+        raise ResultsError(f"column {name!r} of {model.__name__} has no description")
+    return pa.field(name, type_, nullable=nullable, metadata={"description": description})
+
+
+def _episode_field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.Field:
+    return _field(name, type_, EpisodeResult, nullable=nullable)
+
+
+def _step_field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.Field:
+    return _field(name, type_, StepRecord, nullable=nullable)
+
+
+EPISODES_SCHEMA = pa.schema(
+    [
+        _episode_field("episode_id", pa.string()),
+        _episode_field("run_id", pa.string()),
+        _episode_field("suite", pa.string()),
+        _episode_field("task_id", pa.string()),
+        _episode_field("tags", pa.list_(pa.string())),
+        _episode_field("agent", pa.string()),
+        _episode_field("model", pa.string(), nullable=True),
+        _episode_field("epoch", pa.int64()),
+        _episode_field("attempt", pa.int64()),
+        _episode_field("termination_reason", pa.string()),
+        _episode_field("success", pa.bool_()),
+        _episode_field("score", pa.float64()),
+        _episode_field("completeness", pa.float64()),
+        _episode_field("steps", pa.int64()),
+        _episode_field("action_errors", pa.int64()),
+        _episode_field("tokens_in", pa.int64()),
+        _episode_field("tokens_out", pa.int64()),
+        _episode_field("wall_time_sec", pa.float64()),
+        _episode_field("setup_time_sec", pa.float64()),
+        _episode_field("node", pa.string(), nullable=True),
+        _episode_field("error", pa.string(), nullable=True),
+        _episode_field("error_type", pa.string(), nullable=True),
+        _episode_field("started_at", TIMESTAMP),
+        _episode_field("finished_at", TIMESTAMP),
+    ],
+    metadata={"description": "One row per episode attempt (crabray EpisodeResult)."},
+)
+
+STEPS_SCHEMA = pa.schema(
+    [
+        _step_field("episode_id", pa.string()),
+        _step_field("run_id", pa.string()),
+        _step_field("task_id", pa.string()),
+        _step_field("agent", pa.string()),
+        _step_field("epoch", pa.int64()),
+        _step_field("attempt", pa.int64()),
+        _step_field("step", pa.int64()),
+        _step_field("call_index", pa.int64()),
+        _step_field("env", pa.string()),
+        _step_field("action", pa.string()),
+        _step_field("arguments_json", pa.string()),
+        _step_field("result", pa.string()),
+        _step_field("error", pa.string(), nullable=True),
+        _step_field("agent_message", pa.string(), nullable=True),
+        _step_field("duration_sec", pa.float64()),
+        _step_field("graph_passed_nodes", pa.int64()),
+        _step_field("graph_total_nodes", pa.int64()),
+        _step_field("completeness", pa.float64()),
+        _step_field("timestamp", TIMESTAMP),
+    ],
+    metadata={"description": "One row per agent action call (crabray StepRecord)."},
+)
+
+EPISODE_KEY = ("run_id", "agent", "task_id", "epoch")
+"""Columns that identify an episode across its attempts."""
+
+STEP_KEY = ("episode_id", "step", "call_index")
+"""Columns that identify one call of one execution."""
+
+
+def _column_value(value: Any) -> Any:
+    """A model attribute as Arrow takes it (enums by value)."""
+    return value.value if isinstance(value, Enum) else value
+
+
+def _models_to_table(models: Sequence[BaseModel], schema: pa.Schema) -> pa.Table:
+    """Columns of ``models`` in ``schema`` order; Arrow enforces types and nullability."""
+    columns = {
+        name: [_column_value(getattr(model, name)) for model in models] for name in schema.names
+    }
+    try:
+        return pa.Table.from_pydict(columns, schema=schema)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise ResultsError(
+            f"records do not fit the results schema ({type(exc).__name__}: {exc}); "
+            "check that crabray.results.schema matches crabray.core.result"
+        ) from exc
+
+
+def episodes_table(results: Sequence[EpisodeResult]) -> pa.Table:
+    """The ``episodes`` table of ``results``, one row each, typed by ``EPISODES_SCHEMA``.
+
+    Naive datetimes are taken to be UTC (Arrow's rule); the models produce aware ones.
+
+    Raises:
+        ResultsError: A value does not fit its column (the schema and model disagree).
+    """
+    return _models_to_table(results, EPISODES_SCHEMA)
+
+
+def steps_table(steps: Sequence[StepRecord]) -> pa.Table:
+    """The ``steps`` table of ``steps``, one row each, typed by ``STEPS_SCHEMA``.
+
+    Raises:
+        ResultsError: A value does not fit its column (the schema and model disagree).
+    """
+    return _models_to_table(steps, STEPS_SCHEMA)

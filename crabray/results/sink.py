@@ -1,0 +1,151 @@
+"""Appends finished episodes to a run's Parquet dataset, crash-safely.
+
+Each ``write`` commits one steps file and then one episodes file. The episodes
+file is the commit marker: an episode row on disk implies its steps are on
+disk, so a crash between the two leaves only orphan steps, which readers drop
+(they keep steps of kept episode rows only) and the resumed run redoes.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import BinaryIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from crabray.core.errors import ResultsError
+from crabray.core.result import EpisodeRecord
+from crabray.results._layout import (
+    PART_SUFFIX,
+    Table,
+    atomic_write,
+    check_run_id,
+    new_part_stem,
+    part_files,
+    partition_dir,
+)
+from crabray.results.dataset import one_row_per, read_part_files
+from crabray.results.schema import (
+    EPISODES_SCHEMA,
+    STEP_KEY,
+    STEPS_SCHEMA,
+    episodes_table,
+    steps_table,
+)
+
+logger = logging.getLogger(__name__)
+
+_COMPRESSION = "zstd"
+
+
+def _write_parquet(path: Path, table: pa.Table) -> None:
+    """Commit ``table`` as the Parquet file ``path`` atomically."""
+
+    def write(handle: BinaryIO) -> None:
+        pq.write_table(table, handle, compression=_COMPRESSION)
+
+    atomic_write(path, write)
+
+
+class ResultSink:
+    """The writer of one run's results under ``out_dir``.
+
+    Safe against being killed at any moment: every file appears whole or not at
+    all, and readers deduplicate, so the dataset stays readable. One sink per
+    run at a time: two processes may write the same run, but ``compact`` must
+    not run while another process writes it.
+
+    Args:
+        out_dir: The output directory (``results/`` by default in the CLI).
+        run_id: The run the rows belong to; every record written must carry it.
+
+    Raises:
+        ResultsError: ``run_id`` is not usable as a directory name.
+
+    Example:
+        >>> sink = ResultSink("results", "20261123-075300-3fa2c1")  # doctest: +SKIP
+        >>> sink.write([record])  # doctest: +SKIP
+    """
+
+    def __init__(self, out_dir: str | Path, run_id: str) -> None:
+        self.out_dir = Path(out_dir)
+        self.run_id = check_run_id(run_id)
+
+    def _dir(self, table: Table) -> Path:
+        return partition_dir(self.out_dir, table, self.run_id)
+
+    def _check(self, records: list[EpisodeRecord]) -> None:
+        """Refuse rows that would land in another run's partition or lose their episode."""
+        for record in records:
+            result = record.result
+            if result.run_id != self.run_id:
+                raise ResultsError(
+                    f"episode {result.episode_id} ({result.agent}/{result.task_id}) belongs to "
+                    f"run {result.run_id!r}, but this sink writes run {self.run_id!r}"
+                )
+            for step in record.steps:
+                if step.episode_id != result.episode_id or step.run_id != self.run_id:
+                    raise ResultsError(
+                        f"step {step.step} of episode {result.episode_id} carries episode_id "
+                        f"{step.episode_id!r} and run_id {step.run_id!r}; a step must carry its "
+                        "episode's ids or it is dropped on read"
+                    )
+
+    def write(self, records: list[EpisodeRecord]) -> None:
+        """Commit a batch of finished episodes: their steps first, then their rows.
+
+        An empty batch writes nothing; a batch without steps writes no steps file.
+
+        Args:
+            records: Finished episodes of this run, with their steps.
+
+        Raises:
+            ResultsError: A record belongs to another run, a step does not carry
+                its episode's ids, or a file could not be written.
+        """
+        if not records:
+            return
+        self._check(records)
+        stem = new_part_stem()
+        steps = [step for record in records for step in record.steps]
+        if steps:
+            _write_parquet(self._dir("steps") / f"{stem}{PART_SUFFIX}", steps_table(steps))
+        episodes = episodes_table([record.result for record in records])
+        _write_parquet(self._dir("episodes") / f"{stem}{PART_SUFFIX}", episodes)
+        logger.debug("run %s: wrote %d episodes, %d steps", self.run_id, len(records), len(steps))
+
+    def compact(self) -> None:
+        """Merge the run's part files into one file per table.
+
+        Steps are compacted before episodes. The merged file is committed
+        before the parts it replaces are deleted, so a crash in between only
+        leaves duplicate rows, which readers (and the next compaction) drop.
+        Rows are kept otherwise unchanged, superseded attempts included.
+
+        Raises:
+            ResultsError: A part file is unreadable (named in the message), or the
+                merged file could not be written.
+        """
+        self._compact("steps", STEPS_SCHEMA, list(STEP_KEY))
+        self._compact("episodes", EPISODES_SCHEMA, ["episode_id"])
+
+    def _compact(self, table: Table, schema: pa.Schema, identity: list[str]) -> None:
+        directory = self._dir(table)
+        parts = part_files(directory)
+        if len(parts) <= 1:
+            return
+        merged = read_part_files(parts, schema)
+        # Repeats are left by a compaction killed between committing and deleting.
+        merged = one_row_per(merged, identity, keep="first")
+        _write_parquet(directory / f"{new_part_stem()}{PART_SUFFIX}", merged)
+        for part in parts:
+            part.unlink()
+        logger.info(
+            "run %s: compacted %d %s files into one (%d rows)",
+            self.run_id,
+            len(parts),
+            table,
+            merged.num_rows,
+        )

@@ -1,0 +1,56 @@
+"""The public surface of crabray.results and the layering rule it obeys."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import crabray.results
+
+ALLOWED_OUTSIDE = {"crabray.core.result", "crabray.core.errors"}
+
+
+def test_export_list():
+    assert sorted(crabray.results.__all__) == sorted(
+        [
+            "EPISODES_SCHEMA",
+            "INFRA_REASONS",
+            "LEADERBOARD_COLUMNS",
+            "STEPS_SCHEMA",
+            "EpisodeKey",
+            "ResultSink",
+            "RunManifest",
+            "attempts_so_far",
+            "episodes_table",
+            "finished_keys",
+            "leaderboard",
+            "list_runs",
+            "new_run_id",
+            "read_episodes",
+            "read_manifest",
+            "read_steps",
+            "render",
+            "steps_table",
+            "to_rich_table",
+            "write_manifest",
+        ]
+    )
+    for name in crabray.results.__all__:
+        assert hasattr(crabray.results, name), name
+
+
+def test_results_imports_only_the_result_model_and_errors():
+    package = Path(crabray.results.__file__).parent
+    for module in package.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name == "crabray" or name.startswith("crabray."):
+                    assert name in ALLOWED_OUTSIDE or name.startswith("crabray.results"), (
+                        f"{module.name} imports {name}"
+                    )

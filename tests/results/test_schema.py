@@ -1,0 +1,68 @@
+"""The Arrow schemas stay in step with the result models."""
+
+from __future__ import annotations
+
+import types
+import typing
+from datetime import datetime
+
+import pyarrow as pa
+import pytest
+from pydantic import BaseModel
+
+from crabray.core.result import EpisodeResult, StepRecord
+from crabray.results import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
+
+PAIRS = [(EPISODES_SCHEMA, EpisodeResult), (STEPS_SCHEMA, StepRecord)]
+
+
+def _is_optional(annotation: object) -> bool:
+    return isinstance(annotation, types.UnionType) and type(None) in typing.get_args(annotation)
+
+
+@pytest.mark.parametrize(("schema", "model"), PAIRS)
+def test_schema_fields_are_the_model_fields_in_order(schema: pa.Schema, model: type[BaseModel]):
+    assert schema.names == list(model.model_fields)
+
+
+@pytest.mark.parametrize(("schema", "model"), PAIRS)
+def test_nullable_exactly_where_the_model_is_optional(schema: pa.Schema, model: type[BaseModel]):
+    for name, info in model.model_fields.items():
+        assert schema.field(name).nullable == _is_optional(info.annotation), name
+
+
+@pytest.mark.parametrize(("schema", "model"), PAIRS)
+def test_every_column_is_described(schema: pa.Schema, model: type[BaseModel]):
+    for name, info in model.model_fields.items():
+        description = schema.field(name).metadata[b"description"].decode()
+        assert description
+        if info.description:
+            assert description == info.description
+
+
+@pytest.mark.parametrize(("schema", "model"), PAIRS)
+def test_types_follow_the_annotations(schema: pa.Schema, model: type[BaseModel]):
+    expected = {int: pa.int64(), float: pa.float64(), bool: pa.bool_(), str: pa.string()}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if _is_optional(annotation):
+            (annotation,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        actual = schema.field(name).type
+        if annotation is datetime:
+            assert actual == pa.timestamp("us", tz="UTC"), name
+        elif annotation == list[str]:
+            assert actual == pa.list_(pa.string()), name
+        elif annotation in expected:
+            assert actual == expected[annotation], name
+        else:  # enums are stored by their string value
+            assert actual == pa.string(), name
+
+
+def test_tables_carry_the_schemas_and_enum_values(make_record):
+    record = make_record("t1")
+    episodes = episodes_table([record.result])
+    steps = steps_table(record.steps)
+    assert episodes.schema == EPISODES_SCHEMA
+    assert steps.schema == STEPS_SCHEMA
+    assert episodes.column("termination_reason").to_pylist() == ["success"]
+    assert steps.num_rows == 2
