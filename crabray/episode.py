@@ -268,7 +268,24 @@ class _Episode:
             self.result.action_errors += 1
             self.consecutive_errors += 1
         self.actions_taken += 1
-        self._evaluate()
+        try:
+            self._evaluate()
+        finally:
+            # Recorded even when the evaluation ends the episode: the call happened.
+            self._record(step, index, call, move, env_name, output, error, started)
+        return CallResult(call_id=call.call_id, name=call.name, output=output, error=error)
+
+    def _record(
+        self,
+        step: int,
+        index: int,
+        call: ActionCall,
+        move: AgentStep,
+        env_name: str,
+        output: str,
+        error: str | None,
+        started: float,
+    ) -> None:
         self.steps.append(
             StepRecord(
                 episode_id=self.result.episode_id,
@@ -291,7 +308,6 @@ class _Episode:
                 completeness=self.stats.completeness,
             )
         )
-        return CallResult(call_id=call.call_id, name=call.name, output=output, error=error)
 
     def _evaluate(self) -> None:
         try:

@@ -277,6 +277,8 @@ def _compatible(produced: Any, wanted: Any) -> bool:
     """Whether a value of type ``produced`` may be passed where ``wanted`` is expected."""
     if Any in (produced, wanted) or produced == wanted:
         return True
+    if produced is int and float in (wanted, *typing.get_args(wanted)):
+        return True  # PEP 484 numeric tower: an int is accepted where a float is expected
     if isinstance(produced, type) and isinstance(wanted, type):
         return issubclass(produced, wanted)
     return produced in typing.get_args(wanted)

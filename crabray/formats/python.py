@@ -97,7 +97,7 @@ def _load_error(file: Path, resolved: Path, exc: Exception) -> SuiteLoadError:
     where = f"{file}:{frames[-1].lineno}" if frames else str(file)
     if isinstance(exc, ValidationError):
         fields = "; ".join(
-            f"{exc.title}.{'.'.join(str(p) for p in err['loc'])}: {_clean(err['msg'])}"
+            f"{'.'.join(str(p) for p in (exc.title, *err['loc']))}: {_clean(err['msg'])}"
             for err in exc.errors()
         )
         return SuiteLoadError(fields, file=where)
