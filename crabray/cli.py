@@ -15,6 +15,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.table import Table
 
 from crabray.core.errors import CrabrayError
@@ -55,7 +56,7 @@ def main(
 
 def _fail(exc: Exception) -> typer.Exit:
     """Show an error as the user should read it, and the exit code for it."""
-    errors.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
 
@@ -223,8 +224,8 @@ def tasks_validate(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
         loaded = load_suite(resolve_suite(suite, suite_format))
     except SuiteErrors as exc:
         for problem in exc.errors:
-            errors.print(f"[red]✗[/] {problem}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {suite}")
+            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(suite))}")
         raise typer.Exit(code=1) from exc
     except CrabrayError as exc:
         raise _fail(exc) from exc
@@ -235,9 +236,9 @@ def tasks_validate(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
         except CrabrayError as exc:
             problems.append(exc)
     for problem in problems:
-        errors.print(f"[red]✗[/] {problem}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
     if problems:
-        errors.print(f"[bold red]{len(problems)} problem(s)[/] in {suite}")
+        errors.print(f"[bold red]{len(problems)} problem(s)[/] in {escape(str(suite))}")
         raise typer.Exit(code=1)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 

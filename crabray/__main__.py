@@ -1,0 +1,5 @@
+"""``python -m crabray``: the same as the ``crabray`` command."""
+
+from crabray.cli import app
+
+app(prog_name="crabray")

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (if needed) and run the whole test suite, with the lint checks CI applies.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/python -m pytest "$@"

@@ -1,0 +1,92 @@
+"""The CLI's answers to bad input, and the commands that need no Ray."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from tests.conftest import crabray
+
+BAD_TASK = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import path_exists
+
+    ENV = EnvironmentConfig(name="box")
+    bad = BenchmarkConfig(
+        name="bad",
+        environments=[ENV],
+        tasks=[Task(id="t", description="d", evaluator="not an evaluator")],
+    )
+    """
+)
+
+
+def test_validate_reports_every_bad_module_with_file_and_field(tmp_path: Path) -> None:
+    (tmp_path / "bad_task.py").write_text(BAD_TASK)
+    (tmp_path / "broken.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")
+    done = crabray("tasks", "validate", str(tmp_path))
+    assert done.returncode == 1
+    assert "2 problem(s)" in done.stderr
+    assert "bad_task.py" in done.stderr
+    assert "bad_task.py:9: Task.evaluator: must be an evaluator" in done.stderr
+    assert "broken.py:2" in done.stderr
+    assert "RuntimeError: boom at import" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_run_refuses_a_broken_suite_before_starting(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("import no_such_module_xyz\n")
+    out = tmp_path / "out"
+    done = crabray("run", str(tmp_path), "--agent", "oracle", "--out", str(out))
+    assert done.returncode == 2
+    assert "broken.py:1" in done.stderr
+    assert "no_such_module_xyz" in done.stderr
+    assert not (out / "episodes").exists()
+
+
+def test_validate_and_list_the_demo_suite(demo_suite: Path) -> None:
+    ok = crabray("tasks", "validate", str(demo_suite), check=True)
+    assert "11 tasks" in ok.stdout
+    listed = crabray("tasks", "list", str(demo_suite), check=True)
+    assert "deploy-config" in listed.stdout
+    assert "workstation, server" in listed.stdout
+
+
+def test_validate_finds_a_solution_outside_the_action_space(tmp_path: Path) -> None:
+    (tmp_path / "suite.py").write_text(
+        textwrap.dedent(
+            """
+            from crabray import BenchmarkConfig, EnvironmentConfig, Task
+            from crabray.actions import path_exists, run_command
+
+            ENV = EnvironmentConfig(name="box", action_space=[])
+            b = BenchmarkConfig(
+                name="b",
+                environments=[ENV],
+                tasks=[Task(id="t", description="d", evaluator=path_exists(path="x"),
+                            solution=[run_command(command="touch x")])],
+            )
+            """
+        )
+    )
+    done = crabray("tasks", "validate", str(tmp_path))
+    assert done.returncode == 1
+    assert "tasks[t].solution" in done.stderr
+    assert "run_command" in done.stderr
+
+
+def test_unknown_agent_and_missing_suite_are_clear_errors(tmp_path: Path) -> None:
+    unknown = crabray("run", "tasks/demo", "--agent", "gpt-nobody", "--out", str(tmp_path))
+    assert unknown.returncode == 2
+    assert "unknown agent 'gpt-nobody'" in unknown.stderr
+    assert "oracle" in unknown.stderr
+    missing = crabray("run", str(tmp_path / "nowhere"), "--agent", "oracle")
+    assert missing.returncode == 2
+    assert "no such file or folder" in missing.stderr
+
+
+def test_leaderboard_of_an_empty_directory_says_so(tmp_path: Path) -> None:
+    done = crabray("leaderboard", str(tmp_path), "--format", "json")
+    assert done.returncode == 2
+    assert f"no episodes in {tmp_path}" in done.stderr

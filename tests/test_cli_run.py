@@ -1,0 +1,140 @@
+"""``crabray run`` end to end on a real local Ray instance, and resuming a killed run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+
+from crabray.results import read_episodes, read_steps
+from tests.conftest import ROOT, crabray
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+SLOW_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import SHELL_ACTIONS, FILE_ACTIONS, path_exists, run_command, write_file
+
+    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
+    slow = BenchmarkConfig(
+        name="slow",
+        environments=[ENV],
+        tasks=[
+            Task(
+                id=f"t{i:02d}",
+                description="sleep, then write done.txt",
+                evaluator=path_exists(path="done.txt"),
+                solution=[run_command(command="sleep 0.7"), write_file(path="done.txt", content="x")],
+            )
+            for i in range(N_TASKS)
+        ],
+    )
+    """
+)
+
+
+def raw_episode_rows(out: Path) -> list[dict]:
+    """Every episode row on disk, duplicates included (no deduplication)."""
+    dataset = ds.dataset(
+        out / "episodes", format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]
+    )
+    return dataset.to_table(columns=["task_id", "agent", "epoch", "attempt", "episode_id"]).to_pylist()
+
+
+def test_demo_suite_oracle_and_noop(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = crabray("run", "tasks/demo", "--agent", "oracle", "--agent", "noop", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "run id:" in done.stdout
+    episodes = read_episodes(out)
+    assert len(episodes) == 22
+    by_agent = episodes.groupby("agent")["success"].sum().to_dict()
+    assert by_agent == {"oracle": 11, "noop": 0}
+    oracle = episodes[episodes.agent == "oracle"]
+    assert set(oracle.termination_reason) == {"success"}
+    assert (oracle.completeness == 1.0).all()
+    noop = episodes[episodes.agent == "noop"]
+    assert set(noop.termination_reason) == {"agent_complete"}
+    steps = read_steps(out)
+    assert set(steps.episode_id) == set(episodes.episode_id)
+    assert len(steps[steps.agent == "oracle"]) == int(oracle.steps.sum())
+
+    board = crabray("leaderboard", str(out), "--format", "json", check=True)
+    rows = {row["agent"]: row for row in json.loads(board.stdout)}
+    assert rows["oracle"]["success_rate"] == 1.0
+    assert rows["noop"]["success_rate"] == 0.0
+    assert rows["oracle"]["episodes"] == 11
+
+
+def test_killed_run_resumes_without_rerun_or_duplicates(tmp_path: Path) -> None:
+    suite = tmp_path / "slow.py"
+    suite.write_text(SLOW_SUITE.replace("N_TASKS", "10"))
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle", "--out", str(out)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(_rows_or_empty(out)) < 3:
+            assert driver.poll() is None, "the run ended before it could be killed"
+            time.sleep(0.1)
+        # The driver and the local Ray instance it started die together, mid-run.
+        os.killpg(driver.pid, signal.SIGKILL)
+    finally:
+        driver.kill()
+        driver.wait()
+    before = raw_episode_rows(out)
+    assert 3 <= len(before) < 10, f"expected a partial run, found {len(before)} rows"
+    (run_id,) = [p.stem for p in (out / "runs").glob("*.json")]
+
+    resumed = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), "--resume", run_id)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(before)} episodes were already finished" in resumed.stdout
+
+    after = raw_episode_rows(out)
+    keys = [(r["agent"], r["task_id"], r["epoch"]) for r in after]
+    assert len(keys) == len(set(keys)) == 10, "every task has exactly one row"
+    assert {r["episode_id"] for r in before} <= {r["episode_id"] for r in after}, (
+        "episodes finished before the kill were not run again"
+    )
+    episodes = read_episodes(out, run_id)
+    assert episodes.success.all()
+
+    again = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), "--resume", run_id)
+    assert again.returncode == 0, again.stderr
+    assert "10 episodes were already finished" in again.stdout
+    assert len(raw_episode_rows(out)) == 10
+
+
+def _rows_or_empty(out: Path) -> list[dict]:
+    if not (out / "episodes").exists():
+        return []
+    return raw_episode_rows(out)
+
+
+def test_resume_with_another_suite_is_refused(tmp_path: Path) -> None:
+    suite = tmp_path / "slow.py"
+    suite.write_text(SLOW_SUITE.replace("N_TASKS", "1"))
+    out = tmp_path / "out"
+    first = crabray("run", str(suite), "--agent", "noop", "--out", str(out), check=True)
+    run_id = next((out / "runs").glob("*.json")).stem
+    assert run_id in first.stdout
+    wrong = crabray("run", "tasks/demo", "--agent", "noop", "--out", str(out), "--resume", run_id)
+    assert wrong.returncode == 2
+    assert f"run {run_id} ran suite" in wrong.stderr
+    unknown = crabray("run", str(suite), "--agent", "noop", "--out", str(out), "--resume", "nope")
+    assert unknown.returncode == 2
+    assert "no run 'nope'" in unknown.stderr
