@@ -55,7 +55,18 @@ def main(
 
 
 def _fail(exc: Exception) -> typer.Exit:
-    """Show an error as the user should read it, and the exit code for it."""
+    """Show an error as the user should read it; return the exit code for it.
+
+    A suite's problems are listed one per line and exit with 1 (invalid
+    input); any other error is one line and exits with 2.
+    """
+    from crabray.formats import SuiteErrors
+
+    if isinstance(exc, SuiteErrors):
+        for problem in exc.errors:
+            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
+        return typer.Exit(code=1)
     errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     return typer.Exit(code=2)
 
@@ -217,29 +228,14 @@ def tasks_list(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
 @tasks_app.command("validate")
 def tasks_validate(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
     """Check every task of SUITE; print every problem with its file and field."""
-    from crabray.episode import check_task
-    from crabray.formats import SuiteErrors, load_suite, resolve_suite
+    from crabray.episode import check_suite
+    from crabray.formats import load_suite, resolve_suite
 
     try:
         loaded = load_suite(resolve_suite(suite, suite_format))
-    except SuiteErrors as exc:
-        for problem in exc.errors:
-            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(suite))}")
-        raise typer.Exit(code=1) from exc
+        check_suite(loaded)
     except CrabrayError as exc:
         raise _fail(exc) from exc
-    problems = []
-    for entry in loaded.entries.values():
-        try:
-            check_task(entry.benchmark, entry.task, source=loaded.ref.path)
-        except CrabrayError as exc:
-            problems.append(exc)
-    for problem in problems:
-        errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
-    if problems:
-        errors.print(f"[bold red]{len(problems)} problem(s)[/] in {escape(str(suite))}")
-        raise typer.Exit(code=1)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 
 

@@ -28,7 +28,15 @@ from crabray.agents.base import (
 )
 from crabray.backends.base import Backend
 from crabray.backends.environment import AgentSignals, Environment
-from crabray.core import ROOT_ENV, Action, BenchmarkConfig, BoundAction, Evaluator, Task
+from crabray.core import (
+    ROOT_ENV,
+    Action,
+    BenchmarkConfig,
+    BoundAction,
+    EnvironmentConfig,
+    Evaluator,
+    Task,
+)
 from crabray.core.errors import (
     ActionError,
     AgentError,
@@ -47,6 +55,7 @@ from crabray.core.result import (
     TerminationReason,
     utcnow,
 )
+from crabray.formats import Suite, SuiteErrors
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +80,16 @@ class EpisodeSettings(BaseModel):
 class _End(Exception):
     """Ends the episode loop with a termination reason (control flow, never escapes)."""
 
-    def __init__(self, reason: TerminationReason, error: BaseException | None = None) -> None:
+    def __init__(
+        self,
+        reason: TerminationReason,
+        error: BaseException | None = None,
+        context: str | None = None,
+    ) -> None:
         super().__init__(reason.value)
         self.reason = reason
         self.error = error
+        self.context = context
 
 
 def root_actions(task: Task) -> list[Action]:
@@ -121,6 +136,22 @@ def check_task(benchmark: BenchmarkConfig, task: Task, source: str | None = None
         solution_calls(benchmark, task, space)
     except ConfigError as exc:
         raise ConfigError(exc.reason, file=source, field=exc.field) from exc
+
+
+def check_suite(suite: Suite) -> None:
+    """Check every task of a loaded suite as an episode would; report all problems at once.
+
+    Raises:
+        SuiteErrors: One entry per task that would fail before its agent starts.
+    """
+    problems: list[ConfigError] = []
+    for entry in suite.entries.values():
+        try:
+            check_task(entry.benchmark, entry.task, source=suite.ref.path)
+        except ConfigError as exc:
+            problems.append(exc)
+    if problems:
+        raise SuiteErrors(suite.ref.path, problems)
 
 
 def run_episode(
@@ -181,7 +212,7 @@ class _Episode:
             self._setup()
             self._loop()
         except _End as end:
-            self._end(end.reason, end.error)
+            self._end(end.reason, end.error, end.context)
         except Exception as exc:
             logger.exception("episode %s/%s failed unexpectedly", self.task.id, self.settings.agent)
             self._end(TerminationReason.ENV_ERROR, exc)
@@ -202,13 +233,25 @@ class _Episode:
                 raise _End(TerminationReason.ENV_ERROR, exc) from exc
             except Exception as exc:
                 raise _End(
-                    TerminationReason.SETUP_ERROR, _named(f"setup '{act.name}'", exc)
+                    TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
                 ) from exc
+        try:
+            brief = self._brief(envs)
+        except (ConfigError, ValueError) as exc:
+            raise _End(TerminationReason.SETUP_ERROR, exc, "invalid task") from exc
+        try:
+            self.agent.reset(brief)
+        except Exception as exc:
+            raise _End(TerminationReason.AGENT_ERROR, exc) from exc
+        self.result.setup_time_sec = time.monotonic() - t_setup
+
+    def _brief(self, envs: list[EnvironmentConfig]) -> TaskBrief:
+        """The agent's view of the task; fixes the action space and evaluator environments."""
         self.space = {
             b.call_name: b for b in self.benchmark.action_space(self.task, root_actions(self.task))
         }
         self.evaluator_envs = {n: self._env_for(n) for n in self.task.evaluators}
-        brief = TaskBrief(
+        return TaskBrief(
             task_id=self.task.id,
             description=self.task.description,
             tools=[_tool(b) for b in self.space.values()],
@@ -218,11 +261,6 @@ class _Episode:
             if self.task.solution
             else None,
         )
-        try:
-            self.agent.reset(brief)
-        except Exception as exc:
-            raise _End(TerminationReason.AGENT_ERROR, exc) from exc
-        self.result.setup_time_sec = time.monotonic() - t_setup
 
     def _loop(self) -> None:
         results: list[CallResult] = []
@@ -359,10 +397,13 @@ class _Episode:
                 if self.result.error is None:
                     self.result.error = f"teardown '{act.name}' failed: {exc}"
 
-    def _end(self, reason: TerminationReason, error: BaseException | None) -> None:
+    def _end(
+        self, reason: TerminationReason, error: BaseException | None, context: str | None = None
+    ) -> None:
         self.result.termination_reason = reason
         if error is not None:
-            self.result.error = str(error) if isinstance(error, CrabrayError) else repr(error)
+            message = str(error) if isinstance(error, CrabrayError) else repr(error)
+            self.result.error = f"{context}: {message}" if context else message
             self.result.error_type = type(error).__name__
 
     def _finish(self) -> None:
@@ -385,9 +426,3 @@ def _tool(bound: BoundAction) -> dict[str, Any]:
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= _RESULT_CHARS else text[:_RESULT_CHARS] + " [...]"
-
-
-def _named(what: str, exc: Exception) -> CrabrayError:
-    error = CrabrayError(f"{what} failed: {type(exc).__name__}: {exc}")
-    error.__cause__ = exc
-    return error

@@ -12,7 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def crabray(*args: str, timeout: float = 300, check: bool = False) -> subprocess.CompletedProcess[str]:
+def crabray(
+    *args: str, timeout: float = 300, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m crabray ARGS`` as a user would, and capture what it shows."""
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     done = subprocess.run(
@@ -24,7 +26,9 @@ def crabray(*args: str, timeout: float = 300, check: bool = False) -> subprocess
         env=env,
     )
     if check and done.returncode != 0:
-        pytest.fail(f"crabray {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+        pytest.fail(
+            f"crabray {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+        )
     return done
 
 

@@ -39,7 +39,7 @@ def test_run_refuses_a_broken_suite_before_starting(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("import no_such_module_xyz\n")
     out = tmp_path / "out"
     done = crabray("run", str(tmp_path), "--agent", "oracle", "--out", str(out))
-    assert done.returncode == 2
+    assert done.returncode == 1
     assert "broken.py:1" in done.stderr
     assert "no_such_module_xyz" in done.stderr
     assert not (out / "episodes").exists()

@@ -33,7 +33,10 @@ SLOW_SUITE = textwrap.dedent(
                 id=f"t{i:02d}",
                 description="sleep, then write done.txt",
                 evaluator=path_exists(path="done.txt"),
-                solution=[run_command(command="sleep 0.7"), write_file(path="done.txt", content="x")],
+                solution=[
+                    run_command(command="sleep 0.7"),
+                    write_file(path="done.txt", content="x"),
+                ],
             )
             for i in range(N_TASKS)
         ],
@@ -47,7 +50,9 @@ def raw_episode_rows(out: Path) -> list[dict]:
     dataset = ds.dataset(
         out / "episodes", format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]
     )
-    return dataset.to_table(columns=["task_id", "agent", "epoch", "attempt", "episode_id"]).to_pylist()
+    return dataset.to_table(
+        columns=["task_id", "agent", "epoch", "attempt", "episode_id"]
+    ).to_pylist()
 
 
 def test_demo_suite_oracle_and_noop(tmp_path: Path) -> None:
@@ -80,7 +85,17 @@ def test_killed_run_resumes_without_rerun_or_duplicates(tmp_path: Path) -> None:
     suite.write_text(SLOW_SUITE.replace("N_TASKS", "10"))
     out = tmp_path / "out"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle", "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "crabray",
+            "run",
+            str(suite),
+            "--agent",
+            "oracle",
+            "--out",
+            str(out),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -25,6 +25,7 @@ from crabray.cluster.scheduler import (
     SweepProgress,
 )
 from crabray.core.errors import ConfigError
+from crabray.episode import check_suite
 from crabray.formats import Suite, load_suite, resolve_suite
 from crabray.results import (
     ResultSink,
@@ -79,11 +80,13 @@ def run_suite(
     """Run every episode of ``options`` that has no final result yet.
 
     Raises:
-        ConfigError: The suite is invalid, or a resume does not match its run.
+        ConfigError: The suite is invalid (``SuiteErrors`` lists every problem), or a
+            resume does not match its run.
         ResultsError: The results directory cannot be read or written.
     """
     ref = resolve_suite(options.suite, options.format)
     suite = load_suite(ref)
+    check_suite(suite)
     task_ids = _selected(suite, options.task_ids)
     run_id = _open_run(options, suite)
     done = finished_keys(options.out_dir, run_id)

@@ -77,8 +77,13 @@ class Action(BaseModel):
         return id(self)
 
     def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.label})"
+
+    @property
+    def label(self) -> str:
+        """The name with its bound arguments, e.g. ``path_exists(path='a.txt')``."""
         args = ", ".join(f"{k}={v!r}" for k, v in self.bound.items())
-        return f"{type(self).__name__}({self.name}({args}))"
+        return f"{self.name}({args})" if args else self.name
 
     @property
     def open_parameters(self) -> dict[str, Any]:

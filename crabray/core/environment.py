@@ -47,6 +47,8 @@ class EnvironmentConfig(BaseModel):
     @field_validator("action_space")
     @classmethod
     def _unique_actions(cls, actions: list[Action]) -> list[Action]:
+        for act in actions:
+            check_identifier(act.name, "action name (what the agent calls it)")
         names = [a.name for a in actions]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

@@ -160,9 +160,13 @@ def evaluator(
         except Exception as exc:
             raise ActionError(f"evaluator '{f.__name__}': cannot resolve hints: {exc}") from exc
         if returns is not bool:
+            declared = (
+                "has no return annotation"
+                if returns is None
+                else f"is annotated to return {getattr(returns, '__name__', returns)!s}"
+            )
             raise ActionError(
-                f"evaluator '{f.__name__}' must be annotated '-> bool', "
-                f"it returns {getattr(returns, '__name__', returns)!s}"
+                f"evaluator '{f.__name__}' must be annotated '-> bool'; it {declared}"
             )
         built = build_action(
             f, cls=Evaluator, env_name=env_name, local=local, require_submit=require_submit

@@ -140,9 +140,9 @@ def _validate(graph: nx.DiGraph) -> None:
             f"got {', '.join(repr(s) for s in strangers[:3])}"
         )
     if not nx.is_directed_acyclic_graph(graph):
-        cycle = " -> ".join(u.name for u, _ in nx.find_cycle(graph))
+        cycle = " -> ".join(u.label for u, _ in nx.find_cycle(graph))
         raise GraphError(f"the evaluator graph has a cycle: {cycle}")
-    sinks = [n.name for n in graph.nodes if graph.out_degree(n) == 0]
+    sinks = [n.label for n in graph.nodes if graph.out_degree(n) == 0]
     if len(sinks) != 1:
         raise GraphError(
             f"the evaluator graph must have exactly one sink (final evaluator), "
