@@ -5,8 +5,9 @@ This is the laptop backend and the one the test suite leans on. It is
 reach anything that user can. It exists so a benchmark author can iterate
 without Docker, and for suites that ask for it on purpose (see DESIGN.md).
 
-What it does promise is hygiene: each sandbox is its own directory (with its
-own ``HOME`` and ``TMPDIR``), file transfers never leave that directory, every
+What it does promise is hygiene: each sandbox is its own directory, with a
+``work`` directory where commands start and its own ``HOME`` and ``TMPDIR``
+beside it; file transfers never leave the sandbox directory, every
 command runs in its own process group, and ``reset()``/``close()`` kill every
 group the sandbox started before wiping the directory.
 """
@@ -42,11 +43,18 @@ from crabray.core.errors import ConfigError, CrabrayError, SandboxError, Sandbox
 
 logger = logging.getLogger(__name__)
 
-HOME_DIR = ".home"
-"""Directory inside the sandbox that ``HOME`` points to."""
+WORK_DIR = "work"
+"""Directory inside the sandbox root where commands start and relative paths resolve."""
 
-TMP_DIR = ".tmp"
-"""Directory inside the sandbox that ``TMPDIR`` points to."""
+HOME_DIR = "home"
+"""Directory inside the sandbox root that ``HOME`` points to."""
+
+TMP_DIR = "tmp"
+"""Directory inside the sandbox root that ``TMPDIR`` points to.
+
+``HOME`` and ``TMPDIR`` sit beside the working directory, not in it, so an
+agent listing its working directory sees only what it and the task put there.
+"""
 
 _DRAIN_SEC = 0.25
 """How long to keep reading output after the command ended (or was killed).
@@ -132,20 +140,29 @@ class LocalBackend(Backend):
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
         self.settings = parse_local_settings(config.backend_settings)
-        self._workdir: Path | None = None
+        self._root: Path | None = None
         self._shell: str | None = None
         self._closed = False
         self._groups: set[int] = set()
         self._groups_lock = threading.Lock()
 
     @property
-    def workdir(self) -> Path:
-        """The sandbox directory (resolved, no symlinks); commands start here.
+    def root(self) -> Path:
+        """The sandbox root (resolved, no symlinks): nothing outside it is reachable by path.
 
         Raises:
             SandboxError: The sandbox is not started, or is closed.
         """
-        return self._require_started("workdir")
+        return self._require_started("root")
+
+    @property
+    def workdir(self) -> Path:
+        """The working directory inside the root; commands start here.
+
+        Raises:
+            SandboxError: The sandbox is not started, or is closed.
+        """
+        return self._require_started("workdir") / WORK_DIR
 
     @override
     def start(self) -> None:
@@ -154,9 +171,9 @@ class LocalBackend(Backend):
                 f"local sandbox of '{self.config.name}' is closed; "
                 "create a new backend to start again"
             )
-        if self._workdir is not None:
+        if self._root is not None:
             raise SandboxError(
-                f"local sandbox of '{self.config.name}' is already started at {self._workdir}"
+                f"local sandbox of '{self.config.name}' is already started at {self._root}"
             )
         shell = shutil.which(self.settings.shell)
         if shell is None:
@@ -168,38 +185,38 @@ class LocalBackend(Backend):
         try:
             root = root.expanduser()
             root.mkdir(parents=True, exist_ok=True)
-            workdir = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
-            workdir = Path(os.path.realpath(workdir))
-            self._make_private_dirs(workdir)
+            sandbox = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
+            sandbox = Path(os.path.realpath(sandbox))
+            self._make_dirs(sandbox)
         except OSError as exc:
             raise SandboxError(
                 f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
             ) from exc
-        self._workdir = workdir
+        self._root = sandbox
         self._shell = shell
         logger.info(
             "local backend for '%s' is unconfined: commands run as host user '%s' in the plain "
             "directory %s, with full access to this host",
             self.config.name,
             _host_user(),
-            workdir,
+            sandbox,
         )
 
     @override
     def reset(self) -> None:
-        workdir = self._require_started("reset")
+        sandbox = self._require_started("reset")
         self._kill_groups()
         try:
-            workdir.mkdir(parents=True, exist_ok=True)
-            for entry in list(os.scandir(workdir)):
+            sandbox.mkdir(parents=True, exist_ok=True)
+            for entry in list(os.scandir(sandbox)):
                 _remove(Path(entry.path))
-            self._make_private_dirs(workdir)
+            self._make_dirs(sandbox)
         except OSError as exc:
             raise SandboxError(
-                f"cannot reset the local sandbox of '{self.config.name}' at {workdir}: {exc}; "
+                f"cannot reset the local sandbox of '{self.config.name}' at {sandbox}: {exc}; "
                 "do not reuse it"
             ) from exc
-        logger.debug("reset local sandbox %s", workdir)
+        logger.debug("reset local sandbox %s", sandbox)
 
     @override
     def exec(
@@ -224,13 +241,14 @@ class LocalBackend(Backend):
             ValueError: ``command`` is an empty list or holds something other than strings.
             SandboxError: Not started, closed, or the host could not spawn a process.
         """
-        workdir = self._require_started("exec")
+        sandbox = self._require_started("exec")
+        workdir = sandbox / WORK_DIR
         argv = self._argv(command)
         run_dir = workdir / cwd if cwd is not None else workdir
         run_env = {
             "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(workdir / HOME_DIR),
-            "TMPDIR": str(workdir / TMP_DIR),
+            "HOME": str(sandbox / HOME_DIR),
+            "TMPDIR": str(sandbox / TMP_DIR),
             **(env or {}),
         }
         logger.debug("exec in %s (timeout %s s): %.200r", run_dir, timeout_sec, command)
@@ -316,7 +334,7 @@ class LocalBackend(Backend):
         target = self._resolve(path, "read")
         if not target.exists():
             raise SandboxFileError(
-                f"cannot read '{path}': no such file in the sandbox {self._workdir}"
+                f"cannot read '{path}': no such file in the sandbox {self._root}"
             )
         if target.is_dir():
             raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
@@ -332,23 +350,24 @@ class LocalBackend(Backend):
         if self._closed:
             return
         self._closed = True
-        workdir, self._workdir = self._workdir, None
+        sandbox, self._root = self._root, None
         self._kill_groups()
-        if workdir is None:
+        if sandbox is None:
             return
         try:
-            _remove(workdir)
+            _remove(sandbox)
         except OSError as exc:
-            logger.warning("could not remove local sandbox %s: %s", workdir, exc)
+            logger.warning("could not remove local sandbox %s: %s", sandbox, exc)
             return
-        logger.debug("closed local sandbox %s", workdir)
+        logger.debug("closed local sandbox %s", sandbox)
 
     @override
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
             "host": socket.gethostname(),
-            "workdir": str(self._workdir) if self._workdir else None,
+            "root": str(self._root) if self._root else None,
+            "workdir": str(self._root / WORK_DIR) if self._root else None,
         }
 
     def _require_started(self, operation: str) -> Path:
@@ -356,17 +375,17 @@ class LocalBackend(Backend):
             raise SandboxError(
                 f"cannot {operation}: the local sandbox of '{self.config.name}' is closed"
             )
-        if self._workdir is None:
+        if self._root is None:
             raise SandboxError(
                 f"cannot {operation}: the local sandbox of '{self.config.name}' is not started; "
                 "call start() first"
             )
-        return self._workdir
+        return self._root
 
     @staticmethod
-    def _make_private_dirs(workdir: Path) -> None:
-        (workdir / HOME_DIR).mkdir(exist_ok=True)
-        (workdir / TMP_DIR).mkdir(exist_ok=True)
+    def _make_dirs(sandbox: Path) -> None:
+        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
+            (sandbox / name).mkdir(exist_ok=True)
 
     def _argv(self, command: str | list[str]) -> list[str]:
         if isinstance(command, str):
@@ -381,23 +400,23 @@ class LocalBackend(Backend):
         Raises:
             SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
         """
-        workdir = self._require_started(f"{operation} '{path}'")
-        candidate = Path(path) if os.path.isabs(path) else workdir / path
+        sandbox = self._require_started(f"{operation} '{path}'")
+        candidate = Path(path) if os.path.isabs(path) else sandbox / WORK_DIR / path
         lexical = Path(os.path.normpath(candidate))
         real = Path(os.path.realpath(candidate))
-        if not lexical.is_relative_to(workdir):
+        if not lexical.is_relative_to(sandbox):
             why = (
                 "'..' leads out of it"
                 if ".." in Path(path).parts
                 else "it is an absolute path outside it"
             )
-        elif not real.is_relative_to(workdir):
+        elif not real.is_relative_to(sandbox):
             why = f"a symlink in the path points outside it (to {real})"
         else:
             return real
         raise SandboxFileError(
             f"refusing to {operation} '{path}': "
-            f"it is outside the sandbox directory {workdir}: {why}"
+            f"it is outside the sandbox directory {sandbox}: {why}"
         )
 
     def _file_error(self, verb: str, path: str, exc: OSError) -> CrabrayError:
@@ -406,7 +425,7 @@ class LocalBackend(Backend):
         Only the first is a ``SandboxFileError``; a full disk or an I/O error
         means the sandbox itself is broken, which is retried on a fresh one.
         """
-        message = f"cannot {verb} '{path}' in the sandbox {self._workdir}: {exc.strerror or exc}"
+        message = f"cannot {verb} '{path}' in the sandbox {self._root}: {exc.strerror or exc}"
         if exc.errno in _REQUEST_ERRNOS:
             return SandboxFileError(message)
         return SandboxError(f"{message} (a host failure, not a bad request)")

@@ -75,9 +75,9 @@ def wait_until(condition: Callable[[], bool], within_sec: float = 5.0) -> bool:
 
 def _local_leftovers(described: dict[str, Any], pids: list[int]) -> list[str]:
     leftovers = []
-    workdir = described.get("workdir")
-    if workdir and os.path.lexists(workdir):
-        leftovers.append(f"directory {workdir} still exists")
+    root = described.get("root")
+    if root and os.path.lexists(root):
+        leftovers.append(f"directory {root} still exists")
     wait_until(lambda: not any(host_pid_alive(pid) for pid in pids))
     leftovers += [f"process {pid} still runs" for pid in pids if host_pid_alive(pid)]
     return leftovers

@@ -47,17 +47,19 @@ def local(tmp_path: Path) -> LocalBackend:
     backend.close()
 
 
-def test_workdir_is_a_fresh_directory_named_after_the_environment(tmp_path: Path) -> None:
+def test_sandbox_is_a_fresh_directory_named_after_the_environment(tmp_path: Path) -> None:
     first = LocalBackend(make_config(tmp_path, name="webshop"))
     second = LocalBackend(make_config(tmp_path, name="webshop"))
     first.start()
     second.start()
     try:
         root = (tmp_path / "sandboxes").resolve()
-        assert first.workdir.parent == root
-        assert "webshop" in first.workdir.name
-        assert first.workdir != second.workdir
-        assert sorted(p.name for p in first.workdir.iterdir()) == [".home", ".tmp"]
+        assert first.root.parent == root
+        assert "webshop" in first.root.name
+        assert first.root != second.root
+        assert sorted(p.name for p in first.root.iterdir()) == ["home", "tmp", "work"]
+        assert first.workdir == first.root / "work"
+        assert list(first.workdir.iterdir()) == [], "agents see an empty working directory"
     finally:
         first.close()
         second.close()
@@ -66,8 +68,8 @@ def test_workdir_is_a_fresh_directory_named_after_the_environment(tmp_path: Path
 def test_home_and_tmpdir_point_inside_the_sandbox(local: LocalBackend) -> None:
     result = local.exec('printf "%s\\n%s\\n%s" "$HOME" "$TMPDIR" "$PWD"')
     home, tmpdir, pwd = result.stdout.split("\n")
-    assert home == str(local.workdir / ".home")
-    assert tmpdir == str(local.workdir / ".tmp")
+    assert home == str(local.root / "home")
+    assert tmpdir == str(local.root / "tmp")
     assert pwd == str(local.workdir)
     assert Path(home).is_dir()
     assert Path(tmpdir).is_dir()
@@ -87,19 +89,22 @@ def test_describe_adds_host_and_workdir(local: LocalBackend) -> None:
     assert described["kind"] == "local"
     assert described["env"] == "loc"
     assert described["workdir"] == str(local.workdir)
+    assert described["root"] == str(local.root)
     assert isinstance(described["host"], str)
     assert described["host"]
 
 
-@pytest.mark.parametrize("path", ["../escape.txt", "sub/../../escape.txt", "./../escape.txt"])
+@pytest.mark.parametrize(
+    "path", ["../../escape.txt", "sub/../../../escape.txt", "./../../escape.txt"]
+)
 def test_dotdot_escape_is_refused(local: LocalBackend, path: str) -> None:
     with pytest.raises(SandboxFileError) as raised:
         local.put_file(path, b"x")
     message = str(raised.value)
     assert path in message
-    assert str(local.workdir) in message
+    assert str(local.root) in message
     assert "'..'" in message
-    assert not (local.workdir.parent / "escape.txt").exists()
+    assert not (local.root.parent / "escape.txt").exists()
     with pytest.raises(SandboxFileError, match="outside the sandbox"):
         local.get_file(path)
 
@@ -129,7 +134,7 @@ def test_symlinked_directory_pointing_outside_is_refused(
     (local.workdir / "link").symlink_to(outside)
     with pytest.raises(SandboxFileError, match="symlink") as raised:
         local.get_file("link/secret.txt")
-    assert str(local.workdir) in str(raised.value)
+    assert str(local.root) in str(raised.value)
     with pytest.raises(SandboxFileError, match="symlink"):
         local.put_file("link/planted.txt", b"x")
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
@@ -344,13 +349,13 @@ def test_undecodable_output_is_replaced_not_fatal(local: LocalBackend) -> None:
     assert result.stdout == "ok \ufffd\ufffd end"
 
 
-def test_reset_recreates_a_workdir_the_commands_deleted(local: LocalBackend) -> None:
+def test_reset_recreates_a_sandbox_the_commands_deleted(local: LocalBackend) -> None:
     workdir = local.workdir
-    result = local.exec(f"cd / && rm -rf '{workdir}'")
+    result = local.exec(f"cd / && rm -rf '{local.root}'")
     assert result.exit_code == 0
-    assert not workdir.exists()
+    assert not local.root.exists()
     local.reset()
-    assert sorted(p.name for p in workdir.iterdir()) == [".home", ".tmp"]
+    assert sorted(p.name for p in local.root.iterdir()) == ["home", "tmp", "work"]
     assert local.exec("pwd").stdout == f"{workdir}\n"
 
 
