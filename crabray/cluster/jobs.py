@@ -1,22 +1,24 @@
-"""The episode job: a Ray task that runs one episode with its environment actors.
+"""The episode job: one episode, run by the actor that holds its first environment.
 
 The driver sends an ``EpisodeJob`` (a suite reference, never suite objects)
-and the actor handles; the job loads the suite in its worker (cached),
-prepares each sandbox (start if new, reset if used; counted in setup time),
-runs the episode in-process and returns the record.
+with the handles of the task's other environment actors. The job loads the
+suite in its worker (cached), prepares each sandbox (start if new, reset if
+used; counted in setup time), runs the episode in-process and returns the
+record with the sandboxes that must not be reused.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import ray
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec, create_agent
-from crabray.cluster.actors import ActorBackend
+from crabray.backends.base import Backend
+from crabray.cluster.sandbox import ActorBackend, SandboxSpec
 from crabray.core.errors import SandboxError
 from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
 from crabray.episode import EpisodeSettings, run_episode
@@ -37,10 +39,17 @@ class EpisodeJob(BaseModel):
 class JobOutcome(BaseModel):
     """The episode's record, and which sandboxes must not be reused."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
     record: EpisodeRecord
     broken_envs: list[str] = Field(default_factory=list)
+
+
+class Host(Protocol):
+    """The environment actor running the job: its sandbox is used in-process."""
+
+    spec: SandboxSpec
+    backend: Backend
+
+    def prepare(self) -> None: ...
 
 
 def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
@@ -63,23 +72,24 @@ def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> Epi
     )
 
 
-def execute(job: EpisodeJob, actors: dict[str, Any]) -> JobOutcome:
-    """Run the job (the body of the Ray task; callable directly for tests)."""
+def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
+    """Run ``job`` with ``host``'s sandbox in-process and ``others`` through their actors."""
     entry = load_suite(job.suite).entry(job.task_id)
     configs = entry.benchmark.task_environments(entry.task)
-    backends = {c.name: ActorBackend(c, actors[c.name]) for c in configs}
+    remote = {c.name: ActorBackend(c, others[c.name]) for c in configs if c.name in others}
+    backends: dict[str, Backend] = {host.spec.name: host.backend, **remote}
     settings = job.settings.model_copy(update={"node": _node_name()})
     t0 = time.monotonic()
     try:
-        for backend in backends.values():
+        host.prepare()
+        for backend in remote.values():
             backend.start()
     except SandboxError as exc:
         failed = job.model_copy(update={"settings": settings})
         record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
         return JobOutcome(record=record, broken_envs=list(backends))
     prepare_sec = time.monotonic() - t0
-    agent = create_agent(job.agent)
-    record = run_episode(entry.benchmark, entry.task, agent, backends, settings)
+    record = run_episode(entry.benchmark, entry.task, create_agent(job.agent), backends, settings)
     record.result.setup_time_sec += prepare_sec
     record.result.wall_time_sec += prepare_sec
     broken = list(backends) if record.result.termination_reason.is_infra else []
@@ -89,6 +99,3 @@ def execute(job: EpisodeJob, actors: dict[str, Any]) -> JobOutcome:
 def _node_name() -> str:
     context = ray.get_runtime_context()
     return f"{ray.util.get_node_ip_address()}/{context.get_node_id()[:8]}"
-
-
-episode_job = ray.remote(num_cpus=0.5, max_retries=0)(execute)

@@ -14,7 +14,8 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.actors import RemoteEnvironmentActor, SandboxSpec
+from crabray.cluster.actors import RemoteEnvironmentActor
+from crabray.cluster.sandbox import SandboxSpec
 
 logger = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import ray
 from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec
-from crabray.cluster.actors import SandboxSpec
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, episode_job, failed_result
+from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
 from crabray.cluster.pool import EnvironmentPool
+from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.result import EpisodeRecord
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -97,19 +97,34 @@ class Scheduler:
         progress = SweepProgress(total=len(queue))
         in_flight: dict[Any, _InFlight] = {}
         try:
-            while queue or in_flight:
-                while queue and len(in_flight) < self.settings.concurrency:
-                    item = queue.popleft()
-                    ref, flight = self._submit(item)
-                    in_flight[ref] = flight
-                ready, _ = ray.wait(list(in_flight), num_returns=1)
+            self._refill(queue, in_flight)
+            while in_flight:
+                ray.wait(list(in_flight), num_returns=1)
                 ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
-                self._collect([(ref, in_flight.pop(ref)) for ref in ready], queue, progress)
+                finished = [
+                    (flight, self._outcome(ref, flight))
+                    for ref, flight in self._pop(ready, in_flight)
+                ]
+                retries = self._retries(finished, progress)
+                queue.extendleft(reversed(retries))
+                # Keep the sandboxes busy while this batch goes to disk.
+                self._refill(queue, in_flight)
+                self.on_records([record for _, record in finished])
+                self._count(finished, retries, progress)
         finally:
             for ref in in_flight:
                 ray.cancel(ref, force=True)
             self.pool.shutdown()
         return progress
+
+    @staticmethod
+    def _pop(ready: list[Any], in_flight: dict[Any, _InFlight]) -> list[tuple[Any, _InFlight]]:
+        return [(ref, in_flight.pop(ref)) for ref in ready]
+
+    def _refill(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
+        while queue and len(in_flight) < self.settings.concurrency:
+            ref, flight = self._submit(queue.popleft())
+            in_flight[ref] = flight
 
     def _submit(self, item: SweepItem) -> tuple[Any, _InFlight]:
         entry = self.suite.entry(item.task_id)
@@ -117,9 +132,9 @@ class Scheduler:
         for env in entry.benchmark.task_environments(entry.task):
             spec = SandboxSpec.of(env)
             flight.actors[env.name] = (spec, self.pool.acquire(spec))
-        job = self._job(item)
-        handles = {name: actor for name, (_, actor) in flight.actors.items()}
-        return episode_job.remote(job, handles), flight
+        (_, host), *_ = flight.actors.values()
+        others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
+        return host.run_episode.remote(self._job(item), others), flight
 
     def _job(self, item: SweepItem) -> EpisodeJob:
         entry = self.suite.entry(item.task_id)
@@ -136,32 +151,41 @@ class Scheduler:
             suite=self.suite.ref, task_id=item.task_id, agent=item.agent, settings=settings
         )
 
-    def _collect(
+    def _retries(
+        self, finished: list[tuple[_InFlight, EpisodeRecord]], progress: SweepProgress
+    ) -> list[SweepItem]:
+        """The next attempts of episodes whose infrastructure failed, within the limit."""
+        retries = []
+        for flight, record in finished:
+            result = record.result
+            if not result.termination_reason.is_infra:
+                continue
+            progress.infra_failures += 1
+            if flight.item.attempt + 1 < self.settings.max_attempts:
+                logger.info(
+                    "retrying %s (%s) after infrastructure failure: %s",
+                    result.task_id,
+                    result.agent,
+                    result.error,
+                )
+                retries.append(flight.item.model_copy(update={"attempt": flight.item.attempt + 1}))
+        return retries
+
+    def _count(
         self,
-        finished: list[tuple[Any, _InFlight]],
-        queue: deque[SweepItem],
+        finished: list[tuple[_InFlight, EpisodeRecord]],
+        retries: list[SweepItem],
         progress: SweepProgress,
     ) -> None:
-        records = [self._outcome(ref, flight) for ref, flight in finished]
-        self.on_records(records)
-        for record, (_, flight) in zip(records, finished, strict=True):
-            result = record.result
-            if result.termination_reason.is_infra:
-                progress.infra_failures += 1
-                if flight.item.attempt + 1 < self.settings.max_attempts:
-                    progress.retries += 1
-                    queue.append(
-                        flight.item.model_copy(update={"attempt": flight.item.attempt + 1})
-                    )
-                    logger.info(
-                        "retrying %s (%s) after infrastructure failure: %s",
-                        result.task_id,
-                        result.agent,
-                        result.error,
-                    )
-                    continue
+        """Count a batch that is on disk: final results are done; retried ones are not."""
+        retried = {(r.agent.name, r.task_id, r.epoch) for r in retries}
+        for flight, record in finished:
+            item = flight.item
+            if (item.agent.name, item.task_id, item.epoch) in retried:
+                progress.retries += 1
+                continue
             progress.done += 1
-            progress.successes += int(result.success)
+            progress.successes += int(record.result.success)
         self.on_progress(progress)
 
     def _outcome(self, ref: Any, flight: _InFlight) -> EpisodeRecord:

@@ -1,0 +1,96 @@
+"""How an episode reaches a sandbox held by another environment actor.
+
+``SandboxSpec`` is all an actor needs to make its sandbox (never suite
+objects). ``ActorBackend`` is the ``Backend`` an episode sees for a sandbox
+behind an actor: every call is a remote call, and a dead actor becomes a
+``SandboxError`` (an infrastructure failure, retried).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import ray
+from pydantic import BaseModel, Field
+from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, WorkerCrashedError
+
+from crabray.backends.base import Backend, ExecResult
+from crabray.core import EnvironmentConfig
+from crabray.core.errors import SandboxError
+
+_INFRA_ERRORS = (RayActorError, WorkerCrashedError, RaySystemError, GetTimeoutError)
+
+
+class SandboxSpec(BaseModel):
+    """What an environment actor needs to make its sandbox."""
+
+    name: str
+    backend: str
+    backend_settings: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, env: EnvironmentConfig) -> SandboxSpec:
+        return cls(name=env.name, backend=env.backend, backend_settings=env.backend_settings)
+
+    @property
+    def pool_key(self) -> str:
+        """Sandboxes with the same key are interchangeable after a reset."""
+        return json.dumps(self.model_dump(), sort_keys=True, default=str)
+
+    def config(self) -> EnvironmentConfig:
+        """An environment config carrying just the sandbox part (no actions)."""
+        return EnvironmentConfig(
+            name=self.name, backend=self.backend, backend_settings=self.backend_settings
+        )
+
+
+class ActorBackend(Backend):
+    """The backend interface, forwarded to an environment actor.
+
+    Args:
+        config: The environment the actor serves.
+        actor: The actor's handle.
+    """
+
+    def __init__(self, config: EnvironmentConfig, actor: Any) -> None:
+        super().__init__(config)
+        self.actor = actor
+        self.kind = config.backend  # type: ignore[misc]
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args))
+        except _INFRA_ERRORS as exc:
+            raise SandboxError(
+                f"the environment actor of '{self.config.name}' is gone ({type(exc).__name__}): "
+                f"{exc}"
+            ) from exc
+
+    def start(self) -> None:
+        self._call("prepare")
+
+    def reset(self) -> None:
+        self._call("prepare")
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        return self._call("exec", command, {"timeout_sec": timeout_sec, "cwd": cwd, "env": env})
+
+    def put_file(self, path: str, data: bytes) -> None:
+        self._call("put_file", path, data)
+
+    def get_file(self, path: str) -> bytes:
+        return self._call("get_file", path)
+
+    def screenshot(self) -> bytes:
+        return self._call("screenshot")
+
+    def close(self) -> None:
+        self._call("close")
