@@ -14,6 +14,7 @@ import math
 from typing import Any, Literal
 
 import pandas as pd
+from rich import box
 from rich.table import Table
 
 from crabray.core.errors import ResultsError
@@ -170,17 +171,42 @@ def render(table: pd.DataFrame, fmt: Literal["md", "csv", "json"]) -> str:
     raise ResultsError(f"unknown leaderboard format {fmt!r}; use 'md', 'csv' or 'json'")
 
 
+_SHORT_HEADERS = {
+    "episodes": "n",
+    "successes": "ok",
+    "success_rate": "success",
+    "mean_score": "score",
+    "mean_completeness": "compl",
+    "mean_steps": "steps",
+    "tokens_in": "tok in",
+    "tokens_out": "tok out",
+    "infra_errors": "infra",
+}
+"""Terminal headers: the full column names do not fit an 80-column terminal."""
+
+
 def to_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
     """The frame as a ``rich`` table for the terminal, rounded like the markdown one.
+
+    Leaderboard columns get short headers and columns with no value at all
+    (such as ``model`` for scripted agents) are left out, so the table fits
+    80 columns; the md, csv and json renderings keep every column and name.
 
     Args:
         table: The frame to show, typically ``leaderboard(...)``'s.
         title: A title above the table.
     """
-    rich_table = Table(title=title)
+    table = table.loc[:, table.notna().any(axis=0) | (len(table) == 0)]
+    rich_table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     columns = [str(name) for name in table.columns]
-    for column in table.columns:
-        rich_table.add_column(str(column), justify="right" if _numeric(table, column) else "left")
+    for column in columns:
+        header = _SHORT_HEADERS.get(column, column)
+        rich_table.add_column(
+            header,
+            justify="right" if _numeric(table, column) else "left",
+            no_wrap=True,
+            min_width=len(header),
+        )
     for row in table.itertuples(index=False, name=None):
         rich_table.add_row(
             *(_cell(column, value) for column, value in zip(columns, row, strict=True))
