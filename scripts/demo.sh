@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-OUT=${OUT:-results/demo}
+OUT=${OUT:-results/demo-$(date -u +%Y%m%d-%H%M%S)}
 .venv/bin/crabray tasks validate tasks/demo
 .venv/bin/crabray run tasks/demo --agent oracle --agent noop --out "$OUT"
 .venv/bin/crabray leaderboard "$OUT" --format md

@@ -150,6 +150,11 @@ def test_resume_with_another_suite_is_refused(tmp_path: Path) -> None:
     wrong = crabray("run", "tasks/demo", "--agent", "noop", "--out", str(out), "--resume", run_id)
     assert wrong.returncode == 2
     assert f"run {run_id} ran suite" in wrong.stderr
+    epochs = crabray(
+        "run", str(suite), "--agent", "noop", "--out", str(out), "--resume", run_id, "--epochs", "2"
+    )
+    assert epochs.returncode == 2
+    assert "started with epochs=1, not 2; pass the same --epochs" in epochs.stderr
     unknown = crabray("run", str(suite), "--agent", "noop", "--out", str(out), "--resume", "nope")
     assert unknown.returncode == 2
     assert "no run 'nope'" in unknown.stderr

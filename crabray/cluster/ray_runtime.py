@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 
 import ray
 
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)
+
+_CONNECT_TIMEOUT_SEC = 5.0
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:
@@ -36,6 +39,7 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
     else:
+        _check_reachable(address)
         kwargs["address"] = address
     try:
         ray.init(**kwargs)
@@ -44,6 +48,29 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
         hint = " (is `ray start --head` running there?)" if address else ""
         raise CrabrayError(f"cannot connect to {where}{hint}: {exc}") from exc
     logger.debug("connected to Ray: %s", ray.get_runtime_context().gcs_address)
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast when a ``host:port`` address has nothing listening.
+
+    Ray itself retries an unreachable cluster for minutes; a user who mistyped
+    the address should hear so at once. Other address forms (``auto``,
+    ``ray://...``) are left to Ray.
+
+    Raises:
+        CrabrayError: Nothing accepts connections at ``address``.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        with socket.create_connection((host, int(port)), timeout=_CONNECT_TIMEOUT_SEC):
+            pass
+    except OSError as exc:
+        raise CrabrayError(
+            f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc}); "
+            "start one with `ray start --head` or `crabray` without --address for a local one"
+        ) from exc
 
 
 def disconnect() -> None:

@@ -167,4 +167,12 @@ def _open_run(options: RunOptions, suite: Suite) -> str:
         raise ConfigError(
             f"run {options.resume} ran agents {manifest.agents}, not {agents}", field="--resume"
         )
+    for option, flag in (("epochs", "--epochs"), ("task_ids", "--task")):
+        recorded, given = manifest.options.get(option), getattr(options, option)
+        if recorded != given:
+            raise ConfigError(
+                f"run {options.resume} was started with {option}={recorded!r}, not {given!r}; "
+                f"pass the same {flag} to resume it",
+                field="--resume",
+            )
     return options.resume

@@ -112,8 +112,11 @@ class Scheduler:
                 self.on_records([record for _, record in finished])
                 self._count(finished, retries, progress)
         finally:
-            for ref in in_flight:
-                ray.cancel(ref, force=True)
+            # Interrupted: the episodes still running cannot finish cleanly, and a
+            # running actor task cannot be force-cancelled; their actors go.
+            for flight in in_flight.values():
+                for _, actor in flight.actors.values():
+                    self.pool.discard(actor)
             self.pool.shutdown()
         return progress
 

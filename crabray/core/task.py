@@ -79,9 +79,16 @@ class Task(BaseModel):
                 f"evaluators or a GraphEvaluator, not {type(value).__name__}"
             )
         try:
-            return GraphEvaluator(value)
+            graph = GraphEvaluator(value)
         except GraphError as exc:
             raise ValueError(str(exc)) from exc
+        for node in graph.nodes:
+            if not node.is_closed:
+                raise ValueError(
+                    f"evaluator '{node.label}' needs arguments {node.required_parameters}; "
+                    f"bind them, e.g. {node.name}({node.required_parameters[0]}=...)"
+                )
+        return graph
 
     @property
     def evaluators(self) -> list[Evaluator]:

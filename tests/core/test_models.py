@@ -192,12 +192,20 @@ def test_evaluator_of_wrong_type_is_rejected() -> None:
     assert "not str" in messages(info)
 
 
+def test_evaluator_left_without_its_arguments_is_rejected() -> None:
+    with pytest.raises(ValidationError) as info:
+        task(evaluator=[holds(key="a"), holds])
+    assert "evaluator 'holds' needs arguments ['key']" in messages(info)
+    assert "holds(key=...)" in messages(info)
+
+
 def test_invalid_graph_is_a_validation_error_with_the_reason() -> None:
     graph = nx.DiGraph()
     graph.add_nodes_from([holds(key="a"), holds(key="b")])
     with pytest.raises(ValidationError) as info:
         task(evaluator=graph)
     assert "exactly one sink" in messages(info)
+    assert "holds(key='a')" in messages(info), "same-named nodes are told apart"
 
 
 def test_task_requires_id_description_and_evaluator() -> None:
