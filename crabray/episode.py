@@ -75,6 +75,12 @@ class EpisodeSettings(BaseModel):
     node: str | None = Field(default=None, description="Where it runs; the host name if unset.")
     max_steps: int | None = Field(default=None, description="Overrides the task's step budget.")
     max_consecutive_action_errors: int = DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS
+    max_tokens: int | None = Field(
+        default=None, gt=0, description="Ends the episode (token_limit) past this many tokens."
+    )
+    max_cost_usd: float | None = Field(
+        default=None, gt=0, description="Ends the episode (cost_limit) past this model cost."
+    )
 
 
 class _End(Exception):
@@ -198,6 +204,10 @@ class _Episode:
             termination_reason=TerminationReason.ENV_ERROR,
             node=settings.node or socket.gethostname(),
         )
+        self.result.description = task.description
+        self.result.graph_json = _graph_json(task)
+        self.node_index = {node: i for i, node in enumerate(task.evaluator.nodes)}
+        self.observed: list[Observation] = []
         self.steps: list[StepRecord] = []
         self.progress: GraphProgress = task.evaluator.start()
         self.stats: GraphStats = self.progress.stats()
@@ -267,10 +277,12 @@ class _Episode:
         for step in range(self.max_steps):
             self._check_time()
             observed = StepInput(step=step, observations=self._observe(), results=results)
+            self.observed = observed.observations
             try:
                 move: AgentStep = self.agent.step(observed)
             except Exception as exc:
                 raise _End(TerminationReason.AGENT_ERROR, exc) from exc
+            self._check_budget()
             self.result.steps = step + 1
             results = [self._call(step, index, call, move) for index, call in enumerate(move.calls)]
             if self.stats.success:
@@ -285,6 +297,21 @@ class _Episode:
                     AgentError(f"{self.consecutive_errors} failed action calls in a row"),
                 )
         raise _End(TerminationReason.MAX_STEPS)
+
+    def _check_budget(self) -> None:
+        """End the episode when the agent's model usage passed a per-episode limit."""
+        usage, settings = self.agent.usage, self.settings
+        tokens = usage.tokens_in + usage.tokens_out
+        if settings.max_tokens is not None and tokens > settings.max_tokens:
+            raise _End(
+                TerminationReason.TOKEN_LIMIT,
+                AgentError(f"{tokens} tokens used, limit {settings.max_tokens}"),
+            )
+        if settings.max_cost_usd is not None and usage.cost_usd > settings.max_cost_usd:
+            raise _End(
+                TerminationReason.COST_LIMIT,
+                AgentError(f"${usage.cost_usd:.4f} spent, limit ${settings.max_cost_usd:.4f}"),
+            )
 
     def _call(self, step: int, index: int, call: ActionCall, move: AgentStep) -> CallResult:
         """Run one of the agent's calls, record it, and step the evaluator graph."""
@@ -340,6 +367,11 @@ class _Episode:
                 result=output,
                 error=error,
                 agent_message=move.message if index == 0 else None,
+                observation=_observation_text(self.observed) if index == 0 else None,
+                screenshot_path=next(
+                    (o.image_path for o in self.observed if o.image_path and index == 0), None
+                ),
+                graph_passed=sorted(self.node_index[n] for n in self.progress.passed),
                 duration_sec=time.monotonic() - started,
                 graph_passed_nodes=self.stats.passed_nodes,
                 graph_total_nodes=self.stats.total_nodes,
@@ -413,8 +445,25 @@ class _Episode:
         self.result.completeness = self.stats.completeness
         self.result.tokens_in = usage.tokens_in
         self.result.tokens_out = usage.tokens_out
+        self.result.model_calls = usage.model_calls
+        self.result.model_latency_sec = usage.model_latency_sec
+        self.result.cost_usd = usage.cost_usd
         self.result.wall_time_sec = time.monotonic() - self.t0
         self.result.finished_at = utcnow()
+
+
+def _graph_json(task: Task) -> str:
+    """The task's evaluator graph by node labels, for viewers (nodes in topological order)."""
+    nodes = task.evaluator.nodes
+    index = {node: i for i, node in enumerate(nodes)}
+    edges = [[index[u], index[v]] for u, v in task.evaluator.graph.edges]
+    return json.dumps({"nodes": [n.label for n in nodes], "edges": sorted(edges)})
+
+
+def _observation_text(observations: list[Observation]) -> str | None:
+    if not observations:
+        return None
+    return _short("\n".join(f"[{o.env}/{o.name}] {o.content}" for o in observations))
 
 
 def _tool(bound: BoundAction) -> dict[str, Any]:

@@ -75,6 +75,8 @@ class AgentUsage(BaseModel):
     tokens_in: int = 0
     tokens_out: int = 0
     model_calls: int = 0
+    model_latency_sec: float = 0.0
+    cost_usd: float = 0.0
 
 
 class AgentSpec(BaseModel):

@@ -30,6 +30,8 @@ class TerminationReason(StrEnum):
     AGENT_ERROR = "agent_error"
     ENV_ERROR = "env_error"
     EVALUATOR_ERROR = "evaluator_error"
+    TOKEN_LIMIT = "token_limit"
+    COST_LIMIT = "cost_limit"
 
     @property
     def is_infra(self) -> bool:
@@ -82,6 +84,18 @@ class StepRecord(BaseModel):
     result: str = Field(default="", description="The action's return value, shortened.")
     error: str | None = Field(default=None, description="Why the call failed, if it did.")
     agent_message: str | None = Field(default=None, description="Text the agent gave.")
+    observation: str | None = Field(
+        default=None,
+        description="What the agent observed before this step (text, shortened); first call only.",
+    )
+    screenshot_path: str | None = Field(
+        default=None,
+        description="Screenshot the agent saw before this step, relative to the output directory.",
+    )
+    graph_passed: list[int] = Field(
+        default_factory=list,
+        description="Indices (into the episode's graph_json nodes) of evaluators passed so far.",
+    )
     duration_sec: float = 0.0
     graph_passed_nodes: int = 0
     graph_total_nodes: int = 0
@@ -112,11 +126,21 @@ class EpisodeResult(BaseModel):
     action_errors: int = Field(default=0, description="Agent calls that failed.")
     tokens_in: int = 0
     tokens_out: int = 0
+    model_calls: int = Field(default=0, description="Calls the agent made to its model.")
+    model_latency_sec: float = Field(
+        default=0.0, description="Seconds spent waiting for the model, summed over calls."
+    )
+    cost_usd: float = Field(default=0.0, description="Model cost from the agent's price table.")
     wall_time_sec: float = 0.0
     setup_time_sec: float = 0.0
     node: str | None = Field(default=None, description="Ray node (or host) that ran it.")
     error: str | None = Field(default=None, description="Error message, if any.")
     error_type: str | None = Field(default=None, description="Exception type name, if any.")
+    description: str = Field(default="", description="The task's instruction, as the agent got it.")
+    graph_json: str = Field(
+        default="",
+        description='The evaluator graph: {"nodes": [labels], "edges": [[from, to], ...]}.',
+    )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -31,6 +32,8 @@ def _plain(value: Any) -> Any:
     """A frame cell as the model holds it (NaN back to None, numpy scalars to Python)."""
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, np.ndarray):
+        return value.tolist()
     return value.item() if hasattr(value, "item") else value
 
 

@@ -52,6 +52,8 @@ def test_types_follow_the_annotations(schema: pa.Schema, model: type[BaseModel])
             assert actual == pa.timestamp("us", tz="UTC"), name
         elif annotation == list[str]:
             assert actual == pa.list_(pa.string()), name
+        elif annotation == list[int]:
+            assert actual == pa.list_(pa.int64()), name
         elif annotation in expected:
             assert actual == expected[annotation], name
         else:  # enums are stored by their string value
