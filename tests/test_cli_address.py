@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 def cluster() -> Iterator[Cluster]:
     """A real two-node Ray cluster on this machine, started outside crabray."""
     started = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    started.add_node(num_cpus=1)
+    started.add_node(num_cpus=1, resources={"crabray_local": 2}, labels={"crabray-local": "yes"})
+    started.add_node(num_cpus=1, resources={"crabray_local": 2}, labels={"crabray-local": "yes"})
     started.wait_for_nodes()
     try:
         yield started
@@ -35,9 +36,31 @@ def test_run_joins_an_existing_cluster(cluster: Cluster, tmp_path: Path) -> None
     episodes = read_episodes(out)
     assert len(episodes) == 11
     assert episodes.success.all()
-    node_ids = {node.node_id[:8] for node in cluster.list_all_nodes()}
+    workers = {
+        node.node_id[:8] for node in cluster.list_all_nodes() if node is not cluster.head_node
+    }
     ran_on = {node.split("/")[-1] for node in episodes.node}
-    assert ran_on <= node_ids, f"episodes ran on {ran_on}, cluster nodes are {node_ids}"
+    assert ran_on <= workers, f"episodes ran on {ran_on}; only {workers} host 'local' sandboxes"
+
+
+def test_a_cluster_that_hosts_no_such_kind_fails_fast(tmp_path: Path) -> None:
+    bare = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        done = crabray(
+            "run",
+            "tasks/demo",
+            "--agent",
+            "noop",
+            "--out",
+            str(tmp_path),
+            "--address",
+            bare.address,
+        )
+    finally:
+        bare.shutdown()
+    assert done.returncode == 2
+    assert "no node of the Ray cluster hosts sandboxes of kind 'local'" in done.stderr
+    assert "crabray cluster start-worker --hosts" in done.stderr
 
 
 def test_unreachable_address_is_a_clear_error(tmp_path: Path) -> None:

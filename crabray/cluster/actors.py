@@ -18,6 +18,7 @@ from crabray.backends import create_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute
 from crabray.cluster.sandbox import SandboxSpec
+from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -29,14 +30,43 @@ class EnvironmentActor:
         self.spec = spec
         self.backend: Backend = create_backend(spec.config())
         self.started = False
+        self.dirty = False
+        self.broken: str | None = None
 
-    def prepare(self) -> None:
-        """Make the sandbox clean for a new episode: start it if new, reset it if used."""
-        if self.started:
-            self.backend.reset()
-        else:
+    def warm(self) -> None:
+        """Start the sandbox ahead of demand, so the first episode finds it ready."""
+        if not self.started:
             self.backend.start()
             self.started = True
+
+    def recycle(self) -> None:
+        """Reset a used sandbox right after its episode, while it waits in the pool.
+
+        Raises:
+            SandboxError: The reset failed; the actor is marked broken.
+        """
+        if not self.dirty:
+            return
+        try:
+            self.backend.reset()
+        except Exception as exc:
+            self.broken = f"reset failed: {exc}"
+            raise
+        self.dirty = False
+
+    def prepare(self) -> None:
+        """Make the sandbox clean for a new episode: start it if new, reset it if used.
+
+        Raises:
+            SandboxError: The sandbox is broken or could not be made clean.
+        """
+        if self.broken is not None:
+            raise SandboxError(f"the '{self.spec.name}' sandbox is broken ({self.broken})")
+        if not self.started:
+            self.warm()
+        elif self.dirty:
+            self.backend.reset()
+        self.dirty = True
 
     def exec(self, command: str | list[str], kwargs: dict[str, Any]) -> ExecResult:
         return self.backend.exec(command, **kwargs)

@@ -1,62 +1,156 @@
 """Pools of environment actors, one per sandbox configuration.
 
-After an episode its actors go back to the idle set of their configuration
-and are reset by the next episode that takes them, so a sweep pays a cold
-start once per concurrent slot, not once per task. A broken actor is never
-returned to the idle set: it is killed and the next taker gets a new one.
+After an episode its actors are reset right away (``recycle``, off the
+critical path) and go back to the idle set of their configuration, so the
+next episode that needs the same configuration starts on a clean, warm
+sandbox. A reset that fails retires the actor; a broken actor is never handed
+out again. The pool never holds more actors of a host kind than the cluster
+has slots of it: when a configuration needs a slot that idle actors of
+another configuration hold, one of those is retired (otherwise idle actors
+could hold every slot and starve the rest of the sweep). Idle actors of a
+configuration nothing needs any more are retired as the queue drains.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 import ray
 
 from crabray.cluster.actors import RemoteEnvironmentActor
+from crabray.cluster.placement import actor_options
 from crabray.cluster.sandbox import SandboxSpec
 
 logger = logging.getLogger(__name__)
 
 _CLOSE_TIMEOUT_SEC = 60.0
 
+SlotKey = tuple[str, tuple[tuple[str, str], ...]]
+"""What competes for the same slots: a host kind and a label selector."""
 
+
+def slot_key(spec: SandboxSpec) -> SlotKey:
+    return (spec.kind, tuple(sorted(spec.label_selector.items())))
+
+
+@dataclass
+class _Member:
+    actor: Any
+    spec: SandboxSpec
+    recycling: Any = None
+    """The ``recycle`` call in flight since the actor came back, if any."""
+
+
+@dataclass
+class PoolStats:
+    """How the pool served the sweep."""
+
+    created: int = 0
+    reused: int = 0
+    retired: int = 0
+    failed_resets: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of environments served by a warm actor instead of a cold start."""
+        served = self.created + self.reused
+        return self.reused / served if served else 0.0
+
+
+@dataclass
 class EnvironmentPool:
-    """Idle environment actors by configuration, and every actor this pool made."""
+    """Idle and busy environment actors by configuration.
 
-    def __init__(self) -> None:
-        self._idle: dict[str, list[Any]] = defaultdict(list)
-        self._all: list[Any] = []
-        self.created = 0
-        self.reused = 0
+    Args:
+        pooling: Reuse environments across episodes; when off, every episode
+            gets new sandboxes that are closed afterwards (for comparison).
+    """
 
-    def acquire(self, spec: SandboxSpec) -> Any:
-        """An idle actor for ``spec``, or a new one (created here, started by the job)."""
+    pooling: bool = True
+    stats: PoolStats = field(default_factory=PoolStats)
+    _idle: dict[str, list[_Member]] = field(default_factory=lambda: defaultdict(list))
+    _members: dict[int, _Member] = field(default_factory=dict)
+
+    def live(self) -> Counter[SlotKey]:
+        """Actors alive per slot key (busy, idle or starting)."""
+        return Counter(slot_key(m.spec) for m in self._members.values())
+
+    def can_serve(self, specs: list[SandboxSpec], capacity: dict[SlotKey, int]) -> bool:
+        """Whether ``acquire`` can serve all of ``specs`` now without exceeding ``capacity``."""
+        needed: Counter[SlotKey] = Counter()
+        for spec in specs:
+            if not self._idle[spec.pool_key]:
+                needed[slot_key(spec)] += 1
+        live = self.live()
+        for key, count in needed.items():
+            evictable = sum(
+                len(members)
+                for pool_key, members in self._idle.items()
+                if members and slot_key(members[0].spec) == key
+            )
+            if live[key] + count - evictable > capacity.get(key, 0):
+                return False
+        return True
+
+    def acquire(self, spec: SandboxSpec, capacity: dict[SlotKey, int]) -> Any:
+        """A clean actor for ``spec``: a pooled one if any, else a new one.
+
+        A new actor whose slot kind is full takes the slot of an idle actor of
+        another configuration, which is retired.
+        """
         idle = self._idle[spec.pool_key]
-        if idle:
-            self.reused += 1
-            return idle.pop()
-        self.created += 1
-        actor = RemoteEnvironmentActor.remote(spec)
-        self._all.append(actor)
-        return actor
+        while idle:
+            member = self._take(idle)
+            if member is not None:
+                self.stats.reused += 1
+                return member.actor
+        key = slot_key(spec)
+        if self.live()[key] >= capacity.get(key, 0):
+            self._evict_one(key)
+        return self._create(spec).actor
 
-    def release(self, spec: SandboxSpec, actor: Any) -> None:
-        """Return a healthy actor to the idle set of its configuration."""
-        self._idle[spec.pool_key].append(actor)
+    def warm(self, spec: SandboxSpec, count: int, capacity: dict[SlotKey, int]) -> None:
+        """Start up to ``count`` idle environments of ``spec`` ahead of demand."""
+        key = slot_key(spec)
+        for _ in range(count):
+            if self.live()[key] >= capacity.get(key, 0):
+                return
+            member = self._create(spec)
+            member.recycling = member.actor.warm.remote()
+            self._idle[spec.pool_key].append(member)
+
+    def release(self, actor: Any) -> None:
+        """Take back a healthy actor after its episode: reset it, keep it idle."""
+        member = self._members[id(actor)]
+        if not self.pooling:
+            self._retire(member)
+            return
+        member.recycling = actor.recycle.remote()
+        self._idle[member.spec.pool_key].append(member)
 
     def discard(self, actor: Any) -> None:
         """Kill a broken actor; it is never handed out again."""
-        self._all = [a for a in self._all if a is not actor]
-        for idle in self._idle.values():
-            if actor in idle:
-                idle.remove(actor)
+        member = self._members.pop(id(actor), None)
+        if member is None:
+            return
+        idle = self._idle[member.spec.pool_key]
+        if member in idle:
+            idle.remove(member)
         ray.kill(actor, no_restart=True)
+
+    def trim(self, demand: Counter[str]) -> None:
+        """Retire idle actors beyond what the remaining work (by pool key) needs."""
+        for pool_key, idle in self._idle.items():
+            while len(idle) > demand[pool_key]:
+                self._retire(idle.pop(0))
 
     def shutdown(self) -> None:
         """Close every sandbox and kill every actor this pool made."""
-        closing = [a.close.remote() for a in self._all]
+        members = list(self._members.values())
+        closing = [m.actor.close.remote() for m in members]
         if closing:
             done, stuck = ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_TIMEOUT_SEC)
             if stuck:
@@ -66,7 +160,52 @@ class EnvironmentPool:
                     ray.get(ref)
                 except Exception as exc:
                     logger.warning("closing a sandbox failed: %s", exc)
-        for actor in self._all:
-            ray.kill(actor, no_restart=True)
-        self._all.clear()
+        for member in members:
+            ray.kill(member.actor, no_restart=True)
+        self._members.clear()
         self._idle.clear()
+
+    def _create(self, spec: SandboxSpec) -> _Member:
+        options = actor_options(spec.kind, spec.label_selector)
+        member = _Member(RemoteEnvironmentActor.options(**options).remote(spec), spec)
+        self._members[id(member.actor)] = member
+        self.stats.created += 1
+        return member
+
+    def _take(self, idle: list[_Member]) -> _Member | None:
+        """Pop an idle member, preferring one whose reset has finished; None if it failed."""
+        ready = [m for m in idle if m.recycling is None or _done(m.recycling)]
+        member = ready[0] if ready else idle[0]
+        idle.remove(member)
+        if member.recycling is not None and _done(member.recycling):
+            try:
+                ray.get(member.recycling)
+            except Exception as exc:
+                logger.warning(
+                    "resetting a '%s' sandbox failed, retiring it: %s", member.spec.name, exc
+                )
+                self.stats.failed_resets += 1
+                self.discard(member.actor)
+                return None
+        member.recycling = None
+        return member
+
+    def _evict_one(self, key: SlotKey) -> None:
+        for idle in self._idle.values():
+            for member in idle:
+                if slot_key(member.spec) == key:
+                    idle.remove(member)
+                    self._retire(member)
+                    return
+
+    def _retire(self, member: _Member) -> None:
+        """Close a member's sandbox and end the actor (close runs before the kill)."""
+        self._members.pop(id(member.actor), None)
+        self.stats.retired += 1
+        member.actor.close.remote()
+        member.actor.__ray_terminate__.remote()
+
+
+def _done(ref: Any) -> bool:
+    ready, _ = ray.wait([ref], timeout=0)
+    return bool(ready)

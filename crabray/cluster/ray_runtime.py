@@ -13,6 +13,7 @@ import socket
 
 import ray
 
+from crabray.cluster.placement import node_labels, node_resources
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)
@@ -20,10 +21,17 @@ logger = logging.getLogger(__name__)
 _CONNECT_TIMEOUT_SEC = 5.0
 
 
-def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+def connect(
+    address: str | None = None,
+    num_cpus: int | None = None,
+    hosts: dict[str, int] | None = None,
+    labels: dict[str, str] | None = None,
+) -> None:
     """Join the Ray cluster at ``address``, or start a local instance when ``None``.
 
-    Does nothing when this process is already connected.
+    A local instance is one node that hosts ``hosts`` (kind -> slots) and
+    carries ``labels``, so a suite written for a cluster runs unchanged on one
+    machine. Does nothing when this process is already connected.
 
     Raises:
         CrabrayError: Ray could not start or the address could not be reached.
@@ -38,6 +46,8 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     }
     if address is None:
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
+        kwargs["resources"] = node_resources(hosts or {})
+        kwargs["labels"] = node_labels(hosts or {}, labels)
     else:
         _check_reachable(address)
         kwargs["address"] = address

@@ -16,11 +16,14 @@ from pydantic import BaseModel, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec
+from crabray.cluster.placement import check_hostable
 from crabray.cluster.ray_runtime import connect
 from crabray.cluster.scheduler import (
     ProgressCallback,
+    RetryPolicy,
     Scheduler,
     SchedulerSettings,
+    SubmitCallback,
     SweepItem,
     SweepProgress,
 )
@@ -54,6 +57,13 @@ class RunOptions(BaseModel):
     max_attempts: int = Field(default=3, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
     task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
+    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
+    warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
+    local_slots: int | None = Field(
+        default=None,
+        gt=0,
+        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
+    )
 
 
 class RunSummary(BaseModel):
@@ -66,6 +76,8 @@ class RunSummary(BaseModel):
     successes: int
     retries: int
     infra_failures: int
+    timeouts: int = 0
+    pool_hit_rate: float = Field(default=0.0, description="Environments served warm / served.")
 
 
 StartCallback = Callable[[str, int, int], None]
@@ -76,6 +88,7 @@ def run_suite(
     options: RunOptions,
     on_start: StartCallback | None = None,
     on_progress: ProgressCallback | None = None,
+    on_submit: SubmitCallback | None = None,
 ) -> RunSummary:
     """Run every episode of ``options`` that has no final result yet.
 
@@ -113,14 +126,21 @@ def run_suite(
     progress = SweepProgress(total=0)
     sink = ResultSink(options.out_dir, run_id)
     if items:
-        connect(options.address, num_cpus=None)
+        needs = _host_needs(suite, {item.task_id for item in items})
+        slots = options.local_slots or 2 * options.concurrency
+        selectors = {k: v for _, selector in needs for k, v in selector}
+        connect(options.address, hosts={kind: slots for kind, _ in needs}, labels=selectors)
+        check_hostable(needs)
         settings = SchedulerSettings(
             run_id=run_id,
             concurrency=options.concurrency,
-            max_attempts=options.max_attempts,
+            retry=RetryPolicy(max_attempts=options.max_attempts),
             max_steps=options.max_steps,
+            pooling=options.pooling,
+            warm=options.warm,
         )
-        progress = Scheduler(suite, settings, sink.write, on_progress).run(items)
+        scheduler = Scheduler(suite, settings, sink.write, on_progress, on_submit)
+        progress = scheduler.run(items)
         sink.compact()
     return RunSummary(
         run_id=run_id,
@@ -130,7 +150,19 @@ def run_suite(
         successes=progress.successes,
         retries=progress.retries,
         infra_failures=progress.infra_failures,
+        timeouts=progress.timeouts,
+        pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
     )
+
+
+def _host_needs(suite: Suite, task_ids: set[str]) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The (host kind, label selector) pairs the given tasks' environments need."""
+    needs = set()
+    for task_id in task_ids:
+        entry = suite.entry(task_id)
+        for env in entry.benchmark.task_environments(entry.task):
+            needs.add((env.kind, tuple(sorted(env.label_selector.items()))))
+    return needs
 
 
 def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:

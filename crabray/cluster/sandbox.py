@@ -28,10 +28,23 @@ class SandboxSpec(BaseModel):
     name: str
     backend: str
     backend_settings: dict[str, Any] = Field(default_factory=dict)
+    host_kind: str | None = None
+    label_selector: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def of(cls, env: EnvironmentConfig) -> SandboxSpec:
-        return cls(name=env.name, backend=env.backend, backend_settings=env.backend_settings)
+        return cls(
+            name=env.name,
+            backend=env.backend,
+            backend_settings=env.backend_settings,
+            host_kind=env.host_kind,
+            label_selector=env.label_selector,
+        )
+
+    @property
+    def kind(self) -> str:
+        """The host kind whose slot the sandbox occupies."""
+        return self.host_kind or self.backend
 
     @property
     def pool_key(self) -> str:

@@ -1,16 +1,23 @@
 """The driver's scheduler: episodes in flight, results as they finish, retries.
 
-It keeps at most ``concurrency`` episode jobs in flight, collects them with
-``ray.wait`` in completion order (never submission order), hands every batch
-of finished records to ``on_records`` (which puts them on disk) before
-counting them done, and retries an episode whose infrastructure failed as a
-new attempt, up to ``max_attempts``. Agent failures are results, never retried.
+It dispatches an episode only when the pool can give it an environment of
+every kind it needs without exceeding the cluster's slots (backpressure per
+kind, and at most ``concurrency`` episodes in flight overall); collects
+finished episodes with ``ray.wait`` in completion order; hands every batch of
+finished records to ``on_records`` (which puts them on disk) before counting
+them done; retries an episode whose infrastructure failed as a new attempt,
+after a backoff, up to the retry policy's limit; and enforces each task's
+time limit from outside (cancel, then kill its actors after a grace period).
+Agent failures are results, never retried.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-from collections import deque
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,13 +27,19 @@ from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
-from crabray.cluster.pool import EnvironmentPool
+from crabray.cluster.placement import capacity
+from crabray.cluster.pool import EnvironmentPool, SlotKey, slot_key
 from crabray.cluster.sandbox import SandboxSpec
-from crabray.core.result import EpisodeRecord
+from crabray.cluster.status import publish_status
+from crabray.core.errors import CrabrayError
+from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
 
 logger = logging.getLogger(__name__)
+
+_SCAN_LIMIT = 64
+"""Queued items looked at for one free slot: skip past blocked kinds, not the whole queue."""
 
 
 class SweepItem(BaseModel):
@@ -38,13 +51,38 @@ class SweepItem(BaseModel):
     attempt: int = 0
 
 
+class RetryPolicy(BaseModel):
+    """How infrastructure failures are retried."""
+
+    max_attempts: int = Field(default=3, gt=0, description="Tries per episode, the first included.")
+    backoff_initial_sec: float = Field(default=1.0, ge=0)
+    backoff_multiplier: float = Field(default=2.0, ge=1)
+    backoff_max_sec: float = Field(default=30.0, ge=0)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before ``attempt`` (1 for the first retry)."""
+        raw = self.backoff_initial_sec * self.backoff_multiplier ** max(attempt - 1, 0)
+        return min(raw, self.backoff_max_sec)
+
+
 class SchedulerSettings(BaseModel):
     """Knobs of the scheduler."""
 
     run_id: str
     concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
-    max_attempts: int = Field(default=3, gt=0, description="Tries per episode on infra failure.")
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
     max_steps: int | None = Field(default=None, description="Overrides every task's step budget.")
+    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
+    warm: int = Field(default=0, ge=0, description="Environments started per configuration ahead.")
+    timeout_grace_sec: float = Field(
+        default=10.0, ge=0, description="Past a task's time limit before it is cancelled."
+    )
+    kill_grace_sec: float = Field(
+        default=5.0, ge=0, description="After cancelling, before the episode's actors are killed."
+    )
+    host_wait_sec: float = Field(
+        default=60.0, ge=0, description="How long to wait for a lost host kind to come back."
+    )
 
 
 @dataclass
@@ -56,26 +94,33 @@ class SweepProgress:
     successes: int = 0
     retries: int = 0
     infra_failures: int = 0
+    timeouts: int = 0
+    in_flight: int = 0
 
 
 @dataclass
 class _InFlight:
     item: SweepItem
+    submitted: float
+    deadline: float | None
     actors: dict[str, tuple[SandboxSpec, Any]] = field(default_factory=dict)
+    cancelled: bool = False
 
 
 RecordsCallback = Callable[[list[EpisodeRecord]], None]
 ProgressCallback = Callable[[SweepProgress], None]
+SubmitCallback = Callable[[SweepItem, float], None]
 
 
 class Scheduler:
-    """Runs sweep items as Ray episode jobs with pooled environment actors.
+    """Runs sweep items as Ray episode jobs with pooled, pinned environment actors.
 
     Args:
-        suite: The loaded suite (the driver's copy, for environments and tags).
-        settings: Concurrency and retry limits.
+        suite: The loaded suite (the driver's copy, for environments, limits, tags).
+        settings: Concurrency, retry, pooling and time-limit knobs.
         on_records: Persists a batch of finished records; called before they count as done.
         on_progress: Told after every batch.
+        on_submit: Told when an episode is dispatched (for latency measurements).
     """
 
     def __init__(
@@ -84,33 +129,40 @@ class Scheduler:
         settings: SchedulerSettings,
         on_records: RecordsCallback,
         on_progress: ProgressCallback | None = None,
+        on_submit: SubmitCallback | None = None,
     ) -> None:
         self.suite = suite
         self.settings = settings
         self.on_records = on_records
         self.on_progress = on_progress or (lambda _: None)
-        self.pool = EnvironmentPool()
+        self.on_submit = on_submit or (lambda _item, _t: None)
+        self.pool = EnvironmentPool(pooling=settings.pooling)
+        self._specs: dict[str, list[SandboxSpec]] = {}
+        self._capacity: dict[SlotKey, int] = {}
+        self._starved_since: dict[SlotKey, float] = {}
+        self._delayed: list[tuple[float, int, SweepItem]] = []
+        self._seq = itertools.count()
 
     def run(self, items: Iterable[SweepItem]) -> SweepProgress:
         """Run every item to a final result; return the final counts."""
-        queue = deque(items)
+        queue = deque(sorted(items, key=self._expected_cost, reverse=True))
         progress = SweepProgress(total=len(queue))
         in_flight: dict[Any, _InFlight] = {}
+        self._refresh_capacity()
+        self._warm(queue)
         try:
-            self._refill(queue, in_flight)
-            while in_flight:
-                ray.wait(list(in_flight), num_returns=1)
-                ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
-                finished = [
-                    (flight, self._outcome(ref, flight))
-                    for ref, flight in self._pop(ready, in_flight)
-                ]
-                retries = self._retries(finished, progress)
-                queue.extendleft(reversed(retries))
-                # Keep the sandboxes busy while this batch goes to disk.
+            while queue or in_flight or self._delayed:
                 self._refill(queue, in_flight)
-                self.on_records([record for _, record in finished])
-                self._count(finished, retries, progress)
+                progress.in_flight = len(in_flight)
+                ready, _ = ray.wait(
+                    list(in_flight), num_returns=1, timeout=self._wait_timeout(in_flight)
+                )
+                if ready:
+                    ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
+                    self._finish(ready, queue, in_flight, progress)
+                self._enforce_deadlines(in_flight)
+                self._refresh_capacity()
+                self._check_hosts(queue, in_flight)
         finally:
             # Interrupted: the episodes still running cannot finish cleanly, and a
             # running actor task cannot be force-cancelled; their actors go.
@@ -120,23 +172,80 @@ class Scheduler:
             self.pool.shutdown()
         return progress
 
-    @staticmethod
-    def _pop(ready: list[Any], in_flight: dict[Any, _InFlight]) -> list[tuple[Any, _InFlight]]:
-        return [(ref, in_flight.pop(ref)) for ref in ready]
+    @property
+    def pool_hit_rate(self) -> float:
+        return self.pool.stats.hit_rate
+
+    def _finish(
+        self,
+        ready: list[Any],
+        queue: deque[SweepItem],
+        in_flight: dict[Any, _InFlight],
+        progress: SweepProgress,
+    ) -> None:
+        finished = [(flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)]
+        retries = self._retries(finished, progress)
+        # Keep the sandboxes busy while this batch goes to disk.
+        self._refill(queue, in_flight)
+        self.on_records([record for _, record in finished])
+        self._count(finished, retries, progress)
+        progress.in_flight = len(in_flight)
+        self.pool.trim(self._demand(queue, in_flight))
+        publish_status(self.settings.run_id, progress)
+        self.on_progress(progress)
+
+    def _specs_of(self, task_id: str) -> list[SandboxSpec]:
+        if task_id not in self._specs:
+            entry = self.suite.entry(task_id)
+            envs = entry.benchmark.task_environments(entry.task)
+            self._specs[task_id] = [SandboxSpec.of(env) for env in envs]
+        return self._specs[task_id]
+
+    def _expected_cost(self, item: SweepItem) -> float:
+        """Longest-expected first: the time limit if any, else the step budget."""
+        entry = self.suite.entry(item.task_id)
+        limit = entry.benchmark.time_limit_of(entry.task)
+        return limit if limit is not None else float(entry.benchmark.step_limit_of(entry.task))
+
+    def _warm(self, queue: deque[SweepItem]) -> None:
+        if not self.settings.warm or not self.settings.pooling:
+            return
+        wanted: dict[str, SandboxSpec] = {}
+        for item in queue:
+            for spec in self._specs_of(item.task_id):
+                wanted.setdefault(spec.pool_key, spec)
+        for spec in wanted.values():
+            self.pool.warm(spec, self.settings.warm, self._capacity)
 
     def _refill(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
-        while queue and len(in_flight) < self.settings.concurrency:
-            ref, flight = self._submit(queue.popleft())
-            in_flight[ref] = flight
+        now = time.monotonic()
+        while self._delayed and self._delayed[0][0] <= now:
+            queue.appendleft(heapq.heappop(self._delayed)[2])
+        scanned = 0
+        index = 0
+        while index < len(queue) and len(in_flight) < self.settings.concurrency:
+            if scanned >= _SCAN_LIMIT:
+                break
+            item = queue[index]
+            if self.pool.can_serve(self._specs_of(item.task_id), self._capacity):
+                del queue[index]
+                ref, flight = self._submit(item)
+                in_flight[ref] = flight
+            else:
+                index += 1
+                scanned += 1
 
     def _submit(self, item: SweepItem) -> tuple[Any, _InFlight]:
         entry = self.suite.entry(item.task_id)
-        flight = _InFlight(item)
-        for env in entry.benchmark.task_environments(entry.task):
-            spec = SandboxSpec.of(env)
-            flight.actors[env.name] = (spec, self.pool.acquire(spec))
+        limit = entry.benchmark.time_limit_of(entry.task)
+        now = time.monotonic()
+        deadline = now + limit + self.settings.timeout_grace_sec if limit is not None else None
+        flight = _InFlight(item, now, deadline)
+        for spec in self._specs_of(item.task_id):
+            flight.actors[spec.name] = (spec, self.pool.acquire(spec, self._capacity))
         (_, host), *_ = flight.actors.values()
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
+        self.on_submit(item, time.time())
         return host.run_episode.remote(self._job(item), others), flight
 
     def _job(self, item: SweepItem) -> EpisodeJob:
@@ -149,29 +258,99 @@ class Scheduler:
             epoch=item.epoch,
             attempt=item.attempt,
             max_steps=self.settings.max_steps,
+            max_tokens=item.agent.max_tokens,
+            max_cost_usd=item.agent.max_cost_usd,
         )
         return EpisodeJob(
             suite=self.suite.ref, task_id=item.task_id, agent=item.agent, settings=settings
         )
 
+    def _wait_timeout(self, in_flight: dict[Any, _InFlight]) -> float:
+        """How long ``ray.wait`` may block before a deadline, a retry or a capacity check."""
+        now = time.monotonic()
+        wakeups = [1.0]
+        wakeups += [f.deadline - now for f in in_flight.values() if f.deadline is not None]
+        if self._delayed:
+            wakeups.append(self._delayed[0][0] - now)
+        return max(min(wakeups), 0.0)
+
+    def _enforce_deadlines(self, in_flight: dict[Any, _InFlight]) -> None:
+        now = time.monotonic()
+        for ref, flight in in_flight.items():
+            if flight.deadline is None or now < flight.deadline:
+                continue
+            if not flight.cancelled:
+                logger.warning("episode %s is past its time limit; cancelling", flight.item.task_id)
+                ray.cancel(ref)
+                flight.cancelled = True
+                flight.deadline = now + self.settings.kill_grace_sec
+            else:
+                for _, actor in flight.actors.values():
+                    self.pool.discard(actor)
+                flight.deadline = None
+
+    def _refresh_capacity(self) -> None:
+        keys = {slot_key(spec) for specs in self._specs.values() for spec in specs}
+        self._capacity = {key: capacity(key[0], dict(key[1])) for key in keys}
+
+    def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
+        """Fail the sweep when a kind it still needs has had no host for too long.
+
+        Raises:
+            CrabrayError: Naming the kind; finished episodes are on disk, so the
+                run can be resumed once a node hosts it again.
+        """
+        needed = {slot_key(s) for item in queue for s in self._specs_of(item.task_id)}
+        needed |= {
+            slot_key(s) for _, _, item in self._delayed for s in self._specs_of(item.task_id)
+        }
+        now = time.monotonic()
+        for key in needed:
+            if self._capacity.get(key, 0) > 0:
+                self._starved_since.pop(key, None)
+                continue
+            since = self._starved_since.setdefault(key, now)
+            if now - since > self.settings.host_wait_sec and not in_flight:
+                labels = f" with labels {dict(key[1])}" if key[1] else ""
+                raise CrabrayError(
+                    f"no node hosts sandboxes of kind '{key[0]}'{labels} any more "
+                    f"(waited {self.settings.host_wait_sec:g} s); {len(queue)} episodes did "
+                    f"not run. Add a node that hosts it, then resume the run with "
+                    f"--resume {self.settings.run_id}"
+                )
+
+    def _demand(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> Counter[str]:
+        demand: Counter[str] = Counter()
+        pending = [*queue, *(item for _, _, item in self._delayed)]
+        for item in pending:
+            for spec in self._specs_of(item.task_id):
+                demand[spec.pool_key] += 1
+        return demand
+
     def _retries(
         self, finished: list[tuple[_InFlight, EpisodeRecord]], progress: SweepProgress
     ) -> list[SweepItem]:
-        """The next attempts of episodes whose infrastructure failed, within the limit."""
+        """Schedule the next attempts of episodes whose infrastructure failed."""
         retries = []
+        policy = self.settings.retry
         for flight, record in finished:
             result = record.result
             if not result.termination_reason.is_infra:
                 continue
             progress.infra_failures += 1
-            if flight.item.attempt + 1 < self.settings.max_attempts:
-                logger.info(
-                    "retrying %s (%s) after infrastructure failure: %s",
-                    result.task_id,
-                    result.agent,
-                    result.error,
-                )
-                retries.append(flight.item.model_copy(update={"attempt": flight.item.attempt + 1}))
+            if flight.item.attempt + 1 >= policy.max_attempts:
+                continue
+            retry = flight.item.model_copy(update={"attempt": flight.item.attempt + 1})
+            delay = policy.delay(retry.attempt)
+            logger.info(
+                "retrying %s (%s) in %.1f s after infrastructure failure: %s",
+                result.task_id,
+                result.agent,
+                delay,
+                result.error,
+            )
+            heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._seq), retry))
+            retries.append(retry)
         return retries
 
     def _count(
@@ -189,21 +368,34 @@ class Scheduler:
                 continue
             progress.done += 1
             progress.successes += int(record.result.success)
-        self.on_progress(progress)
+            progress.timeouts += int(record.result.termination_reason is TerminationReason.TIMEOUT)
 
     def _outcome(self, ref: Any, flight: _InFlight) -> EpisodeRecord:
-        """The record of a finished job; a job that died becomes an ``env_error`` record."""
+        """The record of a finished job; a job that died becomes an error record."""
         try:
             outcome: JobOutcome = ray.get(ref)
         except Exception as exc:
-            logger.warning("episode job for %s died: %s", flight.item.task_id, exc)
             for _, actor in flight.actors.values():
                 self.pool.discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
-            return EpisodeRecord(result=failed_result(self._job(flight.item), tags, exc))
-        for name, (spec, actor) in flight.actors.items():
+            result = failed_result(self._job(flight.item), tags, exc)
+            if flight.cancelled:
+                result.termination_reason = TerminationReason.TIMEOUT
+                result.error = (
+                    f"still running past its time limit; cancelled and its environments "
+                    f"killed ({type(exc).__name__})"
+                )
+            else:
+                logger.warning("episode job for %s died: %s", flight.item.task_id, exc)
+            result.wall_time_sec = time.monotonic() - flight.submitted
+            return EpisodeRecord(result=result)
+        for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
                 self.pool.discard(actor)
             else:
-                self.pool.release(spec, actor)
+                self.pool.release(actor)
         return outcome.record
+
+
+def _pop(ready: list[Any], in_flight: dict[Any, _InFlight]) -> list[tuple[Any, _InFlight]]:
+    return [(ref, in_flight.pop(ref)) for ref in ready]

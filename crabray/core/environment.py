@@ -25,6 +25,11 @@ class EnvironmentConfig(BaseModel):
         reset: Actions run after the sandbox is reset, before task setup.
         backend: Registry name of the sandbox backend (``local``, ``docker``, ...).
         backend_settings: The backend's own options (image, limits, host, ...).
+        host_kind: The kind of host the sandbox needs (a node must advertise slots
+            of it); the backend's name when unset. Operators may name their own
+            kinds, such as an image family.
+        label_selector: Node labels the hosting node must carry, e.g.
+            ``{"crabray-image": "ubuntu-22.04"}``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -36,6 +41,18 @@ class EnvironmentConfig(BaseModel):
     reset: list[Action] = Field(default_factory=list)
     backend: str = "local"
     backend_settings: dict[str, Any] = Field(default_factory=dict)
+    host_kind: str | None = None
+    label_selector: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("host_kind")
+    @classmethod
+    def _kind_is_identifier(cls, value: str | None) -> str | None:
+        return None if value is None else check_identifier(value, "host kind")
+
+    @property
+    def kind(self) -> str:
+        """The host kind this environment's sandbox needs a slot of."""
+        return self.host_kind or self.backend
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,102 @@
+"""Placement: which Ray nodes may host which sandboxes, and how many.
+
+A node advertises each sandbox kind it hosts twice: a custom resource
+``crabray_<kind>`` whose amount is its number of slots, and a label
+``crabray-<kind>=yes`` (plus any labels the operator adds, such as an image
+family). An environment actor asks for one slot of its kind and, if its
+config says so, for nodes whose labels match a selector. Ray then never
+places an actor on a node that does not host its kind and never puts more
+environments of a kind on a node than it has slots.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import ray
+
+from crabray.core.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+RESOURCE_PREFIX = "crabray_"
+LABEL_PREFIX = "crabray-"
+
+
+def slot_resource(kind: str) -> str:
+    """The custom resource that counts a node's slots for sandboxes of ``kind``."""
+    return f"{RESOURCE_PREFIX}{kind}"
+
+
+def kind_label(kind: str) -> str:
+    """The node label that says a node hosts sandboxes of ``kind``."""
+    return f"{LABEL_PREFIX}{kind}"
+
+
+def node_resources(hosts: dict[str, int]) -> dict[str, float]:
+    """The custom resources a node hosting ``hosts`` (kind -> slots) advertises."""
+    return {slot_resource(kind): float(slots) for kind, slots in hosts.items()}
+
+
+def node_labels(hosts: dict[str, int], extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The labels a node hosting ``hosts`` carries, with the operator's ``extra`` ones."""
+    return {**{kind_label(kind): "yes" for kind in hosts}, **(extra or {})}
+
+
+def actor_options(kind: str, label_selector: dict[str, str]) -> dict[str, Any]:
+    """Ray options that pin an environment actor to a node hosting ``kind``."""
+    options: dict[str, Any] = {"resources": {slot_resource(kind): 1}}
+    if label_selector:
+        options["label_selector"] = dict(label_selector)
+    return options
+
+
+def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def capacity(kind: str, label_selector: dict[str, str] | None = None) -> int:
+    """Slots of ``kind`` on the alive nodes whose labels match ``label_selector``."""
+    resource = slot_resource(kind)
+    total = 0.0
+    for node in ray.nodes():
+        if node.get("Alive") and _matches(node.get("Labels") or {}, label_selector or {}):
+            total += node.get("Resources", {}).get(resource, 0.0)
+    return int(total)
+
+
+def hosted_kinds() -> dict[str, int]:
+    """Every sandbox kind the alive nodes host, with its total slots."""
+    kinds: dict[str, int] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        for resource, amount in node.get("Resources", {}).items():
+            if resource.startswith(RESOURCE_PREFIX):
+                kind = resource.removeprefix(RESOURCE_PREFIX)
+                kinds[kind] = kinds.get(kind, 0) + int(amount)
+    return kinds
+
+
+def check_hostable(needs: Iterable[tuple[str, tuple[tuple[str, str], ...]]]) -> None:
+    """Fail fast when no alive node can host a needed (kind, label selector).
+
+    Raises:
+        ConfigError: Naming every kind (and selector) no node hosts, what the
+            cluster does host, and how to add a node that hosts it.
+    """
+    missing = []
+    for kind, selector in sorted(set(needs)):
+        if capacity(kind, dict(selector)) == 0:
+            labels = f" with labels {dict(selector)}" if selector else ""
+            missing.append(f"'{kind}'{labels}")
+    if missing:
+        hosted = ", ".join(f"{k}={n}" for k, n in sorted(hosted_kinds().items())) or "nothing"
+        raise ConfigError(
+            f"no node of the Ray cluster hosts sandboxes of kind {', '.join(missing)} "
+            f"(the cluster hosts: {hosted}); add one with "
+            f"`crabray cluster start-worker --hosts KIND=SLOTS`",
+            field="host_kind",
+        )
