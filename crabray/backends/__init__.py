@@ -34,6 +34,7 @@ __all__ = [
     "ExecResult",
     "LocalBackend",
     "available_backends",
+    "backend_class",
     "create_backend",
     "register_backend",
 ]
@@ -121,6 +122,15 @@ def create_backend(config: EnvironmentConfig) -> Backend:
             dependency is missing (says what to install), or its settings are bad.
     """
     return _backend_class(config.backend, config.name)(config)
+
+
+def backend_class(kind: str) -> type[Backend]:
+    """The backend class registered as ``kind``.
+
+    Raises:
+        ConfigError: The kind is unknown, or its optional dependency is missing.
+    """
+    return _backend_class(kind, "?")
 
 
 def _backend_class(kind: str, env_name: str) -> type[Backend]:

@@ -115,6 +115,23 @@ class Backend(ABC):
     def close(self) -> None:
         """Destroy the sandbox and everything it started; calling it twice is harmless."""
 
+    @classmethod
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+        """Remove sandboxes of this kind on this host whose owner process is gone.
+
+        Called on every node before a sweep, so sandboxes left behind by a dead
+        actor or driver (a killed node, a crashed run) do not pile up. Only
+        sandboxes this backend can prove are abandoned are touched.
+
+        Args:
+            settings: The ``backend_settings`` of an environment of this kind
+                (where its sandboxes live).
+
+        Returns:
+            How many orphaned sandboxes were removed.
+        """
+        return 0
+
     def describe(self) -> dict[str, Any]:
         """Facts about the sandbox worth recording (host, container id, ...)."""
         return {"kind": self.kind, "env": self.config.name}

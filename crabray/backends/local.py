@@ -38,6 +38,7 @@ from typing_extensions import override
 
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
+from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, CrabrayError, SandboxError, SandboxFileError
 
@@ -386,6 +387,25 @@ class LocalBackend(Backend):
     def _make_dirs(sandbox: Path) -> None:
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             (sandbox / name).mkdir(exist_ok=True)
+        write_owner(sandbox)
+
+    @classmethod
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+        """Remove local sandboxes under the root directory whose owner process is gone."""
+        root = (parse_local_settings(settings).root_dir or Path(tempfile.gettempdir())).expanduser()
+        removed = 0
+        for sandbox in root.glob("crabray-*"):
+            if not sandbox.is_dir() or not is_abandoned(sandbox):
+                continue
+            killed = kill_processes_in(sandbox)
+            try:
+                _remove(sandbox)
+            except OSError as exc:
+                logger.warning("could not remove abandoned sandbox %s: %s", sandbox, exc)
+                continue
+            logger.info("removed abandoned sandbox %s (killed %d processes)", sandbox, killed)
+            removed += 1
+        return removed
 
     def _argv(self, command: str | list[str]) -> list[str]:
         if isinstance(command, str):

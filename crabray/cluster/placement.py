@@ -47,7 +47,11 @@ def node_labels(hosts: dict[str, int], extra: dict[str, str] | None = None) -> d
 
 def actor_options(kind: str, label_selector: dict[str, str]) -> dict[str, Any]:
     """Ray options that pin an environment actor to a node hosting ``kind``."""
-    options: dict[str, Any] = {"resources": {slot_resource(kind): 1}}
+    # SPREAD: sandboxes load every host that has slots, instead of filling one first.
+    options: dict[str, Any] = {
+        "resources": {slot_resource(kind): 1},
+        "scheduling_strategy": "SPREAD",
+    }
     if label_selector:
         options["label_selector"] = dict(label_selector)
     return options

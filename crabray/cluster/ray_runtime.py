@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 
 import ray
 
@@ -45,11 +46,15 @@ def connect(
         "logging_level": logging.ERROR,
     }
     if address is None:
+        # "local" always starts a new instance; without it Ray would join any
+        # cluster someone started on this machine (/tmp/ray/ray_current_cluster).
+        kwargs["address"] = "local"
         kwargs["num_cpus"] = num_cpus or os.cpu_count() or 1
         kwargs["resources"] = node_resources(hosts or {})
         kwargs["labels"] = node_labels(hosts or {}, labels)
     else:
         _check_reachable(address)
+        _use_token_if_available()
         kwargs["address"] = address
     try:
         ray.init(**kwargs)
@@ -81,6 +86,24 @@ def _check_reachable(address: str) -> None:
             f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc}); "
             "start one with `ray start --head` or `crabray` without --address for a local one"
         ) from exc
+
+
+def _use_token_if_available() -> None:
+    """Authenticate to the cluster with this machine's Ray token, when it has one.
+
+    Clusters started by ``crabray cluster`` require Ray's token authentication;
+    a driver joining one must say so explicitly, or Ray connects without the
+    token and is refused.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    if os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists():
+        os.environ["RAY_AUTH_MODE"] = "token"
+        # Ray read its configuration when it was imported; make it read the mode
+        # again, as Ray itself does when it turns token mode on for a local start.
+        from ray._raylet import Config
+
+        Config.initialize("")
 
 
 def disconnect() -> None:

@@ -16,8 +16,10 @@ from pydantic import BaseModel, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec
+from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
 from crabray.cluster.ray_runtime import connect
+from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import (
     ProgressCallback,
     RetryPolicy,
@@ -131,6 +133,7 @@ def run_suite(
         selectors = {k: v for _, selector in needs for k, v in selector}
         connect(options.address, hosts={kind: slots for kind, _ in needs}, labels=selectors)
         check_hostable(needs)
+        cleanup_orphans(_specs(suite, {item.task_id for item in items}))
         settings = SchedulerSettings(
             run_id=run_id,
             concurrency=options.concurrency,
@@ -163,6 +166,14 @@ def _host_needs(suite: Suite, task_ids: set[str]) -> set[tuple[str, tuple[tuple[
         for env in entry.benchmark.task_environments(entry.task):
             needs.add((env.kind, tuple(sorted(env.label_selector.items()))))
     return needs
+
+
+def _specs(suite: Suite, task_ids: set[str]) -> list[SandboxSpec]:
+    specs = []
+    for task_id in task_ids:
+        entry = suite.entry(task_id)
+        specs += [SandboxSpec.of(env) for env in entry.benchmark.task_environments(entry.task)]
+    return specs
 
 
 def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from crabray.backends import (
 )
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
+from tests.backends.conftest import host_pid_alive, wait_until
 
 
 def make_config(tmp_path: Path, name: str = "loc", **settings: object) -> EnvironmentConfig:
@@ -57,7 +60,7 @@ def test_sandbox_is_a_fresh_directory_named_after_the_environment(tmp_path: Path
         assert first.root.parent == root
         assert "webshop" in first.root.name
         assert first.root != second.root
-        assert sorted(p.name for p in first.root.iterdir()) == ["home", "tmp", "work"]
+        assert sorted(p.name for p in first.root.iterdir()) == ["home", "owner.json", "tmp", "work"]
         assert first.workdir == first.root / "work"
         assert list(first.workdir.iterdir()) == [], "agents see an empty working directory"
     finally:
@@ -269,6 +272,7 @@ def test_public_api() -> None:
             "ExecResult",
             "LocalBackend",
             "available_backends",
+            "backend_class",
             "create_backend",
             "register_backend",
         ]
@@ -355,7 +359,7 @@ def test_reset_recreates_a_sandbox_the_commands_deleted(local: LocalBackend) -> 
     assert result.exit_code == 0
     assert not local.root.exists()
     local.reset()
-    assert sorted(p.name for p in local.root.iterdir()) == ["home", "tmp", "work"]
+    assert sorted(p.name for p in local.root.iterdir()) == ["home", "owner.json", "tmp", "work"]
     assert local.exec("pwd").stdout == f"{workdir}\n"
 
 
@@ -366,3 +370,45 @@ def test_close_removes_even_read_only_trees(tmp_path: Path) -> None:
     backend.exec("mkdir -p ro/deep && echo x > ro/deep/f && chmod -R a-w ro && chmod 000 ro")
     backend.close()
     assert not os.path.lexists(workdir)
+
+
+def test_cleanup_removes_sandboxes_of_dead_owners_only(tmp_path: Path) -> None:
+    """A sandbox whose owner process died (a killed actor) is removed with its processes."""
+    root = tmp_path / "sandboxes"
+    script = (
+        "import sys, time\n"
+        "from crabray.backends import create_backend\n"
+        "from crabray.core.environment import EnvironmentConfig\n"
+        f"cfg = EnvironmentConfig(name='orphan', backend_settings={{'root_dir': {str(root)!r}}})\n"
+        "b = create_backend(cfg); b.start()\n"
+        "b.exec('sleep 300 > /dev/null 2>&1 &')\n"
+        "print(b.root, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert owner.stdout is not None
+    abandoned = Path(owner.stdout.readline().strip())
+    sleeper = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cwd_in(p, abandoned)]
+    assert sleeper, "the background command should run inside the sandbox"
+
+    live = LocalBackend(make_config(tmp_path))
+    live.start()
+    try:
+        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 0, "owner still alive"
+        owner.kill()
+        owner.wait()
+        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 1
+        assert not abandoned.exists()
+        wait_until(lambda: not any(host_pid_alive(int(p.name)) for p in sleeper))
+        assert live.root.exists(), "a sandbox whose owner lives is left alone"
+    finally:
+        live.close()
+        owner.kill()
+
+
+def _cwd_in(proc: Path, directory: Path) -> bool:
+    try:
+        cwd = Path(os.readlink(proc / "cwd"))
+    except OSError:
+        return False
+    return cwd == directory or directory in cwd.parents

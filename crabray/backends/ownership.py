@@ -1,0 +1,71 @@
+"""Who owns a host-side sandbox, and whether that owner is still alive.
+
+A sandbox directory records the process that created it (host, pid and the
+process's start time, so a recycled pid is not mistaken for the owner). A
+sandbox whose owner is gone was left behind by a dead actor or driver: its
+processes are killed and the directory removed by ``cleanup_orphans``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+OWNER_FILE = "owner.json"
+
+
+def _start_time(pid: int) -> int | None:
+    """A process's start time in clock ticks since boot (Linux), or None if it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces; fields after the last ')' are plain.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def write_owner(sandbox: Path) -> None:
+    """Record this process as the owner of ``sandbox``."""
+    pid = os.getpid()
+    record = {"host": socket.gethostname(), "pid": pid, "start_time": _start_time(pid)}
+    (sandbox / OWNER_FILE).write_text(json.dumps(record))
+
+
+def is_abandoned(sandbox: Path) -> bool:
+    """Whether ``sandbox`` was made on this host by a process that no longer runs.
+
+    A sandbox with no readable owner record is not known to be abandoned.
+    """
+    try:
+        record = json.loads((sandbox / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    if record.get("host") != socket.gethostname():
+        return False
+    pid = record.get("pid")
+    return not isinstance(pid, int) or _start_time(pid) != record.get("start_time")
+
+
+def kill_processes_in(directory: Path) -> int:
+    """Kill every process whose working directory is inside ``directory``; return how many."""
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:
+            continue
+        if cwd == directory or directory in cwd.parents:
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                continue
+    return killed

@@ -1,0 +1,188 @@
+"""``crabray cluster``: stand up, inspect and stop the Ray nodes that host sandboxes."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from crabray.core.errors import CrabrayError
+
+cluster_app = typer.Typer(
+    help="Start, inspect and stop the Ray nodes that host crabray sandboxes.",
+    no_args_is_help=True,
+)
+console = Console()
+errors = Console(stderr=True)
+
+HostsOpt = Annotated[
+    str | None,
+    typer.Option(help="What this node hosts: KIND=SLOTS,... e.g. docker=8,vm=2."),
+]
+LabelsOpt = Annotated[
+    str | None, typer.Option(help="Extra node labels: KEY=VALUE,... e.g. crabray-image=ubuntu.")
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="Node config TOML (see cluster/node.example.toml).")
+]
+CpusOpt = Annotated[int | None, typer.Option(min=1, help="CPUs Ray may schedule on the node.")]
+StateOpt = Annotated[
+    Path | None,
+    typer.Option(help="Where started nodes are recorded (default ~/.crabray/nodes.json)."),
+]
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+def _state(path: Path | None) -> Path:
+    from crabray.cluster.nodes import DEFAULT_STATE_FILE
+
+    return path or DEFAULT_STATE_FILE
+
+
+@cluster_app.command("start-head")
+def start_head(
+    hosts: HostsOpt = None,
+    labels: LabelsOpt = None,
+    config: ConfigOpt = None,
+    num_cpus: CpusOpt = None,
+    port: Annotated[int, typer.Option(help="Port of the head's GCS.")] = 6379,
+    state_file: StateOpt = None,
+) -> None:
+    """Start the head node of a crabray cluster on this machine."""
+    from crabray.cluster.nodes import node_config, start_node
+
+    try:
+        node = start_node(
+            node_config(hosts, labels, config, num_cpus),
+            head_port=port,
+            state_file=_state(state_file),
+        )
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    ip = socket.gethostbyname(socket.gethostname())
+    console.print(f"head node started; it hosts {node.hosts or 'no sandboxes'}")
+    console.print(
+        f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
+    )
+    console.print("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
+    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address {ip}:{port}")
+
+
+@cluster_app.command("start-worker")
+def start_worker(
+    address: Annotated[str, typer.Option(help="The head's address, HOST:PORT.")],
+    hosts: HostsOpt = None,
+    labels: LabelsOpt = None,
+    config: ConfigOpt = None,
+    num_cpus: CpusOpt = None,
+    state_file: StateOpt = None,
+) -> None:
+    """Start a worker node on this machine and join it to the cluster at ADDRESS."""
+    from crabray.cluster.nodes import node_config, start_node
+
+    try:
+        node = start_node(
+            node_config(hosts, labels, config, num_cpus),
+            address=address,
+            state_file=_state(state_file),
+        )
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    console.print(f"worker joined {address}; it hosts {node.hosts or 'no sandboxes'}")
+
+
+@cluster_app.command("local")
+def local(
+    nodes: Annotated[int, typer.Option(min=1, help="Nodes to start on this machine.")] = 2,
+    hosts: HostsOpt = "local=4",
+    labels: LabelsOpt = None,
+    num_cpus: Annotated[int, typer.Option(min=1, help="CPUs each node advertises.")] = 1,
+    port: Annotated[int, typer.Option(help="Port of the head's GCS (0: pick a free one).")] = 0,
+    state_file: StateOpt = None,
+) -> None:
+    """Start an N-node cluster on this machine, for development and tests.
+
+    The head hosts no sandboxes; each of the other nodes hosts HOSTS, so
+    episodes spread over several nodes as they would on a real cluster.
+    """
+    from crabray.cluster.nodes import NodeConfig, node_config, start_node
+
+    try:
+        chosen = port or _free_port()
+        head = start_node(
+            NodeConfig(num_cpus=num_cpus), head_port=chosen, state_file=_state(state_file)
+        )
+        worker = node_config(hosts, labels, None, num_cpus)
+        for _ in range(max(nodes - 1, 1)):
+            start_node(worker, address=head.address, state_file=_state(state_file))
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    console.print(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
+    console.print(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
+    console.print("stop it with:     crabray cluster stop")
+
+
+@cluster_app.command("status")
+def status(
+    address: Annotated[str, typer.Option(help="The cluster's address, HOST:PORT.")],
+) -> None:
+    """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
+    from crabray.cluster.ray_runtime import connect
+    from crabray.cluster.status import node_statuses, run_statuses
+
+    try:
+        connect(address)
+        nodes, runs = node_statuses(), run_statuses()
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    table = Table(title=f"nodes of {address}")
+    for column in ("node", "address", "alive", "hosts (in use / slots)", "labels"):
+        table.add_column(column)
+    for node in nodes:
+        slots = ", ".join(f"{k} {node.in_use.get(k, 0)}/{n}" for k, n in sorted(node.slots.items()))
+        labels = ", ".join(f"{k}={v}" for k, v in sorted(node.labels.items()))
+        table.add_row(
+            node.node_id[:8], node.address, "yes" if node.alive else "DEAD", slots, labels
+        )
+    console.print(table)
+    if runs:
+        runs_table = Table(title="runs")
+        for column in ("run id", "done", "ok", "in flight", "retries", "infra failures"):
+            runs_table.add_column(column)
+        for run in runs:
+            runs_table.add_row(
+                run.run_id,
+                f"{run.done}/{run.total}",
+                str(run.successes),
+                str(run.in_flight),
+                str(run.retries),
+                str(run.infra_failures),
+            )
+        console.print(runs_table)
+
+
+@cluster_app.command("stop")
+def stop(state_file: StateOpt = None) -> None:
+    """Stop the nodes crabray started on this machine (and no other Ray instance)."""
+    from crabray.cluster.nodes import stop_nodes
+
+    try:
+        stopped = stop_nodes(_state(state_file))
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    console.print(f"stopped {len(stopped)} node(s)" if stopped else "no nodes were started here")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

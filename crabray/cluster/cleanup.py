@@ -1,0 +1,54 @@
+"""Removing sandboxes that dead actors or drivers left behind, on every node.
+
+Before a sweep starts, one small task runs on each node that hosts a kind the
+sweep needs and asks that kind's backend to remove the abandoned sandboxes it
+finds there (see ``Backend.cleanup_orphans``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from crabray.backends import backend_class
+from crabray.cluster.placement import slot_resource
+from crabray.cluster.sandbox import SandboxSpec
+
+logger = logging.getLogger(__name__)
+
+
+def _cleanup_here(backend: str, settings: dict[str, Any]) -> int:
+    return backend_class(backend).cleanup_orphans(settings)
+
+
+_cleanup_task = ray.remote(num_cpus=0, max_retries=0)(_cleanup_here)
+
+
+def cleanup_orphans(specs: list[SandboxSpec]) -> int:
+    """Remove abandoned sandboxes of ``specs``' kinds on every node that hosts them.
+
+    Returns:
+        How many sandboxes were removed, over all nodes.
+    """
+    distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
+    refs = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        resources = node.get("Resources", {})
+        for spec in distinct.values():
+            if resources.get(slot_resource(spec.kind), 0) <= 0:
+                continue
+            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            refs.append(
+                _cleanup_task.options(scheduling_strategy=strategy).remote(
+                    spec.backend, spec.backend_settings
+                )
+            )
+    removed = sum(ray.get(refs))
+    if removed:
+        logger.warning("removed %d sandboxes abandoned by earlier runs", removed)
+    return removed

@@ -1,0 +1,231 @@
+"""Standing up crabray nodes: ``ray start`` with crabray's resources and labels.
+
+A node config says what a machine hosts (sandbox kind -> slots) and which
+labels it carries; it comes from ``--hosts docker=8,vm=2`` and ``--labels
+k=v`` or from a TOML file (see ``cluster/node.example.toml``). Every node is
+started with Ray's token authentication on: the head creates a token if
+there is none, and workers must have the same token (``~/.ray/auth_token`` or
+``RAY_AUTH_TOKEN``). What a command starts is recorded in a state file, so
+``stop`` stops exactly those nodes and no other Ray instance on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from crabray.cluster.placement import node_labels, node_resources
+from crabray.core.errors import ConfigError, CrabrayError
+from crabray.core.naming import check_identifier
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STATE_FILE = Path.home() / ".crabray" / "nodes.json"
+_START_TIMEOUT_SEC = 180.0
+_STOP_GRACE_SEC = 10.0
+
+
+class NodeConfig(BaseModel):
+    """What one machine hosts and how it is labelled."""
+
+    hosts: dict[str, int] = Field(
+        default_factory=dict, description="Sandbox kind -> how many it may run at once."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Operator's node labels.")
+    num_cpus: int | None = Field(default=None, gt=0, description="CPUs Ray may schedule.")
+
+    @field_validator("hosts")
+    @classmethod
+    def _valid_hosts(cls, hosts: dict[str, int]) -> dict[str, int]:
+        for kind, slots in hosts.items():
+            check_identifier(kind, "sandbox kind")
+            if slots < 1:
+                raise ValueError(f"kind '{kind}' needs at least 1 slot, got {slots}")
+        return hosts
+
+
+class StartedNode(BaseModel):
+    """A node a crabray command started: enough to stop it later."""
+
+    role: str
+    address: str
+    process_group: int
+    hosts: dict[str, int]
+    started_at: float
+
+
+def parse_pairs(text: str | None, what: str) -> dict[str, str]:
+    """``a=1,b=2`` as a dict.
+
+    Raises:
+        ConfigError: An item is not ``key=value``.
+    """
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise ConfigError(f"'{item}' is not KEY=VALUE", field=what)
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def node_config(
+    hosts: str | None, labels: str | None, config_file: Path | None, num_cpus: int | None
+) -> NodeConfig:
+    """The node config from a TOML file and/or flags (flags override the file).
+
+    Raises:
+        ConfigError: Naming the file or flag and the bad field.
+    """
+    data: dict[str, object] = {}
+    if config_file is not None:
+        try:
+            data = tomllib.loads(config_file.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"cannot read node config: {exc}", file=str(config_file)) from exc
+    try:
+        host_slots = {k: int(v) for k, v in parse_pairs(hosts, "--hosts").items()}
+    except ValueError as exc:
+        raise ConfigError(f"slots must be whole numbers: {exc}", field="--hosts") from exc
+    merged = {
+        "hosts": {**dict(data.get("hosts", {})), **host_slots},  # type: ignore[call-overload]
+        "labels": {**dict(data.get("labels", {})), **parse_pairs(labels, "--labels")},  # type: ignore[call-overload]
+        "num_cpus": num_cpus or data.get("num_cpus"),
+    }
+    try:
+        return NodeConfig.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(problems, file=str(config_file) if config_file else None) from exc
+
+
+def ray_start_command(
+    config: NodeConfig, *, head_port: int | None, address: str | None
+) -> list[str]:
+    """The ``ray start`` command line of a head (``head_port``) or worker (``address``)."""
+    ray = str(Path(sys.executable).with_name("ray"))
+    command = [ray, "start", "--disable-usage-stats"]
+    if head_port is not None:
+        command += ["--head", f"--port={head_port}", "--include-dashboard=false"]
+    else:
+        command += [f"--address={address}"]
+    if config.num_cpus is not None:
+        command += [f"--num-cpus={config.num_cpus}"]
+    command += [f"--resources={json.dumps(node_resources(config.hosts))}"]
+    labels = node_labels(config.hosts, config.labels)
+    if labels:
+        command += ["--labels=" + ",".join(f"{k}={v}" for k, v in labels.items())]
+    return command
+
+
+def start_node(
+    config: NodeConfig,
+    *,
+    head_port: int | None = None,
+    address: str | None = None,
+    state_file: Path = DEFAULT_STATE_FILE,
+) -> StartedNode:
+    """Start a head (``head_port``) or a worker joining ``address``; record it.
+
+    Raises:
+        CrabrayError: ``ray start`` failed; its output is in the message.
+    """
+    role = "head" if head_port is not None else "worker"
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    if role == "head":
+        _ensure_token(env)
+    command = ray_start_command(config, head_port=head_port, address=address)
+    logger.info("starting a %s node: %s", role, " ".join(command))
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=_START_TIMEOUT_SEC)
+    except subprocess.TimeoutExpired as exc:
+        _kill_group(proc.pid)
+        raise CrabrayError(f"`ray start` for the {role} node did not finish in time") from exc
+    if proc.returncode != 0:
+        _kill_group(proc.pid)
+        raise CrabrayError(f"`ray start` for the {role} node failed:\n{output.strip()[-2000:]}")
+    node = StartedNode(
+        role=role,
+        address=f"127.0.0.1:{head_port}" if role == "head" else str(address),
+        process_group=proc.pid,
+        hosts=config.hosts,
+        started_at=time.time(),
+    )
+    _record(state_file, [*started_nodes(state_file), node])
+    return node
+
+
+def started_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
+    """The nodes crabray started that are recorded in ``state_file``."""
+    if not state_file.exists():
+        return []
+    try:
+        return [StartedNode.model_validate(n) for n in json.loads(state_file.read_text())]
+    except (OSError, ValueError) as exc:
+        raise CrabrayError(f"{state_file}: not a node state file ({exc}); delete it") from exc
+
+
+def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
+    """Stop every node recorded in ``state_file``, workers first; return them."""
+    nodes = started_nodes(state_file)
+    for node in sorted(nodes, key=lambda n: n.role == "head"):
+        _kill_group(node.process_group)
+    _record(state_file, [])
+    return nodes
+
+
+def _ensure_token(env: dict[str, str]) -> None:
+    """Create a Ray auth token if the machine has none (heads only)."""
+    if env.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists():
+        return
+    ray = str(Path(sys.executable).with_name("ray"))
+    done = subprocess.run(
+        [ray, "get-auth-token", "--generate"], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise CrabrayError(f"cannot create a Ray auth token: {done.stderr.strip()}")
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGTERM a process group, then SIGKILL what is left after a grace period."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + _STOP_GRACE_SEC
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def _record(state_file: Path, nodes: list[StartedNode]) -> None:
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps([n.model_dump() for n in nodes], indent=2))
+    os.replace(tmp, state_file)
