@@ -1,4 +1,4 @@
-"""Agents: the protocol, a registry of agent kinds, and the scripted baselines."""
+"""Agents: the protocol, a registry of agent kinds, the scripted baselines and the LLM agents."""
 
 from __future__ import annotations
 
@@ -13,10 +13,22 @@ from crabray.agents.base import (
     StepInput,
     TaskBrief,
 )
+from crabray.agents.config import (
+    BUILTIN_KINDS,
+    AgentConfig,
+    LLMSettings,
+    load_agents,
+    select_agents,
+)
+from crabray.agents.multi_agent import PerEnvironmentAgent, PlannerAgent
+from crabray.agents.openai_agent import OpenAIAgent
 from crabray.agents.scripted import NoopAgent, OracleAgent
 from crabray.core.errors import ConfigError
 
-_KINDS: dict[str, type[Agent]] = {cls.kind: cls for cls in (OracleAgent, NoopAgent)}
+_KINDS: dict[str, type[Agent]] = {
+    cls.kind: cls
+    for cls in (OracleAgent, NoopAgent, OpenAIAgent, PlannerAgent, PerEnvironmentAgent)
+}
 
 
 def register_agent(cls: type[Agent]) -> type[Agent]:
@@ -31,14 +43,18 @@ def available_agents() -> list[str]:
 
 
 def agent_spec(name: str) -> AgentSpec:
-    """The spec of a built-in agent given by name on the command line.
+    """The spec of a built-in agent given by name on the command line (``oracle``, ``noop``).
+
+    LLM agents need a model and an endpoint, so they come from an agents file
+    (``select_agents``), never from a bare kind name.
 
     Raises:
-        ConfigError: No agent kind has that name.
+        ConfigError: No built-in agent has that name.
     """
-    if name not in _KINDS:
+    if name not in BUILTIN_KINDS:
         raise ConfigError(
-            f"unknown agent '{name}'; built-in agents: {', '.join(available_agents())}",
+            f"unknown agent '{name}'; built-in agents: {', '.join(BUILTIN_KINDS)} "
+            "(configure LLM agents with --agent-config)",
             field="--agent",
         )
     return AgentSpec(name=name, kind=name)
@@ -63,17 +79,24 @@ def create_agent(spec: AgentSpec) -> Agent:
 __all__ = [
     "ActionCall",
     "Agent",
+    "AgentConfig",
     "AgentSpec",
     "AgentStep",
     "AgentUsage",
     "CallResult",
+    "LLMSettings",
     "NoopAgent",
     "Observation",
+    "OpenAIAgent",
     "OracleAgent",
+    "PerEnvironmentAgent",
+    "PlannerAgent",
     "StepInput",
     "TaskBrief",
     "agent_spec",
     "available_agents",
     "create_agent",
+    "load_agents",
     "register_agent",
+    "select_agents",
 ]

@@ -86,13 +86,18 @@ class AgentSpec(BaseModel):
         name: The agent's name in results (``oracle``, ``noop``, or a configured name).
         kind: The registry name of the agent class.
         model: The model it uses, if any.
-        settings: The agent kind's own options.
+        settings: The agent kind's own options (never secrets: an API key is named by
+            the variable holding it).
+        max_tokens: Ends an episode (``token_limit``) once the agent used more tokens.
+        max_cost_usd: Ends an episode (``cost_limit``) once the agent's model cost more.
     """
 
     name: str
     kind: str
     model: str | None = None
     settings: dict[str, Any] = Field(default_factory=dict)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
 
 
 class Agent(ABC):

@@ -18,6 +18,8 @@ are translated at the boundary with ``raise ... from exc``.
     ├── SandboxFileError         a file operation was refused or the file is missing:
     │                            the caller's mistake, a result, never retried
     ├── AgentError               the agent itself failed (not a bad action call)
+    │   └── ModelAPIError        the model API failed a request (after any retries)
+    │       └── AuthenticationError  the API refused the credentials (401/403): never retried
     └── ResultsError             the results dataset cannot be read or written
 """
 
@@ -101,6 +103,29 @@ class SandboxFileError(CrabrayError):
 
 class AgentError(CrabrayError):
     """The agent failed to produce a step (its own fault, not the environment's)."""
+
+
+class ModelAPIError(AgentError):
+    """The model's API failed a request: a client error, or retries exhausted.
+
+    An agent failure, recorded as the episode's ``agent_error``; the message
+    carries the server's own explanation and never the API key.
+
+    Args:
+        message: What failed, with the server's message.
+        status: The HTTP status, when the server answered.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class AuthenticationError(ModelAPIError):
+    """The model's API refused the credentials (HTTP 401 or 403), or no key was available.
+
+    Never retried: a wrong or missing key does not fix itself.
+    """
 
 
 class ResultsError(CrabrayError):

@@ -1,0 +1,186 @@
+"""The chat-completions client against a real local HTTP server: replies, retries, errors."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+from pydantic import SecretStr
+
+from crabray.agents.llm_client import ChatClient, ClientConfig, RetryPolicy
+from crabray.core.errors import AgentError, AuthenticationError, ModelAPIError
+from tests.agents.fake_server import FakeChatServer, Reply, error, text, tool_call, tool_calls
+
+KEY = "sk-client-secret-77"
+FAST = RetryPolicy(max_retries=2, backoff_initial_sec=0.01, backoff_max_sec=0.05)
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def client_for(server: FakeChatServer, retry: RetryPolicy = FAST, **fields: object) -> ChatClient:
+    config = ClientConfig(
+        base_url=server.base_url,
+        api_key=SecretStr(KEY),
+        key_source="environment variable TEST_KEY",
+        retry=retry,
+        **fields,  # type: ignore[arg-type]
+    )
+    return ChatClient(config)
+
+
+def test_sends_the_request_and_parses_tool_calls(server: FakeChatServer) -> None:
+    server.add(tool_call("write_file", usage=(321, 45), path="a.txt", content="x"))
+    tools = [{"type": "function", "function": {"name": "write_file", "parameters": {}}}]
+    with client_for(server) as client:
+        reply = client.complete("m1", MESSAGES, tools=tools, temperature=0.3, max_tokens=77)
+    (request,) = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.body == {
+        "model": "m1",
+        "messages": MESSAGES,
+        "tools": tools,
+        "temperature": 0.3,
+        "max_tokens": 77,
+    }
+    (call,) = reply.tool_calls
+    assert call.name == "write_file"
+    assert call.arguments == '{"path": "a.txt", "content": "x"}'
+    assert (reply.prompt_tokens, reply.completion_tokens) == (321, 45)
+    assert reply.finish_reason == "tool_calls"
+    assert reply.latency_sec > 0
+    assert reply.attempts == 1
+
+
+def test_plain_text_reply_and_no_optional_fields(server: FakeChatServer) -> None:
+    server.add(text("hello there"))
+    with client_for(server) as client:
+        reply = client.complete("m1", MESSAGES)
+    assert reply.content == "hello there"
+    assert reply.tool_calls == []
+    assert set(server.requests[0].body) == {"model", "messages"}
+    assert reply.assistant_message() == {"role": "assistant", "content": "hello there"}
+
+
+def test_missing_and_repeated_call_ids_are_made_unique(server: FakeChatServer) -> None:
+    reply = tool_calls([("a", "{}"), ("b", "{}"), ("c", "{}")])
+    calls = reply.body["choices"][0]["message"]["tool_calls"]
+    calls[0].pop("id")
+    calls[2]["id"] = calls[1]["id"]
+    server.add(reply)
+    with client_for(server) as client:
+        ids = [c.id for c in client.complete("m", MESSAGES).tool_calls]
+    assert len(set(ids)) == 3
+
+
+def test_rate_limit_honours_retry_after_then_succeeds(
+    server: FakeChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.add(error(429, "slow down", headers={"Retry-After": "1"}), text("ok"))
+    caplog.set_level(logging.DEBUG)
+    started = time.monotonic()
+    with client_for(server) as client:
+        reply = client.complete("m", MESSAGES)
+    assert time.monotonic() - started >= 1.0  # the server's wait, not the 0.01 s backoff
+    assert reply.content == "ok"
+    assert reply.attempts == 2
+    assert reply.latency_sec >= 1.0
+    assert len(server.requests) == 2
+    assert any("HTTP 429" in r.getMessage() for r in caplog.records)
+
+
+def test_server_error_is_retried_then_succeeds(server: FakeChatServer) -> None:
+    server.add(error(500, "boom"), error(503, "busy"), text("ok"))
+    with client_for(server) as client:
+        assert client.complete("m", MESSAGES).content == "ok"
+    assert len(server.requests) == 3
+
+
+def test_retries_exhausted_names_the_status_and_message(server: FakeChatServer) -> None:
+    server.add(*[error(502, "bad gateway today")] * 3)
+    with client_for(server) as client, pytest.raises(ModelAPIError) as caught:
+        client.complete("m", MESSAGES)
+    assert "HTTP 502 after 3 attempt(s): bad gateway today" in str(caught.value)
+    assert caught.value.status == 502
+    assert len(server.requests) == 3
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_auth_failure_is_immediate_and_never_shows_the_key(
+    server: FakeChatServer, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Servers like to echo the key they refused: it must be scrubbed.
+    server.add(error(status, f"Incorrect API key provided: {KEY}"))
+    caplog.set_level(logging.DEBUG)
+    with client_for(server) as client, pytest.raises(AuthenticationError) as caught:
+        client.complete("m", MESSAGES)
+    message = str(caught.value)
+    assert isinstance(caught.value, AgentError)
+    assert f"HTTP {status}" in message
+    assert "environment variable TEST_KEY" in message
+    assert KEY not in message
+    assert "Incorrect API key provided: ***" in message
+    assert len(server.requests) == 1
+    assert all(KEY not in r.getMessage() for r in caplog.records)
+
+
+def test_other_client_error_carries_the_server_message(server: FakeChatServer) -> None:
+    server.add(error(400, "model 'm' does not support tools"))
+    with client_for(server) as client, pytest.raises(ModelAPIError) as caught:
+        client.complete("m", MESSAGES)
+    assert not isinstance(caught.value, AuthenticationError)
+    assert "HTTP 400: model 'm' does not support tools" in str(caught.value)
+    assert len(server.requests) == 1
+
+
+def test_unreadable_body_is_an_error(server: FakeChatServer) -> None:
+    server.add(Reply({"choices": []}))
+    with client_for(server) as client, pytest.raises(ModelAPIError, match="unreadable"):
+        client.complete("m", MESSAGES)
+
+
+def test_connection_errors_are_retried_then_reported() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = ClientConfig(base_url=f"http://127.0.0.1:{port}/v1", retry=FAST)
+    started = time.monotonic()
+    with ChatClient(config) as client, pytest.raises(ModelAPIError, match="ConnectError"):
+        client.complete("m", MESSAGES)
+    assert time.monotonic() - started < 5
+
+
+def test_read_timeout_is_retried(server: FakeChatServer) -> None:
+    server.add(text("in time"), text("in time"))
+    original = server._next
+    seen = []
+
+    def slow_once(request):  # type: ignore[no-untyped-def]
+        seen.append(request)
+        if len(seen) == 1:
+            time.sleep(0.6)
+        return original(request)
+
+    server._next = slow_once  # type: ignore[method-assign]
+    with client_for(server, timeout_sec=0.3) as client:
+        reply = client.complete("m", MESSAGES)
+    assert reply.content == "in time"
+    assert reply.attempts == 2
+
+
+def test_secrets_stay_out_of_reprs(server: FakeChatServer) -> None:
+    with client_for(server) as client:
+        assert KEY not in repr(client)
+        assert KEY not in repr(client.config)
+        assert KEY not in str(client.config.model_dump())
+
+
+def test_backoff_grows_is_capped_and_jittered() -> None:
+    policy = RetryPolicy(backoff_initial_sec=1, backoff_multiplier=2, backoff_max_sec=5)
+    assert 1 <= policy.backoff_sec(0) <= 1.25
+    assert 4 <= policy.backoff_sec(2) <= 5
+    assert 5 <= policy.backoff_sec(10) <= 6.25
+    assert policy.backoff_sec(0, retry_after_sec=500) == policy.max_retry_after_sec
+    assert policy.retries_status(429) and policy.retries_status(500)
+    assert not policy.retries_status(400)
