@@ -21,7 +21,20 @@ from crabray.results.dataset import (
     read_episodes,
     read_steps,
 )
-from crabray.results.leaderboard import LEADERBOARD_COLUMNS, leaderboard, render, to_rich_table
+from crabray.results.leaderboard import (
+    BREAKDOWN_STATS,
+    CHANGES,
+    COMPARE_STATS,
+    LEADERBOARD_COLUMNS,
+    LEADERBOARD_INPUT_COLUMNS,
+    STAT_COLUMNS,
+    TAG,
+    RunComparison,
+    breakdown,
+    compare_runs,
+    leaderboard,
+)
+from crabray.results.render import render, terminal_view, to_rich_table
 from crabray.results.runs import (
     RunManifest,
     list_runs,
@@ -31,26 +44,48 @@ from crabray.results.runs import (
 )
 from crabray.results.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
 from crabray.results.sink import ResultSink
+from crabray.results.stats import (
+    mean_and_standard_error,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_hat_k,
+    wilson_interval,
+)
 
 __all__ = [
+    "BREAKDOWN_STATS",
+    "CHANGES",
+    "COMPARE_STATS",
     "EPISODES_SCHEMA",
     "INFRA_REASONS",
     "LEADERBOARD_COLUMNS",
+    "LEADERBOARD_INPUT_COLUMNS",
+    "STAT_COLUMNS",
     "STEPS_SCHEMA",
+    "TAG",
     "EpisodeKey",
     "ResultSink",
+    "RunComparison",
     "RunManifest",
     "attempts_so_far",
+    "breakdown",
+    "compare_runs",
     "episodes_table",
     "finished_keys",
     "leaderboard",
     "list_runs",
+    "mean_and_standard_error",
+    "mean_pass_at_k",
     "new_run_id",
+    "pass_at_k",
+    "pass_hat_k",
     "read_episodes",
     "read_manifest",
     "read_steps",
     "render",
     "steps_table",
+    "terminal_view",
     "to_rich_table",
+    "wilson_interval",
     "write_manifest",
 ]

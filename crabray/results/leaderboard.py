@@ -1,214 +1,493 @@
-"""Leaderboards: one row per (agent, model) summarising a frame of episode rows.
+"""Leaderboards, breakdowns and run comparisons computed from episode rows.
 
-The input is what ``read_episodes`` returns (deduplicated), so a retried
-infrastructure failure counts once, by its last attempt. Episodes whose last
-attempt is still an infrastructure failure count as unsuccessful and are
-shown in ``infra_errors``, so a flaky cluster is visible instead of hidden.
+The input is what ``read_episodes`` returns (deduplicated): a retried
+infrastructure failure counts once, by its last attempt.
+
+**Infrastructure failures are not results.** An episode whose last attempt is
+still ``env_error`` never got a verdict on the agent (``crabray run --resume``
+runs it again), so it is counted in ``infra_errors`` only and left out of every
+other number: ``episodes`` is the number of graded episodes and the denominator
+of ``success_rate``, and means, sums and pass@k are taken over graded episodes.
+``episodes + infra_errors`` is every episode in the data. Counting them as
+failures instead would let a flaky cluster lower an agent's score; a large
+``infra_errors`` says the run is unfinished, not that the agent failed.
+
+Statistics (see ``crabray.results.stats``): a Wilson interval for the success
+rate, the standard error of the mean score, and pass@k / pass^k over repeated
+attempts of the same task (its epochs within a run, ``crabray run --epochs K``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
-from rich import box
-from rich.table import Table
 
 from crabray.core.errors import ResultsError
 from crabray.results.dataset import INFRA_REASONS
+from crabray.results.stats import (
+    DEFAULT_CONFIDENCE,
+    pass_at_k,
+    pass_hat_k,
+    wilson_intervals,
+)
 
 logger = logging.getLogger(__name__)
 
-LEADERBOARD_COLUMNS = (
-    "agent",
-    "model",
+DEFAULT_BY = ("agent", "model")
+"""Who a leaderboard row is about; add ``"suite"`` for a row per suite too."""
+
+STAT_COLUMNS = (
     "episodes",
     "successes",
     "success_rate",
+    "success_ci_low",
+    "success_ci_high",
     "mean_score",
+    "score_se",
     "mean_completeness",
     "mean_steps",
     "tokens_in",
     "tokens_out",
+    "model_calls",
+    "cost_usd",
+    "cost_per_success",
+    "mean_wall_time_sec",
     "infra_errors",
 )
-"""Columns of a leaderboard, in order."""
+"""Statistics of every leaderboard row, in order (after the ``by`` columns)."""
 
-_NEEDED = (
+LEADERBOARD_COLUMNS = (*DEFAULT_BY, *STAT_COLUMNS)
+"""Columns of ``leaderboard(episodes)``, in order; ``pass@k`` and ``pass^k`` for
+k = 1..K follow when tasks were attempted more than once."""
+
+LEADERBOARD_INPUT_COLUMNS = (
+    "run_id",
+    "suite",
+    "task_id",
     "agent",
     "model",
+    "termination_reason",
     "success",
     "score",
     "completeness",
     "steps",
     "tokens_in",
     "tokens_out",
-    "termination_reason",
+    "model_calls",
+    "cost_usd",
+    "wall_time_sec",
 )
-_INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "infra_errors")
-_FLOAT_COLUMNS = ("success_rate", "mean_score", "mean_completeness", "mean_steps")
-_DECIMALS = {"mean_steps": 1}
-_DEFAULT_DECIMALS = 3
+"""Episode columns that ``leaderboard`` and ``compare_runs`` read: pass these as
+``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
+breakdown by tag)."""
+
+BREAKDOWN_STATS = (
+    "episodes",
+    "successes",
+    "success_rate",
+    "success_ci_low",
+    "success_ci_high",
+    "mean_score",
+    "mean_steps",
+    "cost_usd",
+    "infra_errors",
+    "share",
+)
+"""Statistics of every breakdown row (after the ``by`` columns and the group column)."""
+
+TAG = "tag"
+"""Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
+
+_INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors")
+_TASK_SAMPLE = ("run_id", "suite", "task_id")
 
 
-def leaderboard(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Summarise episode rows per (agent, model), best first.
+def _require(episodes: pd.DataFrame, needed: Sequence[str], what: str) -> None:
+    missing = [name for name in dict.fromkeys(needed) if name not in episodes.columns]
+    if missing:
+        raise ResultsError(
+            f"cannot build {what}: episode rows lack column(s) {missing}; read them with "
+            "read_episodes(out, columns=[*LEADERBOARD_INPUT_COLUMNS, 'tags']) or all columns"
+        )
+
+
+def _graded(episodes: pd.DataFrame) -> np.ndarray:
+    """True for rows with a verdict on the agent (not an infrastructure failure)."""
+    return ~episodes["termination_reason"].isin(INFRA_REASONS).to_numpy()
+
+
+def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    """Dense group ids per row for ``keys`` (nulls are a group), and each group's key values.
+
+    Factorising each key column once and combining the codes as integers is
+    several times faster than pandas' groupby on object columns at a million
+    rows, and every statistic below is then a ``np.bincount``.
+    """
+    combined = np.zeros(len(frame), np.int64)
+    for name in keys:
+        codes, uniques = pd.factorize(frame[name], use_na_sentinel=False)
+        size = max(len(uniques), 1)
+        if (int(combined.max(initial=0)) + 1) * size >= 2**62:
+            _, combined = np.unique(combined, return_inverse=True)
+        combined = combined * size + codes
+    _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
+    labels = frame[list(keys)].iloc[first].reset_index(drop=True)
+    return ids.reshape(-1), labels
+
+
+def _sums(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
+    return np.bincount(ids, weights=values, minlength=groups)
+
+
+def _summarise(
+    episodes: pd.DataFrame, keys: list[str], confidence: float, *, full: bool
+) -> pd.DataFrame:
+    """Per ``keys`` group: counts, rates with intervals, means and sums over graded rows."""
+    ids, table = _group_ids(episodes, keys)
+    groups = len(table)
+    graded = _graded(episodes)
+    weight = graded.astype(np.float64)
+    n = _sums(ids, groups, weight)
+    successes = _sums(ids, groups, weight * episodes["success"].to_numpy(dtype=np.float64))
+
+    def total(column: str) -> np.ndarray:
+        return _sums(ids, groups, np.where(graded, episodes[column].to_numpy(np.float64), 0.0))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+
+        def mean(column: str) -> np.ndarray:
+            return np.where(n > 0, total(column) / n, np.nan)
+
+        table["episodes"] = n
+        table["successes"] = successes
+        table["success_rate"] = np.where(n > 0, successes / n, np.nan)
+        table["success_ci_low"], table["success_ci_high"] = wilson_intervals(
+            successes, n, confidence
+        )
+        score = episodes["score"].to_numpy(np.float64)
+        table["mean_score"] = mean_score = mean("score")
+        squares = _sums(ids, groups, np.where(graded, (score - mean_score[ids]) ** 2, 0.0))
+        table["score_se"] = np.where(n > 1, np.sqrt(squares / (n - 1) / n), np.nan)
+        table["mean_steps"] = mean("steps")
+        table["cost_usd"] = cost = total("cost_usd")
+        table["cost_per_success"] = np.where(successes > 0, cost / successes, np.nan)
+        table["infra_errors"] = _sums(ids, groups, 1.0 - weight)
+        if full:
+            table["mean_completeness"] = mean("completeness")
+            table["mean_wall_time_sec"] = mean("wall_time_sec")
+            for column in ("tokens_in", "tokens_out", "model_calls"):
+                table[column] = total(column)
+    ints = [name for name in _INT_COLUMNS if name in table.columns]
+    return table.astype(dict.fromkeys(ints, "int64"))
+
+
+def _pass_columns(
+    episodes: pd.DataFrame, keys: list[str], max_k: int | None
+) -> pd.DataFrame | None:
+    """pass@k and pass^k per ``keys`` group for k = 1..K, or None when no task was repeated.
+
+    A task's attempts are its graded epochs within one run: ``(run_id, suite,
+    task_id)`` is one task sample with n attempts and c successes, and a group's
+    value is the mean over its samples. K of a group is the fewest attempts any
+    of its samples had (the average over tasks must mean the same thing for
+    every task), capped by ``max_k``; NaN beyond it. The estimators are
+    evaluated once per distinct ``(n, c)`` pair with exact integer binomials.
+    """
+    graded = episodes.loc[_graded(episodes), list(dict.fromkeys([*keys, *_TASK_SAMPLE, "success"]))]
+    if graded.empty:
+        return None
+    group_of_row, groups = _group_ids(graded, keys)
+    sample_of_row, samples = _group_ids(
+        graded.assign(__group=group_of_row), ["__group", *_TASK_SAMPLE]
+    )
+    n = np.bincount(sample_of_row)
+    c = np.bincount(sample_of_row, weights=graded["success"].to_numpy(np.float64)).astype(np.int64)
+    group = samples["__group"].to_numpy()
+    k_of_group = np.full(len(groups), np.iinfo(np.int64).max)
+    np.minimum.at(k_of_group, group, n)
+    top = int(k_of_group.max()) if max_k is None else min(int(k_of_group.max()), max_k)
+    if top < 2:
+        return None
+    per_group = np.bincount(group, minlength=len(groups)).astype(np.float64)
+    radix = int(n.max()) + 1
+    code = n * radix + c
+    pairs = [(int(value) // radix, int(value) % radix) for value in np.unique(code)]
+    lookup = np.empty(int(code.max()) + 1)
+    result = {}
+    for estimator, symbol in ((pass_at_k, "@"), (pass_hat_k, "^")):
+        for k in range(1, top + 1):
+            lookup[:] = np.nan
+            for pair_n, pair_c in pairs:
+                if pair_n >= k:
+                    lookup[pair_n * radix + pair_c] = estimator(pair_n, pair_c, k)
+            means = np.bincount(group, weights=lookup[code], minlength=len(groups)) / per_group
+            result[f"pass{symbol}{k}"] = np.where(k_of_group >= k, means, np.nan)
+    return pd.concat([groups, pd.DataFrame(result)], axis=1)
+
+
+def leaderboard(
+    episodes: pd.DataFrame,
+    by: Sequence[str] = DEFAULT_BY,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+    max_k: int | None = None,
+) -> pd.DataFrame:
+    """Summarise episode rows per ``by`` group (per agent and model by default), best first.
 
     Args:
-        episodes: Episode rows with at least the columns agent, model, success,
-            score, completeness, steps, tokens_in, tokens_out, termination_reason
-            (``read_episodes`` gives them). A null model is its own group.
+        episodes: Deduplicated episode rows (``read_episodes``) with at least
+            ``LEADERBOARD_INPUT_COLUMNS`` and the ``by`` columns. A null model is
+            its own group.
+        by: Columns that make a row: ``("agent", "model", "suite")`` gives one
+            row per agent, model and suite.
+        confidence: Coverage of the success-rate interval.
+        max_k: Largest k of the pass@k / pass^k columns; every k the data
+            allows when None. The data allows k up to the fewest graded epochs
+            of any (run, task) in a row's group.
 
     Returns:
-        One row per (agent, model) with ``LEADERBOARD_COLUMNS``: counts and token
-        sums as integers, rates and means as floats; sorted by success_rate then
-        mean_score (both descending), then agent and model.
+        The ``by`` columns then ``STAT_COLUMNS`` (see the module docstring for
+        how infrastructure failures count), then ``pass@1..K`` and ``pass^1..K``
+        when some group attempted every task at least twice (NaN for groups
+        with fewer attempts). Counts and token sums are integers; rates, means,
+        costs and intervals floats, NaN where undefined (no graded episode, a
+        standard error of one value, cost per success without successes).
+        Sorted by success_rate then mean_score (descending), then ``by``.
+
+    Raises:
+        ResultsError: A needed column is missing, or ``confidence`` is not in (0, 1).
+
+    Example:
+        >>> episodes = read_episodes("results", columns=list(LEADERBOARD_INPUT_COLUMNS))
+        >>> leaderboard(episodes, by=("agent", "model", "suite"))  # doctest: +SKIP
+    """
+    keys = list(by)
+    _require(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
+    if episodes.empty:
+        return _empty([*keys, *STAT_COLUMNS])
+    table = _summarise(episodes, keys, confidence, full=True)
+    table = table[[*keys, *STAT_COLUMNS]]
+    passes = _pass_columns(episodes, keys, max_k)
+    if passes is not None:
+        table = table.merge(passes, on=keys, how="left")
+    return _best_first(table, keys)
+
+
+def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    frame = pd.DataFrame({name: pd.Series(dtype=object) for name in columns})
+    return frame.astype(
+        {
+            name: "int64" if name in _INT_COLUMNS else "float64"
+            for name in columns
+            if name in STAT_COLUMNS or name in BREAKDOWN_STATS
+        }
+    )
+
+
+def _best_first(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    order = ["success_rate", "mean_score", *keys]
+    return table.sort_values(
+        order,
+        ascending=[False, False, *([True] * len(keys))],
+        kind="stable",
+        na_position="last",
+    ).reset_index(drop=True)
+
+
+def _explode_tags(episodes: pd.DataFrame) -> pd.DataFrame:
+    """One row per (episode, tag); an untagged episode keeps one row with a null tag."""
+    rows = episodes.reset_index(drop=True)
+    tags = rows["tags"].explode()  # an empty list becomes one NaN row
+    exploded = rows.drop(columns="tags").iloc[tags.index.to_numpy()].reset_index(drop=True)
+    exploded[TAG] = tags.to_numpy()
+    return exploded
+
+
+def breakdown(
+    episodes: pd.DataFrame,
+    column: str,
+    by: Sequence[str] = DEFAULT_BY,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pd.DataFrame:
+    """Success per value of ``column``, for each ``by`` group (agent and model by default).
+
+    Args:
+        episodes: Deduplicated episode rows with the leaderboard's columns and
+            ``column`` (``tags`` for a breakdown by tag).
+        column: Any episode column (``task_id``, ``suite``, ``termination_reason``,
+            ``run_id``, ...) or ``"tag"`` (also ``"tags"``): one row per tag value,
+            an episode counting once under each of its tags and untagged episodes
+            under a null tag.
+        by: The groups to break down.
+        confidence: Coverage of the success-rate interval.
+
+    Returns:
+        The ``by`` columns, the group column (named ``tag`` for tags), then
+        ``BREAKDOWN_STATS``: the leaderboard's statistics of the rows with that
+        value (infrastructure failures only in ``infra_errors``; broken down by
+        ``termination_reason``, ``env_error`` therefore has 0 graded episodes),
+        and ``share``, the fraction of the ``by`` group's episodes (graded or not)
+        in the row. Sorted by ``by`` then the group value.
 
     Raises:
         ResultsError: A needed column is missing.
     """
-    missing = [name for name in _NEEDED if name not in episodes.columns]
-    if missing:
-        raise ResultsError(
-            f"cannot build a leaderboard: episode rows lack column(s) {missing}; "
-            "read them with read_episodes() without restricting columns"
-        )
+    keys = list(by)
+    tagged = column in (TAG, "tags")
+    source = "tags" if tagged else column
+    group = TAG if tagged else column
+    needed = ["termination_reason", "success", "score", "steps", "cost_usd", source, *keys]
+    _require(episodes, needed, f"a breakdown by {column!r}")
+    if group in keys:
+        raise ResultsError(f"cannot break down by {column!r}: it is already one of by={keys}")
     if episodes.empty:
-        empty = pd.DataFrame({name: pd.Series(dtype=object) for name in LEADERBOARD_COLUMNS})
-        return empty.astype(
-            {**dict.fromkeys(_INT_COLUMNS, "int64"), **dict.fromkeys(_FLOAT_COLUMNS, "float64")}
-        )
-    rows = episodes.assign(
-        success=episodes["success"].astype(bool),
-        infra=episodes["termination_reason"].isin(INFRA_REASONS),
-    )
-    table = (
-        rows.groupby(["agent", "model"], dropna=False, sort=False)
-        .agg(
-            episodes=("success", "size"),
-            successes=("success", "sum"),
-            mean_score=("score", "mean"),
-            mean_completeness=("completeness", "mean"),
-            mean_steps=("steps", "mean"),
-            tokens_in=("tokens_in", "sum"),
-            tokens_out=("tokens_out", "sum"),
-            infra_errors=("infra", "sum"),
-        )
-        .reset_index()
-    )
-    table["success_rate"] = table["successes"] / table["episodes"]
-    table = table.astype(
-        {**dict.fromkeys(_INT_COLUMNS, "int64"), **dict.fromkeys(_FLOAT_COLUMNS, "float64")}
-    )
-    table = table.sort_values(
-        ["success_rate", "mean_score", "agent", "model"],
-        ascending=[False, False, True, True],
-        kind="stable",
-        na_position="last",
-    )
-    return table[list(LEADERBOARD_COLUMNS)].reset_index(drop=True)
-
-
-def _is_missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA
-
-
-def _cell(column: str, value: Any) -> str:
-    """A value as shown to a person: floats rounded, missing values blank."""
-    if _is_missing(value):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.{_DECIMALS.get(column, _DEFAULT_DECIMALS)}f}"
-    return str(value)
-
-
-def _numeric(table: pd.DataFrame, column: str) -> bool:
-    return pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(
-        table[column]
+        return _empty([*keys, group, *BREAKDOWN_STATS])
+    rows = episodes[list(dict.fromkeys(needed))]
+    totals = rows.groupby(keys, dropna=False, sort=False).size().rename("__total").reset_index()
+    if tagged:
+        rows = _explode_tags(rows)
+    table = _summarise(rows, [*keys, group], confidence, full=False)
+    table = table.merge(totals, on=keys, how="left")
+    table["share"] = (table["episodes"] + table["infra_errors"]) / table["__total"]
+    table = table[[*keys, group, *BREAKDOWN_STATS]]
+    return table.sort_values([*keys, group], kind="stable", na_position="last").reset_index(
+        drop=True
     )
 
 
-def _markdown(table: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (pandas' own needs the optional ``tabulate``)."""
+CHANGES = ("fixed", "broke", "better", "worse", "only_a", "only_b", "same")
+"""Labels of ``compare_runs``: fixed = never solved in A, solved in B; broke = the
+reverse; better/worse = the success rate rose/fell otherwise; only_a/only_b =
+graded in one run only (missing, or only infrastructure failures, in the other);
+same = equal success rates."""
 
-    def escape(text: str) -> str:
-        return text.replace("|", "\\|").replace("\n", " ")
+COMPARE_STATS = (
+    "episodes_a",
+    "episodes_b",
+    "success_rate_a",
+    "success_rate_b",
+    "mean_score_a",
+    "mean_score_b",
+    "mean_steps_a",
+    "mean_steps_b",
+    "change",
+)
+"""Columns of ``RunComparison.tasks`` after the matching key."""
 
-    columns = [str(name) for name in table.columns]
-    header = "| " + " | ".join(escape(name) for name in columns) + " |"
-    rule = "|" + "|".join("---:" if _numeric(table, c) else "---" for c in table.columns) + "|"
-    lines = [header, rule]
-    for row in table.itertuples(index=False, name=None):
-        cells = (escape(_cell(column, value)) for column, value in zip(columns, row, strict=True))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+
+@dataclass(frozen=True)
+class RunComparison:
+    """What changed per task between two runs.
+
+    Attributes:
+        run_a: The baseline run.
+        run_b: The run compared with it.
+        key: Columns that matched tasks across the runs.
+        tasks: One row per matched task: ``key`` then ``COMPARE_STATS``, the
+            changed tasks first (in ``CHANGES`` order).
+        counts: Tasks per change label (every label present, 0 if none).
+        summary: One line for a person, such as ``run-a -> run-b: 40 tasks in
+            both, success 0.700 -> 0.750; fixed 3, broke 1, ...``.
+    """
+
+    run_a: str
+    run_b: str
+    key: tuple[str, ...]
+    tasks: pd.DataFrame
+    counts: dict[str, int] = field(default_factory=dict)
+    summary: str = ""
 
 
-def render(table: pd.DataFrame, fmt: Literal["md", "csv", "json"]) -> str:
-    """Render a leaderboard (or any frame) as text for a file or a report.
+def _change(rate_a: float, rate_b: float) -> str:
+    if math.isnan(rate_b):
+        return "only_a"
+    if math.isnan(rate_a):
+        return "only_b"
+    if rate_a == rate_b:
+        return "same"
+    if rate_a == 0.0:
+        return "fixed"
+    if rate_b == 0.0:
+        return "broke"
+    return "better" if rate_b > rate_a else "worse"
 
-    ``md`` rounds floats for reading; ``csv`` and ``json`` keep full precision
-    for machines. Missing values are blank in ``md`` and ``csv``, null in ``json``.
+
+def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunComparison:
+    """Per task, how run B did compared with run A.
+
+    Tasks are matched by ``task_id`` when each run has one (agent, model), the
+    usual comparison of two models or two versions of an agent; when either run
+    has several, by ``(agent, model, task_id)``, so each agent is compared with
+    itself. Each side's numbers are over its graded episodes of the task (its
+    epochs); infrastructure failures are left out as in the leaderboard.
 
     Args:
-        table: The frame to render, typically ``leaderboard(...)``'s.
-        fmt: ``md`` (markdown table), ``csv`` (with header) or ``json`` (a list
-            of row objects).
+        episodes: Deduplicated episode rows of (at least) both runs, with
+            ``LEADERBOARD_INPUT_COLUMNS``.
+        run_a: The baseline run id.
+        run_b: The run to compare with it.
+
+    Returns:
+        The comparison: a row per task, counts per change and a summary line.
 
     Raises:
-        ResultsError: An unknown format.
+        ResultsError: A needed column is missing, or a run has no episodes (the
+            message lists the runs there are).
     """
-    if fmt == "md":
-        return _markdown(table)
-    if fmt == "csv":
-        return table.to_csv(index=False)
-    if fmt == "json":
-        # pandas turns NaN into null and numpy scalars into numbers; json lays it out.
-        return json.dumps(json.loads(table.to_json(orient="records")), indent=2) + "\n"
-    raise ResultsError(f"unknown leaderboard format {fmt!r}; use 'md', 'csv' or 'json'")
-
-
-_SHORT_HEADERS = {
-    "episodes": "n",
-    "successes": "ok",
-    "success_rate": "success",
-    "mean_score": "score",
-    "mean_completeness": "compl",
-    "mean_steps": "steps",
-    "tokens_in": "tok in",
-    "tokens_out": "tok out",
-    "infra_errors": "infra",
-}
-"""Terminal headers: the full column names do not fit an 80-column terminal."""
-
-
-def to_rich_table(table: pd.DataFrame, title: str | None = None) -> Table:
-    """The frame as a ``rich`` table for the terminal, rounded like the markdown one.
-
-    Leaderboard columns get short headers and columns with no value at all
-    (such as ``model`` for scripted agents) are left out, so the table fits
-    80 columns; the md, csv and json renderings keep every column and name.
-
-    Args:
-        table: The frame to show, typically ``leaderboard(...)``'s.
-        title: A title above the table.
-    """
-    table = table.loc[:, table.notna().any(axis=0) | (len(table) == 0)]
-    rich_table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    columns = [str(name) for name in table.columns]
-    for column in columns:
-        header = _SHORT_HEADERS.get(column, column)
-        rich_table.add_column(
-            header,
-            justify="right" if _numeric(table, column) else "left",
-            no_wrap=True,
-            min_width=len(header),
+    needed = ["run_id", "agent", "model", "task_id", "termination_reason", "success", "score"]
+    _require(episodes, [*needed, "steps"], "a run comparison")
+    sides = {}
+    for run in (run_a, run_b):
+        rows = episodes[episodes["run_id"] == run]
+        if rows.empty:
+            known = ", ".join(sorted(map(str, episodes["run_id"].unique()))) or "none"
+            raise ResultsError(f"run {run!r} has no episodes to compare; runs present: {known}")
+        sides[run] = rows
+    agents = [len(rows[["agent", "model"]].drop_duplicates()) for rows in sides.values()]
+    key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
+    per_side = []
+    for suffix, rows in zip(("_a", "_b"), sides.values(), strict=True):
+        graded = rows[_graded(rows)]
+        stats = (
+            graded.assign(success=graded["success"].astype(float))
+            .groupby(key, dropna=False, sort=False)
+            .agg(
+                episodes=("success", "size"),
+                success_rate=("success", "mean"),
+                mean_score=("score", "mean"),
+                mean_steps=("steps", "mean"),
+            )
+            .add_suffix(suffix)
+            .reset_index()
         )
-    for row in table.itertuples(index=False, name=None):
-        rich_table.add_row(
-            *(_cell(column, value) for column, value in zip(columns, row, strict=True))
-        )
-    return rich_table
+        per_side.append(stats)
+    tasks = per_side[0].merge(per_side[1], on=key, how="outer")
+    for name in ("episodes_a", "episodes_b"):
+        tasks[name] = tasks[name].fillna(0).astype("int64")
+    tasks["change"] = [
+        _change(a, b) for a, b in zip(tasks["success_rate_a"], tasks["success_rate_b"], strict=True)
+    ]
+    tasks["__order"] = tasks["change"].map(CHANGES.index)
+    tasks = (
+        tasks.sort_values(["__order", *key], kind="stable", na_position="last")
+        .drop(columns="__order")
+        .reset_index(drop=True)[[*key, *COMPARE_STATS]]
+    )
+    counts = {label: int((tasks["change"] == label).sum()) for label in CHANGES}
+    both = tasks[tasks["episodes_a"].gt(0) & tasks["episodes_b"].gt(0)]
+    rates = (
+        f"success {both['success_rate_a'].mean():.3f} -> {both['success_rate_b'].mean():.3f}"
+        if len(both)
+        else "no task graded in both"
+    )
+    summary = f"{run_a} -> {run_b}: {len(both)} tasks in both, {rates}; " + ", ".join(
+        f"{label} {counts[label]}" for label in CHANGES
+    )
+    logger.debug("compared runs %s and %s by %s: %s", run_a, run_b, key, counts)
+    return RunComparison(run_a, run_b, tuple(key), tasks, counts, summary)

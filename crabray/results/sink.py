@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import EpisodeRecord
+from crabray.results._fs import local_path
 from crabray.results._layout import (
     PART_SUFFIX,
     Table,
@@ -58,11 +59,13 @@ class ResultSink:
     not run while another process writes it.
 
     Args:
-        out_dir: The output directory (``results/`` by default in the CLI).
+        out_dir: The output directory (``results/`` by default in the CLI): a local
+            path or a ``file://`` URL; other fsspec URLs are readable, not writable.
         run_id: The run the rows belong to; every record written must carry it.
 
     Raises:
-        ResultsError: ``run_id`` is not usable as a directory name.
+        ResultsError: ``run_id`` is not usable as a directory name, or ``out_dir``
+            is a URL of a remote store (commits need an atomic local rename).
 
     Example:
         >>> sink = ResultSink("results", "20261123-075300-3fa2c1")  # doctest: +SKIP
@@ -70,7 +73,7 @@ class ResultSink:
     """
 
     def __init__(self, out_dir: str | Path, run_id: str) -> None:
-        self.out_dir = Path(out_dir)
+        self.out_dir = local_path(out_dir)
         self.run_id = check_run_id(run_id)
 
     def _dir(self, table: Table) -> Path:

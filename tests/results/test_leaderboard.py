@@ -1,9 +1,10 @@
-"""Leaderboard numbers on a hand-made dataset, and its renderings."""
+"""Leaderboard numbers on a hand-made dataset (epochs, retries, infra failures), and renderings."""
 
 from __future__ import annotations
 
 import io
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -13,10 +14,13 @@ from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
 from crabray.results import (
     LEADERBOARD_COLUMNS,
+    LEADERBOARD_INPUT_COLUMNS,
+    STAT_COLUMNS,
     ResultSink,
     leaderboard,
     read_episodes,
     render,
+    terminal_view,
     to_rich_table,
 )
 
@@ -26,52 +30,58 @@ OK, FAIL, INFRA = (
     TerminationReason.AGENT_FAIL,
     TerminationReason.ENV_ERROR,
 )
+Z2 = 1.959963984540054**2
 
-# (agent, model, task, reason, score, completeness, steps, tokens_in, tokens_out)
+# (agent, model, task, epoch, attempt, reason, score, steps, wall_time_sec); each graded
+# row of alpha used 100/10 tokens, 2 model calls and $0.50; infra rows used far more
+# (ignored), and bravo is a scripted agent (no usage).
 EPISODES = [
-    ("alpha", "m1", "t1", OK, 1.0, 1.0, 4, 100, 10),
-    ("alpha", "m1", "t2", FAIL, 0.5, 0.5, 6, 200, 20),
-    ("alpha", "m1", "t3", INFRA, 0.0, 0.0, 2, 0, 0),
-    ("alpha", None, "t1", FAIL, 0.0, 0.25, 3, 7, 1),
-    ("bravo", None, "t1", OK, 1.0, 1.0, 3, 50, 5),
-    ("bravo", None, "t2", OK, 0.8, 0.6, 5, 50, 5),
-    ("charlie", "m2", "t1", OK, 1.0, 1.0, 1, 1, 1),
-    ("charlie", "m2", "t2", FAIL, 0.0, 0.0, 2, 1, 1),
-    ("delta", "m2", "t1", OK, 1.0, 1.0, 2, 3, 4),
-    ("delta", "m2", "t2", FAIL, 0.5, 0.5, 4, 3, 4),
+    # alpha/m1, three epochs of t1 (S, S, F) and t2 (F, F, infra); t1 epoch 0 was retried.
+    ("alpha", "m1", "t1", 0, 0, INFRA, 0.9, 9, 999.0),
+    ("alpha", "m1", "t1", 0, 1, OK, 1.0, 2, 10.0),
+    ("alpha", "m1", "t1", 1, 0, OK, 1.0, 4, 20.0),
+    ("alpha", "m1", "t1", 2, 0, FAIL, 0.5, 6, 30.0),
+    ("alpha", "m1", "t2", 0, 0, FAIL, 0.0, 8, 40.0),
+    ("alpha", "m1", "t2", 1, 0, FAIL, 0.5, 10, 50.0),
+    ("alpha", "m1", "t2", 2, 0, INFRA, 0.9, 9, 999.0),
+    # bravo (no model), one epoch, both solved.
+    ("bravo", None, "t1", 0, 0, OK, 1.0, 3, 5.0),
+    ("bravo", None, "t2", 0, 0, OK, 0.8, 5, 7.0),
+    # charlie/m2 never got a verdict: its only episode is an infrastructure failure.
+    ("charlie", "m2", "t1", 0, 0, INFRA, 0.0, 0, 1.0),
 ]
 
-EXPECTED = [
-    # agent, model, episodes, successes, rate, score, completeness, steps, in, out, infra
-    ("bravo", None, 2, 2, 1.0, 0.9, 0.8, 4.0, 100, 10, 0),
-    ("delta", "m2", 2, 1, 0.5, 0.75, 0.75, 3.0, 6, 8, 0),
-    ("charlie", "m2", 2, 1, 0.5, 0.5, 0.5, 1.5, 2, 2, 0),
-    ("alpha", "m1", 3, 1, 1 / 3, 0.5, 0.5, 4.0, 300, 30, 1),
-    ("alpha", None, 1, 0, 0.0, 0.0, 0.25, 3.0, 7, 1, 0),
-]
+
+def _usage(agent: str, reason: TerminationReason) -> dict[str, float]:
+    if agent != "alpha":
+        return {}
+    if reason is INFRA:
+        return {"tokens_in": 1000, "tokens_out": 1000, "model_calls": 50, "cost_usd": 5.0}
+    return {"tokens_in": 100, "tokens_out": 10, "model_calls": 2, "cost_usd": 0.5}
 
 
 @pytest.fixture
 def episodes(tmp_path, make_record) -> pd.DataFrame:
     records = [
         make_record(
-            f"{agent}-{model}-{task}",
+            task,
             run_id=RUN,
             agent=agent,
             model=model,
+            epoch=epoch,
+            attempt=attempt,
             reason=reason,
             score=score,
-            completeness=completeness,
+            completeness=score,
             n_steps=steps,
-            tokens_in=tokens_in,
-            tokens_out=tokens_out,
+            wall_time_sec=wall,
+            tags={"t1": ["a", "b"], "t2": ["b"]}[task] if agent != "bravo" or task == "t2" else [],
+            **_usage(agent, reason),
         )
-        for agent, model, task, reason, score, completeness, steps, tokens_in, tokens_out in (
-            EPISODES
-        )
+        for agent, model, task, epoch, attempt, reason, score, steps, wall in EPISODES
     ]
     ResultSink(tmp_path, RUN).write(records)
-    return read_episodes(tmp_path, RUN)
+    return read_episodes(tmp_path, RUN, [*LEADERBOARD_INPUT_COLUMNS, "tags"])
 
 
 @pytest.fixture
@@ -79,44 +89,98 @@ def table(episodes) -> pd.DataFrame:
     return leaderboard(episodes)
 
 
-def _rows(frame: pd.DataFrame) -> list[tuple]:
-    return [
-        tuple(None if isinstance(v, float) and pd.isna(v) else v for v in row)
-        for row in frame.itertuples(index=False, name=None)
-    ]
+def _row(table: pd.DataFrame, agent: str) -> dict:
+    return table[table["agent"] == agent].iloc[0].to_dict()
 
 
-def test_leaderboard_numbers(table):
-    assert list(table.columns) == list(LEADERBOARD_COLUMNS)
-    rows = _rows(table)
-    assert [row[:4] for row in rows] == [row[:4] for row in EXPECTED]
-    for got, want in zip(rows, EXPECTED, strict=True):
-        assert got[4:8] == pytest.approx(want[4:8]), got[:2]
-        assert got[8:] == want[8:], got[:2]
-    for name in ("episodes", "successes", "tokens_in", "tokens_out", "infra_errors"):
-        assert table[name].dtype == "int64"
+def test_columns_order_and_types(table):
+    passes = ["pass@1", "pass@2", "pass^1", "pass^2"]
+    assert list(table.columns) == [*LEADERBOARD_COLUMNS, *passes]
+    for name in ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors"):
+        assert table[name].dtype == "int64", name
+    assert list(table["agent"]) == ["bravo", "alpha", "charlie"]  # rate 1, 0.4, none
 
 
-def test_leaderboard_of_no_episodes_is_empty_with_columns(tmp_path):
+def test_alpha_numbers_by_hand(table):
+    alpha = _row(table, "alpha")
+    # Kept rows: t1 x3 (S, S, F; the retried epoch counts once), t2 x2 graded + 1 infra.
+    assert (alpha["episodes"], alpha["successes"], alpha["infra_errors"]) == (5, 2, 1)
+    assert alpha["success_rate"] == pytest.approx(0.4)
+    # Wilson 2/5: centre (0.4 + z²/10) / (1 + z²/5), half z·sqrt(0.048 + z²/100) / (1 + z²/5).
+    assert alpha["success_ci_low"] == pytest.approx(0.117621, abs=1e-6)
+    assert alpha["success_ci_high"] == pytest.approx(0.769276, abs=1e-6)
+    # Scores 1, 1, 0.5, 0, 0.5: mean 0.6, variance 0.7/4, se sqrt(0.175/5).
+    assert alpha["mean_score"] == pytest.approx(0.6)
+    assert alpha["score_se"] == pytest.approx(math.sqrt(0.035))
+    assert alpha["mean_completeness"] == pytest.approx(0.6)
+    assert alpha["mean_steps"] == pytest.approx(6.0)  # 2, 4, 6, 8, 10
+    assert alpha["mean_wall_time_sec"] == pytest.approx(30.0)
+    # Usage of graded rows only: 5 x (100, 10, 2 calls, $0.50).
+    assert (alpha["tokens_in"], alpha["tokens_out"], alpha["model_calls"]) == (500, 50, 10)
+    assert alpha["cost_usd"] == pytest.approx(2.5)
+    assert alpha["cost_per_success"] == pytest.approx(1.25)
+
+
+def test_pass_at_k_by_hand(table):
+    alpha = _row(table, "alpha")
+    # t1: n=3, c=2; t2: n=2, c=0 (its third epoch is an infra failure), so K = 2.
+    assert alpha["pass@1"] == pytest.approx((2 / 3 + 0) / 2)
+    assert alpha["pass@2"] == pytest.approx((1 - 0 / 3 + 0) / 2)  # t1: 1 - C(1,2)/C(3,2)
+    assert alpha["pass^1"] == pytest.approx((2 / 3 + 0) / 2)
+    assert alpha["pass^2"] == pytest.approx((1 / 3 + 0) / 2)  # t1: C(2,2)/C(3,2)
+    bravo = _row(table, "bravo")
+    assert bravo["pass@1"] == pytest.approx(1.0)
+    assert math.isnan(bravo["pass@2"]) and math.isnan(bravo["pass^2"])  # one epoch only
+
+
+def test_max_k_caps_the_pass_columns(episodes):
+    assert not any(name.startswith("pass") for name in leaderboard(episodes, max_k=1).columns)
+
+
+def test_scripted_agent_and_infra_only_group(table):
+    bravo = _row(table, "bravo")
+    assert (bravo["episodes"], bravo["successes"], bravo["success_rate"]) == (2, 2, 1.0)
+    # Wilson n/n: low = n / (n + z²), high 1.
+    assert bravo["success_ci_low"] == pytest.approx(2 / (2 + Z2))
+    assert bravo["success_ci_high"] == 1.0
+    assert bravo["cost_usd"] == 0.0 and bravo["cost_per_success"] == 0.0
+    assert pd.isna(bravo["model"])
+    charlie = _row(table, "charlie")
+    assert (charlie["episodes"], charlie["infra_errors"]) == (0, 1)
+    for name in ("success_rate", "success_ci_low", "mean_score", "score_se", "cost_per_success"):
+        assert math.isnan(charlie[name]), name
+
+
+def test_per_suite_rows(episodes):
+    two_suites = episodes.assign(suite=["s1" if t == "t1" else "s2" for t in episodes.task_id])
+    table = leaderboard(two_suites, by=("agent", "model", "suite"))
+    alpha = table[table.agent == "alpha"].set_index("suite")
+    assert alpha.loc["s1", "episodes"] == 3 and alpha.loc["s1", "successes"] == 2
+    assert alpha.loc["s2", "episodes"] == 2 and alpha.loc["s2", "infra_errors"] == 1
+    assert list(table.columns[:3]) == ["agent", "model", "suite"]
+
+
+def test_empty_input_gives_columns(tmp_path):
     table = leaderboard(read_episodes(tmp_path, RUN))
     assert table.empty
     assert list(table.columns) == list(LEADERBOARD_COLUMNS)
     assert render(table, "md").count("\n") == 2
 
 
-def test_leaderboard_names_missing_columns(episodes):
-    with pytest.raises(ResultsError, match="tokens_in"):
-        leaderboard(episodes.drop(columns=["tokens_in"]))
+def test_missing_columns_are_named(episodes):
+    with pytest.raises(ResultsError, match="cost_usd"):
+        leaderboard(episodes.drop(columns=["cost_usd"]))
 
 
 def test_markdown_parses_back(table):
     lines = render(table, "md").splitlines()
     cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
-    assert cells[0] == list(LEADERBOARD_COLUMNS)
+    assert cells[0] == list(table.columns)
     assert cells[1][:3] == ["---", "---", "---:"]
-    assert len(cells) == 2 + len(EXPECTED)
-    assert cells[2] == ["bravo", "", "2", "2", "1.000", "0.900", "0.800", "4.0", "100", "10", "0"]
-    assert cells[5][:5] == ["alpha", "m1", "3", "1", "0.333"]
+    assert len(cells) == 2 + len(table)
+    bravo = dict(zip(cells[0], cells[2], strict=True))
+    assert (bravo["agent"], bravo["model"], bravo["episodes"]) == ("bravo", "", "2")
+    assert (bravo["success_rate"], bravo["mean_steps"], bravo["pass@2"]) == ("1.000", "4.0", "")
 
 
 def test_markdown_escapes_pipes():
@@ -126,17 +190,15 @@ def test_markdown_escapes_pipes():
 
 def test_csv_parses_back(table):
     parsed = pd.read_csv(io.StringIO(render(table, "csv")))
-    assert list(parsed.columns) == list(LEADERBOARD_COLUMNS)
     pd.testing.assert_frame_equal(parsed, table, check_dtype=False)
 
 
 def test_json_parses_back(table):
     parsed = json.loads(render(table, "json"))
-    assert [list(row) for row in parsed] == [list(LEADERBOARD_COLUMNS)] * len(EXPECTED)
+    assert [list(row) for row in parsed] == [list(table.columns)] * 3
     assert parsed[0]["model"] is None
-    assert parsed[0]["mean_score"] == pytest.approx(0.9)
-    assert parsed[3]["success_rate"] == pytest.approx(1 / 3)
-    assert parsed[3]["infra_errors"] == 1
+    assert parsed[1]["success_rate"] == pytest.approx(0.4)
+    assert parsed[2]["success_rate"] is None and parsed[2]["infra_errors"] == 1
 
 
 def test_unknown_format_is_an_error(table):
@@ -144,10 +206,27 @@ def test_unknown_format_is_an_error(table):
         render(table, "html")  # type: ignore[arg-type]
 
 
-def test_rich_table_shows_every_row(table):
+def _printed(table: pd.DataFrame) -> str:
     console = Console(file=io.StringIO(), width=200)
-    console.print(to_rich_table(table, title="demo"))
-    text = console.file.getvalue()
-    for agent in ("alpha", "bravo", "charlie", "delta"):
+    console.print(to_rich_table(table, title="leaderboard"))
+    return console.file.getvalue()
+
+
+def test_terminal_table_fits_80_columns_and_shows_the_essentials(table):
+    text = _printed(table)
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    header = text.splitlines()[2].split()
+    for short in ("agent", "model", "n", "success", "95%", "CI", "score", "infra", "pass@2"):
+        assert short in header, short
+    assert "0.12-0.77" in text  # the merged interval of alpha
+    for agent in ("alpha", "bravo", "charlie"):
         assert agent in text
-    assert "0.333" in text
+
+
+def test_terminal_view_keeps_identity_and_drops_empty_usage(table):
+    view = terminal_view(table.assign(cost_usd=0.0, cost_per_success=0.0), max_width=40)
+    assert list(view.columns[:2]) == ["agent", "model"]
+    assert "cost_usd" not in view.columns
+    assert "pass@1" not in terminal_view(table, max_width=1000).columns  # largest k only
+    wide = terminal_view(table, max_width=1000)
+    assert set(STAT_COLUMNS) - {"success_ci_low", "success_ci_high"} <= set(wide.columns)

@@ -1,0 +1,127 @@
+"""Where a dataset is read from: a local directory or any fsspec URL.
+
+Readers list and open files through a pyarrow ``FileSystem``. A plain path (or a
+``file://`` URL) uses pyarrow's native local file system, the fastest; any other
+URL (``memory://``, ``s3://``, ``gs://``, ...) goes through fsspec, wrapped for
+pyarrow with ``FSSpecHandler``, so any store fsspec knows can hold results
+(its driver package, such as ``s3fs``, must be installed). Writing stays local:
+the sink's crash safety rests on atomic renames, which object stores lack.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow.fs as pafs
+
+from crabray.core.errors import ResultsError
+
+logger = logging.getLogger(__name__)
+
+_IGNORED_PREFIXES = (".", "_")
+
+
+def is_url(location: str | Path) -> bool:
+    """Whether ``location`` is a URL (``scheme://...``) rather than a plain path."""
+    return isinstance(location, str) and "://" in location
+
+
+def local_path(location: str | Path) -> Path:
+    """``location`` as a local directory, for writers that need one.
+
+    Args:
+        location: A path or a ``file://`` URL.
+
+    Raises:
+        ResultsError: Another kind of URL (results are written locally; read them
+            from anywhere).
+    """
+    if not is_url(location):
+        return Path(location)
+    parsed = urlparse(str(location))
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.netloc + parsed.path))
+    raise ResultsError(
+        f"cannot write results to {location}: writing needs a local directory (or a file:// "
+        "URL) because files are committed by atomic rename; copy the finished output "
+        f"directory to {parsed.scheme}:// afterwards, and read it from there"
+    )
+
+
+@dataclass(frozen=True)
+class Location:
+    """A dataset root on some file system, with the listing readers need.
+
+    Attributes:
+        filesystem: The pyarrow file system holding the dataset.
+        root: The dataset root as a path on ``filesystem`` (no trailing slash).
+        shown: The location as the user gave it, for messages.
+    """
+
+    filesystem: pafs.FileSystem
+    root: str
+    shown: str
+
+    def join(self, *parts: str) -> str:
+        """A path under the root."""
+        return posixpath.join(self.root, *parts)
+
+    def _children(self, directory: str, kind: pafs.FileType) -> list[str]:
+        selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
+        try:
+            infos = self.filesystem.get_file_info(selector)
+        except (OSError, ValueError) as exc:
+            raise ResultsError(
+                f"cannot list {directory} ({self.shown}): {type(exc).__name__}: {exc}"
+            ) from exc
+        return sorted(
+            info.path.rstrip("/")
+            for info in infos
+            if info.type == kind and not info.base_name.startswith(_IGNORED_PREFIXES)
+        )
+
+    def subdirectories(self, directory: str) -> list[str]:
+        """Directories directly under ``directory`` (hidden ones excluded); [] if absent."""
+        return self._children(directory, pafs.FileType.Directory)
+
+    def files(self, directory: str, suffix: str) -> list[str]:
+        """Files ending in ``suffix`` directly under ``directory`` (hidden excluded), sorted."""
+        return [
+            path for path in self._children(directory, pafs.FileType.File) if path.endswith(suffix)
+        ]
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists on the file system."""
+        return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+
+
+def resolve(location: str | Path) -> Location:
+    """The file system and root of a dataset location.
+
+    Args:
+        location: A local path, a ``file://`` URL, or any URL fsspec understands
+            (``memory://results``, ``s3://bucket/results``).
+
+    Raises:
+        ResultsError: The URL's scheme is unknown to fsspec or its driver is not
+            installed (the message says which package to install).
+    """
+    if not is_url(location):
+        return Location(pafs.LocalFileSystem(), os.path.abspath(location), str(location))
+    url = str(location)
+    if urlparse(url).scheme == "file":
+        return Location(pafs.LocalFileSystem(), str(local_path(url).absolute()), url)
+    import fsspec  # deferred: only URLs need it
+
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+    except (ImportError, ValueError) as exc:
+        raise ResultsError(f"cannot open results at {url}: {exc}") from exc
+    filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    logger.debug("reading results from %s through fsspec (%s)", url, type(fs).__name__)
+    return Location(filesystem, root.rstrip("/") or "/", url)

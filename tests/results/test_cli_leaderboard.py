@@ -1,0 +1,153 @@
+"""``crabray leaderboard`` as a user runs it: formats that parse back, --by, --compare."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crabray.core.result import TerminationReason
+from crabray.results import LEADERBOARD_COLUMNS, ResultSink
+from tests.conftest import crabray
+
+OK, FAIL = TerminationReason.SUCCESS, TerminationReason.AGENT_FAIL
+
+
+@pytest.fixture
+def out(tmp_path, make_record) -> Path:
+    """Run r1: alpha and bravo, two epochs of t1 and t2; run r2: alpha again, t2 fixed."""
+    outcomes = {
+        ("r1", "alpha"): {"t1": [OK, OK], "t2": [FAIL, FAIL]},
+        ("r1", "bravo"): {"t1": [OK, FAIL], "t2": [FAIL, FAIL]},
+        ("r2", "alpha"): {"t1": [OK, OK], "t2": [OK, OK]},
+    }
+    tags = {"t1": ["terminal", "easy"], "t2": ["files"]}
+    for (run, agent), tasks in outcomes.items():
+        records = [
+            make_record(
+                task,
+                run_id=run,
+                agent=agent,
+                model="m",
+                epoch=epoch,
+                reason=reason,
+                tags=tags[task],
+                cost_usd=0.25,
+            )
+            for task, reasons in tasks.items()
+            for epoch, reason in enumerate(reasons)
+        ]
+        ResultSink(tmp_path, run).write(records)
+    return tmp_path
+
+
+def test_json_and_csv_parse_back(out):
+    rows = json.loads(
+        crabray("leaderboard", str(out), "--run", "r1", "-f", "json", check=True).stdout
+    )
+    assert [row["agent"] for row in rows] == ["alpha", "bravo"]
+    assert list(rows[0])[: len(LEADERBOARD_COLUMNS)] == list(LEADERBOARD_COLUMNS)
+    assert rows[0]["success_rate"] == 0.5 and rows[1]["success_rate"] == 0.25
+    assert rows[0]["pass@2"] == 0.5 and rows[1]["pass@2"] == 0.5
+    assert rows[1]["pass^2"] == 0.0
+    assert rows[0]["cost_per_success"] == pytest.approx(0.5)
+    csv = crabray("leaderboard", str(out), "--run", "r1", "--format", "csv", check=True).stdout
+    parsed = pd.read_csv(io.StringIO(csv))
+    assert list(parsed["agent"]) == ["alpha", "bravo"]
+    assert parsed["success_ci_low"].between(0, 1).all()
+
+
+def test_markdown_and_terminal_table(out):
+    md = crabray("leaderboard", str(out), "-f", "md", check=True).stdout.splitlines()
+    assert md[0].startswith("| agent | model | episodes | successes | success_rate |")
+    assert len(md) == 2 + 2  # alpha (both runs together) and bravo
+    table = crabray("leaderboard", str(out), check=True).stdout
+    assert "leaderboard" in table and "95% CI" in table and "pass@2" in table
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
+
+
+def test_per_suite(out):
+    rows = json.loads(crabray("leaderboard", str(out), "--per-suite", "-f", "json").stdout)
+    assert {row["suite"] for row in rows} == {"tasks/demo"}
+
+
+def test_by_tag(out):
+    done = crabray("leaderboard", str(out), "--run", "r1", "--by", "tag", "-f", "json", check=True)
+    rows = {(row["agent"], row["tag"]): row for row in json.loads(done.stdout)}
+    assert set(rows) == {
+        (agent, tag) for agent in ("alpha", "bravo") for tag in ("easy", "files", "terminal")
+    }
+    assert rows["alpha", "terminal"]["success_rate"] == 1.0
+    assert rows["bravo", "easy"]["success_rate"] == 0.5
+    assert rows["bravo", "files"]["share"] == 0.5
+    table = crabray("leaderboard", str(out), "--by", "tag", check=True).stdout
+    assert "success by tag" in table and "terminal" in table
+
+
+def test_by_termination_reason_and_bad_column(out):
+    done = crabray("leaderboard", str(out), "--by", "termination_reason", "-f", "csv", check=True)
+    parsed = pd.read_csv(io.StringIO(done.stdout))
+    assert set(parsed["termination_reason"]) == {"success", "agent_fail"}
+    bad = crabray("leaderboard", str(out), "--by", "colour")
+    assert bad.returncode == 2
+    assert "--by must be an episode column or 'tag', not 'colour'" in bad.stderr
+
+
+def test_compare(out):
+    done = crabray("leaderboard", str(out), "--compare", "r1", "r2", "-f", "json", check=True)
+    rows = {(row["agent"], row["task_id"]): row["change"] for row in json.loads(done.stdout)}
+    assert rows == {
+        ("alpha", "t1"): "same",
+        ("alpha", "t2"): "fixed",
+        ("bravo", "t1"): "only_a",
+        ("bravo", "t2"): "only_a",
+    }
+    assert done.stderr.startswith("r1 -> r2: 2 tasks in both, success 0.500 -> 1.000; fixed 1")
+    table = crabray("leaderboard", str(out), "--compare", "r1", "r2", check=True).stdout
+    assert "fixed" in table and "r1 -> r2" in table
+
+
+def test_option_mistakes_are_one_line_errors(out):
+    both = crabray("leaderboard", str(out), "--compare", "r1", "r2", "--run", "r1")
+    assert both.returncode == 2 and "--compare names its two runs" in both.stderr
+    missing = crabray("leaderboard", str(out), "--compare", "r1", "r9")
+    assert missing.returncode == 2 and "no episodes in" in missing.stderr and "r9" in missing.stderr
+    fmt = crabray("leaderboard", str(out), "--format", "xml")
+    assert fmt.returncode == 2 and "--format must be" in fmt.stderr
+
+
+def test_help_lists_the_options():
+    text = crabray("leaderboard", "--help", check=True).stdout
+    for option in ("--run", "--format", "--by", "--compare", "--per-suite", "fsspec"):
+        assert option in text, option
+
+
+def test_terminal_table_of_only_infrastructure_failures(tmp_path) -> None:
+    """Every episode lost to the infrastructure: no verdict, but the table still renders."""
+    from rich.console import Console
+
+    from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason
+    from crabray.results import ResultSink, leaderboard, read_episodes, to_rich_table
+
+    lost = [
+        EpisodeRecord(
+            result=EpisodeResult(
+                run_id="r",
+                suite="s",
+                task_id=f"t{i}",
+                agent="a",
+                termination_reason=TerminationReason.ENV_ERROR,
+            )
+        )
+        for i in range(3)
+    ]
+    ResultSink(tmp_path, "r").write(lost)
+    table = leaderboard(read_episodes(tmp_path))
+    console = Console(width=80, record=True)
+    console.print(to_rich_table(table))
+    text = console.export_text()
+    assert "infra" in text
+    assert " 3 " in text or text.rstrip().endswith("3")
