@@ -1,0 +1,115 @@
+"""Reports of a results dataset as a website: a static site, or served live by ``crabray view``.
+
+::
+
+    SITE/index.html                 leaderboard (sortable), plots, breakdowns, every episode
+    SITE/episodes/<episode_id>.html the task, the result, every step, the evaluator graph
+    SITE/files/<screenshot path>    screenshots, copied from the output directory
+
+Pages are self-contained: styles, the sorting script and the plots (SVG) are
+inline, and nothing is loaded from the network, so the folder can be opened
+from disk, archived or published as it is. All task text and agent output is
+escaped: it is untrusted input. Nothing but the dataset is shown (no
+configuration, hence no key, can leak into a page).
+
+This package imports matplotlib, so ``crabray.results`` does not import it:
+``from crabray.results.site import build_site``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from crabray.core.errors import ResultsError
+from crabray.results.site._data import SiteData, load, resolve_screenshot
+from crabray.results.site._pages import (
+    EPISODES_DIR,
+    FILES_DIR,
+    episode_page_name,
+    render_episode,
+    render_index,
+    screenshot_url,
+)
+from crabray.results.site._serve import LiveSite, make_server
+
+__all__ = ["LiveSite", "SiteData", "build_site", "make_server"]
+
+logger = logging.getLogger(__name__)
+
+
+class _ScreenshotCopier:
+    """Copies each screenshot an episode page shows into the site, once."""
+
+    def __init__(self, out_dir: Path, site_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.site_dir = site_dir
+        self.done: dict[str, str | None] = {}
+
+    def __call__(self, relative: str) -> str | None:
+        if relative not in self.done:
+            self.done[relative] = self._copy(relative)
+        return self.done[relative]
+
+    def _copy(self, relative: str) -> str | None:
+        try:
+            source = resolve_screenshot(self.out_dir, relative)
+        except ResultsError as exc:
+            logger.warning("not copying a screenshot: %s", exc)
+            return None
+        if not source.is_file():
+            logger.warning("screenshot %s is missing; its step shows a note instead", source)
+            return None
+        target = self.site_dir / FILES_DIR / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        return screenshot_url(relative)
+
+
+def build_site(out_dir: str | Path, site_dir: str | Path, run_id: str | None = None) -> Path:
+    """Write the static site of a results dataset into ``site_dir``.
+
+    Existing pages are overwritten; nothing else in ``site_dir`` is deleted
+    (so pointing it at a folder with other files is not destructive).
+
+    Args:
+        out_dir: The results directory (``crabray run --out``).
+        site_dir: Where to write the site; created if needed. Must not be
+            ``out_dir`` itself, whose ``episodes/`` holds the dataset.
+        run_id: Only this run; every run in ``out_dir`` when None.
+
+    Returns:
+        The path of the site's ``index.html``.
+
+    Raises:
+        ResultsError: ``site_dir`` is ``out_dir``, a bad run id, or an unreadable part file.
+
+    Example:
+        >>> build_site("results", "site")  # doctest: +SKIP
+        PosixPath('site/index.html')
+    """
+    out = Path(out_dir)
+    site = Path(site_dir)
+    if site.resolve() == out.resolve():
+        raise ResultsError(
+            f"the site cannot be written into the results directory {out} itself "
+            "(its episodes/ folder is the dataset); choose another folder, e.g. "
+            f"{out / 'site'}"
+        )
+    data = load(out, run_id)
+    pages = site / EPISODES_DIR
+    pages.mkdir(parents=True, exist_ok=True)
+    copier = _ScreenshotCopier(out, site)
+    for episode_id in data.episodes["episode_id"]:
+        html = render_episode(data, str(episode_id), copier)
+        if html is None:  # the id came from this very frame, so this is a bug
+            raise ResultsError(f"episode {episode_id} vanished while the site was built")
+        (pages / episode_page_name(str(episode_id))).write_text(html, encoding="utf-8")
+    index = site / "index.html"
+    index.write_text(render_index(data), encoding="utf-8")
+    copied = sum(1 for src in copier.done.values() if src is not None)
+    logger.info(
+        "site of %d episodes (%d screenshots) written to %s", len(data.episodes), copied, site
+    )
+    return index

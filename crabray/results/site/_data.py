@@ -1,0 +1,167 @@
+"""What the site shows, read once from a results dataset: episodes, steps, summaries.
+
+``crabray view`` rebuilds pages on request; ``fingerprint`` tells it cheaply
+(from the part files' names, sizes and modification times) whether anything
+was written since the last read, so a page load re-reads only after a change.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import pandas as pd
+
+from crabray.core.errors import ResultsError
+from crabray.results._layout import TABLES, check_run_id, part_files, partition_dir, table_root
+from crabray.results.dataset import read_episodes, read_steps
+
+logger = logging.getLogger(__name__)
+
+# The module, not the function ``crabray.results.leaderboard`` that shadows its name in
+# the package: the site uses what the module offers (``breakdown`` once it exists).
+leaderboard_module = importlib.import_module("crabray.results.leaderboard")
+
+Fingerprint = tuple[tuple[str, int, int], ...]
+"""(path, size, mtime_ns) of every committed part file a site reads."""
+
+
+@dataclass
+class SiteData:
+    """The dataset as the site needs it.
+
+    Attributes:
+        out_dir: The results directory (screenshots are relative to it).
+        run_id: The run shown, or None for every run.
+        episodes: Deduplicated episode rows (``read_episodes``).
+        steps: The kept episodes' steps, grouped by episode id, in step order.
+        board: ``leaderboard(episodes)``.
+    """
+
+    out_dir: Path
+    run_id: str | None
+    episodes: pd.DataFrame
+    steps: dict[str, pd.DataFrame] = field(default_factory=dict)
+    board: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def episode(self, episode_id: str) -> pd.Series | None:
+        """The episode row with this id, or None."""
+        rows = self.episodes[self.episodes["episode_id"] == episode_id]
+        return None if rows.empty else rows.iloc[0]
+
+    def steps_of(self, episode_id: str) -> pd.DataFrame:
+        """The steps of one episode (an empty frame if it has none)."""
+        found = self.steps.get(episode_id)
+        return found if found is not None else pd.DataFrame()
+
+
+def fingerprint(out_dir: Path, run_id: str | None = None) -> Fingerprint:
+    """A cheap summary of the dataset's files: equal fingerprints mean equal data.
+
+    Committed files are only ever added (by a sink) or replaced (by a
+    compaction), both of which change the listing, sizes or times.
+    """
+    entries: list[tuple[str, int, int]] = []
+    for table in TABLES:
+        if run_id is not None:
+            directories = [partition_dir(out_dir, table, run_id)]
+        else:
+            root = table_root(out_dir, table)
+            directories = sorted(root.glob("run_id=*")) if root.is_dir() else []
+        for directory in directories:
+            for path in part_files(directory):
+                try:
+                    stat = path.stat()
+                except FileNotFoundError:
+                    continue  # replaced by a compaction right now: the listing already differs
+                entries.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(entries)
+
+
+def load(out_dir: str | Path, run_id: str | None = None) -> SiteData:
+    """Read what the site shows from ``out_dir``.
+
+    Args:
+        out_dir: The results directory.
+        run_id: Show only this run; every run when None.
+
+    Raises:
+        ResultsError: A bad run id or an unreadable part file (named in the message).
+    """
+    out = Path(out_dir)
+    if run_id is not None:
+        check_run_id(run_id)
+    episodes = read_episodes(out, run_id)
+    episodes = episodes.sort_values(
+        ["run_id", "agent", "task_id", "epoch"], kind="stable"
+    ).reset_index(drop=True)
+    steps = read_steps(out, run_id)
+    by_episode = {
+        str(episode_id): group.reset_index(drop=True)
+        for episode_id, group in steps.groupby("episode_id", sort=False)
+    }
+    board = leaderboard_module.leaderboard(episodes)
+    logger.debug("site data: %d episodes, %d steps from %s", len(episodes), len(steps), out)
+    return SiteData(out_dir=out, run_id=run_id, episodes=episodes, steps=by_episode, board=board)
+
+
+def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Per-tag and per-termination-reason tables, titled for the index page.
+
+    Uses ``crabray.results.leaderboard.breakdown`` when it exists; otherwise
+    the per-tag table is the leaderboard of each tag's episodes and the
+    per-reason table counts episodes per reason and agent.
+    """
+    if episodes.empty:
+        return {}
+    breakdown = getattr(leaderboard_module, "breakdown", None)
+    if breakdown is not None:
+        return {
+            "by tag": breakdown(episodes, "tag"),
+            "by termination reason": breakdown(episodes, "termination_reason"),
+        }
+    tagged = episodes.explode("tags").dropna(subset=["tags"])
+    per_tag = [
+        leaderboard_module.leaderboard(group).assign(tag=tag)
+        for tag, group in tagged.groupby("tags", sort=True)
+    ]
+    by_tag = (
+        pd.concat(per_tag, ignore_index=True)
+        if per_tag
+        else pd.DataFrame(columns=["tag", *leaderboard_module.LEADERBOARD_COLUMNS])
+    )
+    by_tag = by_tag[["tag", *[c for c in by_tag.columns if c != "tag"]]]
+    counts = (
+        episodes.groupby(["termination_reason", "agent", "model"], dropna=False)
+        .size()
+        .rename("episodes")
+        .reset_index()
+    )
+    totals = episodes.groupby(["agent", "model"], dropna=False).size().rename("agent_episodes")
+    counts = counts.join(totals, on=["agent", "model"])
+    counts["share"] = counts["episodes"] / counts["agent_episodes"]
+    by_reason = counts.drop(columns="agent_episodes").sort_values(
+        ["termination_reason", "agent", "model"], kind="stable"
+    )
+    return {"by tag": by_tag, "by termination reason": by_reason.reset_index(drop=True)}
+
+
+def resolve_screenshot(out_dir: Path, relative: str) -> Path:
+    """The file a step's ``screenshot_path`` names, refusing paths that leave ``out_dir``.
+
+    Raises:
+        ResultsError: The path is absolute or climbs out of the output directory;
+            results are data, and a site must not copy or serve arbitrary files.
+    """
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+        raise ResultsError(
+            f"screenshot path {relative!r} is not a path inside the output directory"
+        )
+    root = out_dir.resolve()
+    path = (root / Path(*pure.parts)).resolve()
+    if not path.is_relative_to(root):
+        raise ResultsError(f"screenshot path {relative!r} leaves the output directory {root}")
+    return path

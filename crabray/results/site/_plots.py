@@ -1,0 +1,222 @@
+"""The index page's plots, drawn with matplotlib and embedded as inline SVG.
+
+Output is deterministic (fixed SVG hash salt, no creation date), so building
+the site twice from the same data gives identical files. Figures are made
+without pyplot (no global figure registry, no GUI backend), and rendering is
+serialised by a lock because matplotlib's rcParams are process-global and
+``crabray view`` renders from several request threads.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import re
+import threading
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+logger = logging.getLogger(__name__)
+
+Z_95 = 1.959963984540054
+"""The standard normal quantile of a two-sided 95% interval."""
+
+_RC = {
+    "svg.hashsalt": "crabray-site",
+    "svg.fonttype": "path",  # glyphs as paths: the page needs no font to look the same
+    "text.parse_math": False,  # an agent named "$x$" is text, not TeX
+    "font.size": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+_FRONT = "#d1495b"
+_OTHER = "#6c7a89"
+_BAR = "#0b5cad"
+_lock = threading.Lock()
+
+
+def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson score interval of a success rate: honest at 0/n and n/n, unlike Wald's.
+
+    Args:
+        successes: Successful trials.
+        trials: All trials; an empty group gives (0, 1), knowing nothing.
+        z: The normal quantile (1.96 for 95%).
+    """
+    if trials <= 0:
+        return (0.0, 1.0)
+    rate = successes / trials
+    denominator = 1 + z * z / trials
+    centre = (rate + z * z / (2 * trials)) / denominator
+    half = z * math.sqrt(rate * (1 - rate) / trials + z * z / (4 * trials * trials)) / denominator
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def group_label(agent: object, model: object) -> str:
+    """How an (agent, model) group is named on plots: ``agent / model``, or the agent alone."""
+    if model is None or (isinstance(model, float) and math.isnan(model)) or model == "":
+        return str(agent)
+    return f"{agent} / {model}"
+
+
+def _to_inline_svg(figure: Figure, prefix: str) -> str:
+    """The figure as an ``<svg>`` element with ids made unique within the page.
+
+    Three plots on one page would otherwise share glyph and clip-path ids.
+    """
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    text = buffer.getvalue().decode("utf-8")
+    text = text[text.index("<svg") :]
+    ids = set(re.findall(r'\bid="([^"]+)"', text))
+    if ids:
+        pattern = re.compile(r'(\bid="|#)(' + "|".join(map(re.escape, ids)) + r')(?=["\)])')
+        text = pattern.sub(lambda match: f"{match.group(1)}{prefix}-{match.group(2)}", text)
+    return text.strip()
+
+
+def _error(length: float) -> float:
+    """An error-bar length: never negative, none (0) where the interval is undefined."""
+    return 0.0 if math.isnan(length) else max(length, 0.0)
+
+
+def success_plot(table: pd.DataFrame) -> str | None:
+    """Success rate per (agent, model) with its 95% interval as error bars.
+
+    Uses the leaderboard's ``success_ci_low``/``success_ci_high`` when it has
+    them, else computes Wilson intervals from ``successes`` and ``episodes``.
+    Groups without a graded episode (only infrastructure failures, so no
+    rate) are left out. None when no group has a rate.
+    """
+    table = table[table["success_rate"].notna()]
+    if table.empty:
+        return None
+    labels = [group_label(a, m) for a, m in zip(table["agent"], table["model"], strict=True)]
+    rates = [float(rate) for rate in table["success_rate"]]
+    if "success_ci_low" in table and "success_ci_high" in table:
+        bounds = list(zip(table["success_ci_low"], table["success_ci_high"], strict=True))
+    else:
+        bounds = [
+            wilson_interval(int(s), int(n))
+            for s, n in zip(table["successes"], table["episodes"], strict=True)
+        ]
+    low = [_error(rate - float(lo)) for rate, (lo, _) in zip(rates, bounds, strict=True)]
+    high = [_error(float(hi) - rate) for rate, (_, hi) in zip(rates, bounds, strict=True)]
+    positions = list(range(len(labels)))[::-1]  # best (first row) at the top
+    with _lock, matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(5.6, 0.9 + 0.38 * len(labels)))
+        axes = figure.add_subplot()
+        axes.errorbar(
+            rates, positions, xerr=[low, high], fmt="o", color=_BAR, ecolor=_BAR, capsize=4
+        )
+        axes.set_yticks(positions, labels)
+        axes.set_xlim(-0.02, 1.02)
+        axes.set_ylim(-0.7, len(labels) - 0.3)
+        axes.set_xlabel("success rate (95% Wilson interval)")
+        axes.grid(axis="x", alpha=0.3)
+        return _to_inline_svg(figure, "success")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats: none is cheaper and at least as successful.
+
+    Args:
+        points: (cost, success rate) pairs; lower cost and higher success are better.
+
+    Returns:
+        The front's indices ordered by cost.
+    """
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front: list[int] = []
+    best = -math.inf
+    for index in order:
+        if points[index][1] > best:
+            front.append(index)
+            best = points[index][1]
+    return front
+
+
+def cost_plot(episodes: pd.DataFrame) -> str | None:
+    """Mean cost per episode against success rate per (agent, model); the Pareto front in red.
+
+    None when there are no episodes or no ``cost_usd`` column.
+    """
+    if episodes.empty or "cost_usd" not in episodes:
+        return None
+    groups = (
+        episodes.assign(success=episodes["success"].astype(bool))
+        .groupby(["agent", "model"], dropna=False, sort=True)
+        .agg(cost=("cost_usd", "mean"), rate=("success", "mean"))
+        .reset_index()
+    )
+    points = [(float(c), float(r)) for c, r in zip(groups["cost"], groups["rate"], strict=True)]
+    labels = [group_label(a, m) for a, m in zip(groups["agent"], groups["model"], strict=True)]
+    front = pareto_front(points)
+    on_front = set(front)
+    with _lock, matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(5.6, 3.6))
+        axes = figure.add_subplot()
+        others = [i for i in range(len(points)) if i not in on_front]
+        axes.scatter(
+            [points[i][0] for i in others],
+            [points[i][1] for i in others],
+            color=_OTHER,
+            label="dominated",
+            zorder=3,
+        )
+        axes.plot(
+            [points[i][0] for i in front],
+            [points[i][1] for i in front],
+            color=_FRONT,
+            marker="o",
+            drawstyle="steps-post",
+            label="Pareto front",
+            zorder=4,
+        )
+        for index, label in enumerate(labels):
+            axes.annotate(
+                label,
+                points[index],
+                textcoords="offset points",
+                xytext=(5, 5),
+                fontsize=8,
+                color=_FRONT if index in on_front else _OTHER,
+            )
+        axes.set_xlabel("mean cost per episode (USD)")
+        axes.set_ylabel("success rate")
+        axes.set_ylim(-0.05, 1.1)
+        if max(cost for cost, _ in points) <= 0:  # free agents: keep the axis readable
+            axes.set_xlim(-0.5, 1.0)
+        axes.grid(alpha=0.3)
+        axes.legend(loc="lower right", fontsize=8)
+        return _to_inline_svg(figure, "cost")
+
+
+def steps_histogram(episodes: pd.DataFrame) -> str | None:
+    """How many steps episodes took, one outline per (agent, model). None without episodes."""
+    if episodes.empty:
+        return None
+    steps = episodes["steps"].astype(int)
+    top = int(steps.max())
+    bins = [value - 0.5 for value in range(0, top + 2)]
+    with _lock, matplotlib.rc_context(_RC):
+        figure = Figure(figsize=(5.6, 3.4))
+        axes = figure.add_subplot()
+        grouped = episodes.groupby(["agent", "model"], dropna=False, sort=True)
+        for (agent, model), group in grouped:
+            axes.hist(
+                group["steps"].astype(int),
+                bins=bins,
+                histtype="step",
+                linewidth=1.6,
+                label=group_label(agent, model),
+            )
+        axes.set_xlabel("steps per episode")
+        axes.set_ylabel("episodes")
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        axes.yaxis.get_major_locator().set_params(integer=True)
+        axes.legend(fontsize=8)
+        return _to_inline_svg(figure, "steps")

@@ -1,0 +1,201 @@
+"""``crabray view``: the site served from the live dataset, rebuilt when the data changes.
+
+A sweep keeps appending part files; every request checks the dataset's
+fingerprint (file names, sizes, times) and re-reads only when it changed, so a
+reload shows new episodes without re-reading an unchanged dataset each time.
+The server binds 127.0.0.1 unless told otherwise: results hold task text and
+agent output that are not meant for the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from crabray.core.errors import CrabrayError, ResultsError
+from crabray.results.site._data import Fingerprint, SiteData, fingerprint, load, resolve_screenshot
+from crabray.results.site._html import esc, page
+from crabray.results.site._pages import (
+    EPISODES_DIR,
+    FILES_DIR,
+    episode_page_name,
+    render_episode,
+    render_index,
+    screenshot_url,
+)
+
+logger = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"})
+"""What ``/files/`` serves: screenshots only (never SVG, which could carry script)."""
+
+
+class LiveSite:
+    """Pages rendered from the dataset on demand, cached until the dataset changes.
+
+    Args:
+        out_dir: The results directory.
+        run_id: Show only this run; every run when None.
+    """
+
+    def __init__(self, out_dir: Path, run_id: str | None = None) -> None:
+        self.out_dir = out_dir
+        self.run_id = run_id
+        self._lock = threading.Lock()
+        self._fingerprint: Fingerprint | None = None
+        self._data: SiteData | None = None
+        self._pages: dict[str, str] = {}
+        self._names: dict[str, str] = {}
+
+    def _current(self) -> SiteData:
+        """The data as on disk now; re-read (and the page cache dropped) only after a change.
+
+        Must be called with the lock held.
+        """
+        now = fingerprint(self.out_dir, self.run_id)
+        if self._data is None or now != self._fingerprint:
+            self._data = load(self.out_dir, self.run_id)
+            self._fingerprint = now
+            self._pages.clear()
+            self._names = {
+                episode_page_name(str(episode_id)): str(episode_id)
+                for episode_id in self._data.episodes["episode_id"]
+            }
+            logger.info("dataset changed: %d episodes", len(self._data.episodes))
+        return self._data
+
+    def index(self) -> str:
+        """The index page of the dataset as it is now."""
+        with self._lock:
+            data = self._current()
+            if "index" not in self._pages:
+                self._pages["index"] = render_index(data)
+            return self._pages["index"]
+
+    def episode(self, name: str) -> str | None:
+        """The page ``episodes/<name>``, or None when no episode has that page name."""
+        with self._lock:
+            data = self._current()
+            episode_id = self._names.get(name)
+            if episode_id is None:
+                return None
+            key = f"episode:{name}"
+            if key not in self._pages:
+                rendered = render_episode(data, episode_id, self._screenshot_src)
+                if rendered is None:
+                    return None
+                self._pages[key] = rendered
+            return self._pages[key]
+
+    def _screenshot_src(self, relative: str) -> str | None:
+        try:
+            path = resolve_screenshot(self.out_dir, relative)
+        except ResultsError as exc:
+            logger.warning("not showing a screenshot: %s", exc)
+            return None
+        if not path.is_file():
+            logger.warning("screenshot %s is missing", path)
+            return None
+        return screenshot_url(relative)
+
+    def file(self, relative: str) -> Path | None:
+        """The screenshot file at ``relative`` under the output directory, if it may be served."""
+        try:
+            path = resolve_screenshot(self.out_dir, relative)
+        except ResultsError as exc:
+            logger.warning("refused file request: %s", exc)
+            return None
+        if path.suffix.lower() not in IMAGE_SUFFIXES or not path.is_file():
+            return None
+        return path
+
+
+def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        """Routes ``/``, ``/index.html``, ``/episodes/<page>`` and ``/files/<screenshot>``."""
+
+        server_version = "crabray-view"
+
+        def do_GET(self) -> None:
+            path = unquote(urlsplit(self.path).path)
+            try:
+                if path in ("/", "/index.html"):
+                    self._send(HTTPStatus.OK, site.index().encode(), "text/html; charset=utf-8")
+                elif path.startswith(f"/{EPISODES_DIR}/"):
+                    body = site.episode(path.removeprefix(f"/{EPISODES_DIR}/"))
+                    self._page_or_404(body)
+                elif path.startswith(f"/{FILES_DIR}/"):
+                    found = site.file(path.removeprefix(f"/{FILES_DIR}/"))
+                    if found is None:
+                        self._page_or_404(None)
+                    else:
+                        kind = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+                        self._send(HTTPStatus.OK, found.read_bytes(), kind)
+                else:
+                    self._page_or_404(None)
+            except Exception as exc:  # a bad part file must show, not kill the server
+                logger.exception("rendering %s failed", path)
+                message = f"<h1>Could not render this page</h1><pre>{esc(exc)}</pre>"
+                self._send(
+                    HTTPStatus.INTERNAL_SERVER_ERROR,
+                    page("error", message, root="/").encode(),
+                    "text/html; charset=utf-8",
+                )
+
+        def _page_or_404(self, body: str | None) -> None:
+            if body is not None:
+                self._send(HTTPStatus.OK, body.encode(), "text/html; charset=utf-8")
+                return
+            missing = page("not found", "<h1>Not found</h1>", root="/")
+            self._send(HTTPStatus.NOT_FOUND, missing.encode(), "text/html; charset=utf-8")
+
+        def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")  # a reload must show new episodes
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            logger.info("%s %s", self.address_string(), format % args)
+
+    return Handler
+
+
+def make_server(
+    out_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8765, run_id: str | None = None
+) -> ThreadingHTTPServer:
+    """An HTTP server of the live site; call ``serve_forever()`` on it, ``server_close()`` after.
+
+    Threads serve requests (a browser keeps idle connections open, which would
+    stall a single-threaded server); rendering is serialised inside ``LiveSite``.
+
+    Args:
+        out_dir: The results directory to show.
+        host: Interface to bind; 127.0.0.1 keeps it on this machine.
+        port: TCP port; 0 picks a free one (read it from ``server.server_port``).
+        run_id: Show only this run; every run when None.
+
+    Raises:
+        ResultsError: ``out_dir`` is not a directory.
+        CrabrayError: The address cannot be bound (in use, not permitted).
+    """
+    out = Path(out_dir)
+    if not out.is_dir():
+        raise ResultsError(f"{out} is not a results directory (it does not exist)")
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        logger.warning("serving results on %s: anyone who can reach it can read them", host)
+    site = LiveSite(out, run_id)
+    try:
+        server = ThreadingHTTPServer((host, port), _handler(site))
+    except OSError as exc:
+        raise CrabrayError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from exc
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,187 @@
+"""A results dataset for the site tests, written by the real ``ResultSink``.
+
+It holds what the pages must handle: a screenshot file, a four-node evaluator
+graph passed step by step, HTML in the task text and in the agent's output,
+several agents (one with a model and costs), tags, and step counts whose text
+order differs from their numeric order (2, 10, 9, 1).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from crabray.core.result import EpisodeRecord, EpisodeResult, StepRecord, TerminationReason
+from crabray.results import ResultSink
+
+RUN_ID = "20261123-075300-517e01"
+BASE_TIME = datetime(2026, 11, 23, 7, 53, 0, tzinfo=UTC)
+INJECTED_DESCRIPTION = (
+    "Fix <b>config</b> & report.<script>window.__pwned = 1</script>"
+    '<img src=x onerror="window.__pwned = 2">'
+)
+INJECTED_MESSAGE = "</pre><script>window.__pwned = 3</script> I will <i>edit</i> the file"
+GRAPH = {
+    "nodes": ["path_exists(path='a.txt')", "file_contains(path='a.txt', text='x')", "b", "sink"],
+    "edges": [[0, 1], [0, 2], [1, 3], [2, 3]],
+}
+SCREENSHOT = "screenshots/graph-task/step0.png"
+
+
+def png_bytes(width: int = 4, height: int = 3) -> bytes:
+    """A valid RGB PNG image, made without an imaging library."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + kind
+            + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+        )
+
+    rows = b"".join(b"\x00" + b"\x2a\x80\xd0" * width for _ in range(height))
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+def episode(
+    task_id: str,
+    agent: str,
+    *,
+    steps: int,
+    success: bool,
+    model: str | None = None,
+    cost: float = 0.0,
+    tags: tuple[str, ...] = (),
+    run_id: str = RUN_ID,
+    **fields: object,
+) -> EpisodeRecord:
+    """A finished episode with ``steps`` one-call steps on a one-node graph."""
+    fields.setdefault("graph_json", json.dumps({"nodes": ["done"], "edges": []}))
+    result = EpisodeResult(
+        run_id=run_id,
+        suite="tests/site",
+        task_id=task_id,
+        tags=list(tags),
+        agent=agent,
+        model=model,
+        termination_reason=TerminationReason.SUCCESS if success else TerminationReason.MAX_STEPS,
+        success=success,
+        score=1.0 if success else 0.0,
+        completeness=1.0 if success else 0.0,
+        steps=steps,
+        cost_usd=cost,
+        description=f"Do {task_id}.",
+        started_at=BASE_TIME,
+        finished_at=BASE_TIME + timedelta(seconds=30),
+        **fields,
+    )
+    records = [
+        StepRecord(
+            episode_id=result.episode_id,
+            run_id=run_id,
+            task_id=task_id,
+            agent=agent,
+            step=index,
+            env="box",
+            action="run_command",
+            arguments_json=json.dumps({"command": f"echo {index}"}),
+            result=f"{index}\n",
+            observation=f"observation {index}",
+            graph_passed=[0] if success and index == steps - 1 else [],
+        )
+        for index in range(steps)
+    ]
+    return EpisodeRecord(result=result, steps=records)
+
+
+def graph_episode(out: Path) -> EpisodeRecord:
+    """The showcase episode: injected HTML, a screenshot, a graph passed node by node."""
+    shot = out / SCREENSHOT
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    shot.write_bytes(png_bytes())
+    result = EpisodeResult(
+        run_id=RUN_ID,
+        suite="tests/site",
+        task_id="graph-task",
+        tags=["files", "<hard>"],
+        agent="alpha",
+        model="m-1",
+        termination_reason=TerminationReason.AGENT_COMPLETE,
+        success=False,
+        score=0.75,
+        completeness=0.75,
+        steps=3,
+        action_errors=1,
+        tokens_in=1200,
+        tokens_out=345,
+        cost_usd=0.012,
+        error="agent gave up on <sink>",
+        description=INJECTED_DESCRIPTION,
+        graph_json=json.dumps(GRAPH),
+        started_at=BASE_TIME,
+        finished_at=BASE_TIME + timedelta(seconds=42),
+    )
+    passed = [[0], [0, 1], [0, 1, 2]]
+    calls = [
+        StepRecord(
+            episode_id=result.episode_id,
+            run_id=RUN_ID,
+            task_id="graph-task",
+            agent="alpha",
+            step=index,
+            env="box",
+            action="write_file",
+            arguments_json=json.dumps({"path": "a.txt", "content": f"x<{index}>"}),
+            result="ok" if index != 1 else "",
+            error="permission denied: <a.txt>" if index == 1 else None,
+            agent_message=INJECTED_MESSAGE if index == 0 else f"step {index}",
+            observation="$ ls\n<nothing>" if index == 0 else None,
+            screenshot_path=SCREENSHOT if index == 0 else None,
+            graph_passed=passed[index],
+        )
+        for index in range(3)
+    ]
+    return EpisodeRecord(result=result, steps=calls)
+
+
+@dataclass
+class SiteDataset:
+    """The dataset's directory and the ids the tests look for."""
+
+    out: Path
+    graph_episode_id: str
+    episode_ids: list[str]
+
+
+def write_dataset(out: Path) -> SiteDataset:
+    """Write the dataset into ``out`` with the real sink."""
+    showcase = graph_episode(out)
+    others = [
+        episode("t-one", "beta", steps=2, success=True, tags=("files", "easy")),
+        episode("t-two", "beta", steps=10, success=False, tags=("shell",)),
+        episode("t-one", "gamma", steps=9, success=True, model="m-2", cost=0.5, tags=("files",)),
+        episode("t-two", "gamma", steps=1, success=True, model="m-2", cost=0.3, tags=("shell",)),
+    ]
+    ResultSink(out, RUN_ID).write([showcase, *others])
+    return SiteDataset(
+        out=out,
+        graph_episode_id=showcase.result.episode_id,
+        episode_ids=[showcase.result.episode_id, *(r.result.episode_id for r in others)],
+    )
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> SiteDataset:
+    return write_dataset(tmp_path / "out")

@@ -1,0 +1,51 @@
+"""``crabray leaderboard OUT --html SITE`` after a real run, and ``crabray view``'s errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from crabray.results import read_episodes
+from tests.conftest import crabray
+from tests.site.conftest import write_dataset
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_leaderboard_html_after_a_real_run(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    crabray(
+        "run", "tasks/demo", "--agent", "oracle", "--agent", "noop", "--out", str(out), check=True
+    )
+    site = tmp_path / "site"
+    done = crabray("leaderboard", str(out), "--format", "md", "--html", str(site), check=True)
+    assert done.stdout.startswith("| agent")  # the table still goes to stdout, alone
+    assert "site written" in done.stderr
+    episodes = read_episodes(out)
+    pages = {path.stem for path in (site / "episodes").glob("*.html")}
+    assert pages == set(episodes["episode_id"]) and len(pages) == 22
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert len(re.findall(r'href="episodes/[0-9a-f]+\.html"', index)) == 22
+    oracle = episodes[episodes.agent == "oracle"].iloc[0]
+    page = (site / "episodes" / f"{oracle.episode_id}.html").read_text(encoding="utf-8")
+    assert f"<h1>{oracle.task_id}</h1>" in page
+    assert page.count('<section class="step"') == int(oracle.steps)
+    assert 'data-passed="true"' in page  # the oracle passed its evaluators
+
+
+def test_view_refuses_a_missing_directory(tmp_path: Path) -> None:
+    done = crabray("view", str(tmp_path / "missing"), "--port", "0")
+    assert done.returncode == 2
+    assert "not a results directory" in done.stderr
+
+
+def test_leaderboard_html_refuses_the_results_directory(tmp_path: Path) -> None:
+    dataset = write_dataset(tmp_path / "out")
+    done = crabray("leaderboard", str(dataset.out), "--html", str(dataset.out))
+    assert done.returncode == 2
+    assert "cannot be written into the results directory" in done.stderr
+    ok = crabray("leaderboard", str(dataset.out), "--html", str(tmp_path / "site"), check=True)
+    assert "graph-task" not in ok.stdout  # the terminal table is per agent, not per episode
+    assert (tmp_path / "site" / "index.html").is_file()
