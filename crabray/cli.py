@@ -18,6 +18,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
 
+from crabray.cli_cluster import cluster_app
 from crabray.core.errors import CrabrayError
 
 app = typer.Typer(
@@ -30,6 +31,7 @@ tasks_app = typer.Typer(help="Inspect and validate the tasks of a suite.", no_ar
 runs_app = typer.Typer(help="List the runs in an output directory.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
+app.add_typer(cluster_app, name="cluster")
 
 console = Console()
 errors = Console(stderr=True)
@@ -75,7 +77,12 @@ def _fail(exc: Exception) -> typer.Exit:
 def run(
     suite: SuiteArg,
     agent: Annotated[
-        list[str], typer.Option("--agent", "-a", help="Agent to run (repeat for several).")
+        list[str],
+        typer.Option(
+            "--agent",
+            "-a",
+            help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
+        ),
     ],
     out: OutOpt = Path("results"),
     concurrency: Annotated[
@@ -98,16 +105,32 @@ def run(
         list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
     ] = None,
     suite_format: FormatOpt = None,
+    agent_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."
+        ),
+    ] = None,
+    warm: Annotated[
+        int, typer.Option(min=0, help="Environments per configuration started ahead of demand.")
+    ] = 0,
+    pool: Annotated[
+        bool, typer.Option("--pool/--no-pool", help="Reuse environments across episodes.")
+    ] = True,
+    local_slots: Annotated[
+        int | None,
+        typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
+    ] = None,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into OUT as they finish."""
-    from crabray.agents import agent_spec
+    from crabray.agents import select_agents
     from crabray.cluster import RunOptions, run_suite
 
     try:
         options = RunOptions(
             suite=str(suite),
             format=suite_format,
-            agents=[agent_spec(name) for name in agent],
+            agents=select_agents(agent, agent_config),
             out_dir=out,
             concurrency=concurrency,
             address=address,
@@ -116,6 +139,9 @@ def run(
             max_steps=max_steps,
             max_attempts=max_attempts,
             task_ids=task,
+            warm=warm,
+            pooling=pool,
+            local_slots=local_slots,
         )
         with _RunDisplay() as display:
             summary = run_suite(options, on_start=display.start, on_progress=display.update)
@@ -172,32 +198,154 @@ class _RunDisplay:
 
 @app.command()
 def leaderboard(
-    out: Annotated[Path, typer.Argument(help="Output directory of a run.")] = Path("results"),
+    out: Annotated[
+        str,
+        typer.Argument(
+            help="Output directory of runs, or an fsspec URL of one (file://, memory://, s3://)."
+        ),
+    ] = "results",
     run_id: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, md, csv or json.")] = "table",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", "-f", help="table (fits 80 columns), md, csv or json (every column)."
+        ),
+    ] = "table",
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="COLUMN",
+            help="Success per value of an episode column (task_id, suite, termination_reason, "
+            "...) or per tag ('tag'), for each agent and model.",
+        ),
+    ] = None,
+    per_suite: Annotated[
+        bool, typer.Option("--per-suite", help="A leaderboard row per agent, model and suite.")
+    ] = False,
+    compare: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--compare",
+            metavar="RUN_A RUN_B",
+            help="What changed per task from RUN_A to RUN_B (fixed, broke, better, worse, "
+            "same, only_a, only_b), with a summary line.",
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option("--html", help="Also write a static site (plots, episode pages) here."),
+    ] = None,
 ) -> None:
-    """Per agent and model: episodes, success rate, mean score, completeness, steps, tokens."""
-    if fmt not in ("table", "md", "csv", "json"):
-        raise _fail(CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'"))
+    """Per agent and model: success rate with its 95% interval, score, cost, pass@k.
+
+    Infrastructure failures (env_error) are counted apart in 'infra_errors' and
+    left out of every other number. With several epochs per task, pass@k and
+    pass^k columns follow. --by and --compare show a breakdown or a run
+    comparison instead of the leaderboard.
+    """
     try:
-        _print_leaderboard(out, run_id, fmt)
+        if fmt not in ("table", "md", "csv", "json"):
+            raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
+        if compare is not None and (run_id is not None or by is not None):
+            raise CrabrayError("--compare names its two runs; use it without --run and --by")
+        _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
+        if html is not None:
+            _write_site(Path(out), html, run_id)
     except CrabrayError as exc:
         raise _fail(exc) from exc
 
 
-def _print_leaderboard(out: Path, run_id: str | None, fmt: str) -> None:
-    from crabray.results import leaderboard as board
-    from crabray.results import read_episodes, render, to_rich_table
+def _print_leaderboard(
+    out: str | Path,
+    run_id: str | None,
+    fmt: str,
+    *,
+    by: str | None = None,
+    per_suite: bool = False,
+    compare: tuple[str, str] | None = None,
+) -> None:
+    """Print the leaderboard of OUT (or a breakdown, or a comparison) in ``fmt``.
 
-    episodes = read_episodes(out, run_id)
-    if episodes.empty:
-        raise CrabrayError(f"no episodes in {out}" + (f" for run {run_id}" if run_id else ""))
-    table = board(episodes)
+    Reads only the columns the table needs, so it stays fast on large datasets.
+    """
+    import pandas as pd
+
+    from crabray.results import (
+        EPISODES_SCHEMA,
+        LEADERBOARD_INPUT_COLUMNS,
+        TAG,
+        breakdown,
+        compare_runs,
+        read_episodes,
+        render,
+        to_rich_table,
+    )
+    from crabray.results import leaderboard as board
+
+    columns = list(LEADERBOARD_INPUT_COLUMNS)
+    if by is not None:
+        source = "tags" if by in (TAG, "tags") else by
+        if source not in EPISODES_SCHEMA.names:
+            raise CrabrayError(
+                f"--by must be an episode column or 'tag', not {by!r}; columns: "
+                + ", ".join(EPISODES_SCHEMA.names)
+            )
+        columns = list(dict.fromkeys([*columns, source]))
+    runs = list(compare) if compare is not None else [run_id]
+    frames = [read_episodes(out, run, columns) for run in dict.fromkeys(runs)]
+    for run, frame in zip(dict.fromkeys(runs), frames, strict=True):
+        if frame.empty:
+            raise CrabrayError(f"no episodes in {out}" + (f" for run {run}" if run else ""))
+    episodes = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    summary = None
+    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
+    if compare is not None:
+        comparison = compare_runs(episodes, *compare)
+        table, title, summary = comparison.tasks, "changes per task", comparison.summary
+    elif by is not None:
+        table, title = breakdown(episodes, by, keys), f"success by {by}"
+    else:
+        table, title = board(episodes, keys), "leaderboard"
     if fmt == "table":
-        console.print(to_rich_table(table, title="leaderboard"))
+        console.print(to_rich_table(table, title=title))
     else:
         sys.stdout.write(render(table, fmt))  # type: ignore[arg-type]
         sys.stdout.flush()
+    if summary is not None:
+        # csv and json stay machine-readable: the summary goes to stderr there.
+        (console if fmt in ("table", "md") else errors).print(summary, highlight=False)
+
+
+def _write_site(out: Path, site_dir: Path, run_id: str | None) -> None:
+    from crabray.results.site import build_site
+
+    index = build_site(out, site_dir, run_id)
+    errors.print(f"site written: {escape(str(index))}", highlight=False)
+
+
+@app.command()
+def view(
+    out: Annotated[Path, typer.Argument(help="Output directory of a run.")] = Path("results"),
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
+    host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+) -> None:
+    """Serve OUT's leaderboard and episode pages; new episodes appear on reload."""
+    from crabray.results.site import make_server
+
+    try:
+        server = make_server(out, host=host, port=port, run_id=run_id)
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    url = f"http://{host}:{server.server_port}/"
+    console.print(f"serving {escape(str(out))} at {url} (Ctrl-C stops)", highlight=False)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        console.print("stopped")
+    finally:
+        server.server_close()
 
 
 @tasks_app.command("list")

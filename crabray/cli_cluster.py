@@ -33,7 +33,10 @@ ConfigOpt = Annotated[
 CpusOpt = Annotated[int | None, typer.Option(min=1, help="CPUs Ray may schedule on the node.")]
 StateOpt = Annotated[
     Path | None,
-    typer.Option(help="Where started nodes are recorded (default ~/.crabray/nodes.json)."),
+    typer.Option(
+        help="Where started nodes are recorded (default $CRABRAY_NODES_FILE or "
+        "~/.crabray/nodes.json)."
+    ),
 ]
 
 
@@ -75,6 +78,7 @@ def start_head(
     )
     console.print("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
     console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address {ip}:{port}")
+    console.print("(from another machine, with the token and RAY_AUTH_MODE=token set)")
 
 
 @cluster_app.command("start-worker")

@@ -29,7 +29,10 @@ from crabray.core.naming import check_identifier
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_STATE_FILE = Path.home() / ".crabray" / "nodes.json"
+DEFAULT_STATE_FILE = Path(
+    os.environ.get("CRABRAY_NODES_FILE", Path.home() / ".crabray" / "nodes.json")
+)
+"""Where started nodes are recorded; ``CRABRAY_NODES_FILE`` moves it."""
 _START_TIMEOUT_SEC = 180.0
 _STOP_GRACE_SEC = 10.0
 
@@ -205,6 +208,22 @@ def _ensure_token(env: dict[str, str]) -> None:
         raise CrabrayError(f"cannot create a Ray auth token: {done.stderr.strip()}")
 
 
+def live_members(pgid: int) -> list[int]:
+    """Processes of group ``pgid`` that still run (zombies, dead but unreaped, excluded)."""
+    members = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            members.append(int(proc.name))
+    return members
+
+
 def _kill_group(pgid: int) -> None:
     """SIGTERM a process group, then SIGKILL what is left after a grace period."""
     try:
@@ -213,9 +232,7 @@ def _kill_group(pgid: int) -> None:
         return
     deadline = time.monotonic() + _STOP_GRACE_SEC
     while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
+        if not live_members(pgid):
             return
         time.sleep(0.2)
     try:

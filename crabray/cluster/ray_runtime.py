@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from pathlib import Path
 
 import ray
 
@@ -54,7 +53,7 @@ def connect(
         kwargs["labels"] = node_labels(hosts or {}, labels)
     else:
         _check_reachable(address)
-        _use_token_if_available()
+        _use_token_if_available(address)
         kwargs["address"] = address
     try:
         ray.init(**kwargs)
@@ -88,22 +87,36 @@ def _check_reachable(address: str) -> None:
         ) from exc
 
 
-def _use_token_if_available() -> None:
-    """Authenticate to the cluster with this machine's Ray token, when it has one.
+def _use_token_if_available(address: str) -> None:
+    """Use Ray's token authentication to join a cluster crabray started on this machine.
 
-    Clusters started by ``crabray cluster`` require Ray's token authentication;
-    a driver joining one must say so explicitly, or Ray connects without the
-    token and is refused.
+    ``crabray cluster`` always starts nodes with token authentication, and a
+    driver joining them must say so explicitly. Forcing the token on a cluster
+    that does not use one breaks it (its GCS cannot call the driver back), so
+    for other clusters the user's ``RAY_AUTH_MODE`` decides.
     """
+    from crabray.cluster.nodes import started_nodes
+
     if "RAY_AUTH_MODE" in os.environ:
         return
-    if os.environ.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists():
+    host, _, port = address.rpartition(":")
+    ours = {n.address for n in started_nodes() if n.role == "head"}
+    if _is_this_machine(host) and f"127.0.0.1:{port}" in ours:
         os.environ["RAY_AUTH_MODE"] = "token"
         # Ray read its configuration when it was imported; make it read the mode
         # again, as Ray itself does when it turns token mode on for a local start.
         from ray._raylet import Config
 
         Config.initialize("")
+
+
+def _is_this_machine(host: str) -> bool:
+    names = {"127.0.0.1", "localhost", socket.gethostname()}
+    try:
+        names.add(socket.gethostbyname(socket.gethostname()))
+    except OSError as exc:
+        logger.debug("cannot resolve this host's name: %s", exc)
+    return host in names
 
 
 def disconnect() -> None:

@@ -1,0 +1,133 @@
+"""The environment pool against real actors on a real local Ray instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import ray
+
+from crabray.cluster.pool import EnvironmentPool
+from crabray.cluster.sandbox import SandboxSpec
+
+pytestmark = pytest.mark.ray
+
+CAPACITY = {("local", ()): 2, ("other", ()): 1}
+
+
+def spec(tmp_path: Path, name: str = "box", kind: str | None = None) -> SandboxSpec:
+    return SandboxSpec(
+        name=name,
+        backend="local",
+        backend_settings={"root_dir": str(tmp_path / "roots")},
+        host_kind=kind,
+    )
+
+
+def use(actor: object, marker: str) -> str:
+    """What an episode does: prepare the sandbox, leave a file behind, report its root."""
+    ray.get(actor.prepare.remote())  # type: ignore[attr-defined]
+    ray.get(actor.put_file.remote(marker, b"dirty"))  # type: ignore[attr-defined]
+    return ray.get(actor.describe.remote())["root"]  # type: ignore[attr-defined]
+
+
+def test_a_released_environment_is_reset_and_reused(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    box = spec(tmp_path)
+    first = pool.acquire(box, CAPACITY)
+    root = use(first, "left-behind.txt")
+    pool.release(first)
+    again = pool.acquire(box, CAPACITY)
+    assert again is first
+    ray.get(again.prepare.remote())
+    listing = ray.get(again.exec.remote(["ls", "-A"], {}))
+    assert listing.stdout == "", "the reused sandbox is clean"
+    assert ray.get(again.describe.remote())["root"] == root, "same sandbox, no cold start"
+    assert (pool.stats.created, pool.stats.reused) == (1, 1)
+    assert pool.stats.hit_rate == 0.5
+    pool.shutdown()
+    assert not Path(root).exists(), "shutdown closes every sandbox"
+
+
+def test_a_failed_reset_retires_the_environment(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    box = spec(tmp_path)
+    first = pool.acquire(box, CAPACITY)
+    root = Path(use(first, "x.txt"))
+    # Break the host: the sandbox's parent directory becomes a file, so the reset fails.
+    parent = root.parent
+    for child in parent.iterdir():
+        ray.get(first.exec.remote(["rm", "-rf", str(child)], {}))
+    parent.rmdir()
+    parent.write_text("not a directory")
+    pool.release(first)
+    ray.wait([pool._members[id(first)].recycling], timeout=30)
+    parent.unlink()
+    second = pool.acquire(box, CAPACITY)
+    assert second is not first, "a sandbox whose reset failed is never handed out again"
+    assert pool.stats.failed_resets == 1
+    use(second, "y.txt")
+    pool.shutdown()
+
+
+def test_a_full_kind_takes_the_slot_of_an_idle_other_configuration(
+    local_ray: None, tmp_path: Path
+) -> None:
+    pool = EnvironmentPool()
+    a, b, c = (spec(tmp_path, name) for name in ("a", "b", "c"))
+    actors = [pool.acquire(s, CAPACITY) for s in (a, b)]
+    assert not pool.can_serve([c], CAPACITY), "both slots are busy"
+    pool.release(actors[0])
+    assert pool.can_serve([c], CAPACITY), "an idle 'a' can make room"
+    third = pool.acquire(c, CAPACITY)
+    assert pool.live()[("local", ())] == 2, "never more actors of a kind than slots"
+    assert pool.stats.retired == 1
+    use(third, "z.txt")
+    pool.shutdown()
+
+
+def test_kinds_count_their_own_slots(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    other = spec(tmp_path, "o", kind="other")
+    held = pool.acquire(other, CAPACITY)
+    assert not pool.can_serve([spec(tmp_path, "o2", kind="other")], CAPACITY)
+    assert pool.can_serve([spec(tmp_path, "l")], CAPACITY), "'local' slots are separate"
+    use(held, "o.txt")
+    pool.shutdown()
+
+
+def test_unpooled_environments_are_closed_after_use(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool(pooling=False)
+    box = spec(tmp_path)
+    first = pool.acquire(box, CAPACITY)
+    root = Path(use(first, "x.txt"))
+    pool.release(first)
+    second = pool.acquire(box, CAPACITY)
+    assert second is not first
+    assert pool.stats.reused == 0
+    use(second, "y.txt")
+    pool.shutdown()
+    assert not root.exists()
+
+
+def test_trim_retires_idle_environments_nothing_needs(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    box = spec(tmp_path)
+    actor = pool.acquire(box, CAPACITY)
+    use(actor, "x.txt")
+    pool.release(actor)
+    pool.trim(demand={box.pool_key: 0})  # type: ignore[arg-type]
+    assert pool.live()[("local", ())] == 0
+    assert pool.stats.retired == 1
+    pool.shutdown()
+
+
+def test_warm_starts_sandboxes_ahead(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    box = spec(tmp_path)
+    pool.warm(box, 5, CAPACITY)
+    assert pool.live()[("local", ())] == 2, "warming stops at the kind's slots"
+    actor = pool.acquire(box, CAPACITY)
+    assert pool.stats.reused == 1, "a warmed sandbox serves the first episode"
+    ray.get(actor.prepare.remote())
+    pool.shutdown()
