@@ -65,3 +65,59 @@ def test_a_label_selector_pins_every_episode_to_matching_nodes(
     assert ran_on <= family_b
     labels = {n["NodeID"][:8]: n["Labels"].get("family") for n in __import__("ray").nodes()}
     assert {labels[node] for node in ran_on} == {"b"}
+
+
+SPANNING = textwrap.dedent(
+    """
+    import networkx as nx
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, file_contains, write_file
+
+    LEFT = EnvironmentConfig(name="left", host_kind="alpha", action_space=[*FILE_ACTIONS])
+    RIGHT = EnvironmentConfig(name="right", host_kind="beta", action_space=[*FILE_ACTIONS])
+    graph = nx.DiGraph()
+    graph.add_edge(
+        file_contains(path="a.txt", text="from left").on("left"),
+        file_contains(path="b.txt", text="from right").on("right"),
+    )
+    spanning = BenchmarkConfig(
+        name="spanning",
+        environments=[LEFT, RIGHT],
+        tasks=[
+            Task(
+                id="both",
+                description="write a.txt on left and b.txt on right",
+                environments=["left", "right"],
+                evaluator=graph,
+                solution=[
+                    write_file(path="a.txt", content="from left").on("left"),
+                    write_file(path="b.txt", content="from right").on("right"),
+                ],
+            )
+        ],
+    )
+    """
+)
+
+
+def test_one_episode_drives_environments_on_two_nodes(tmp_path: Path) -> None:
+    import ray
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    alpha = cluster.add_node(num_cpus=1, resources={"crabray_alpha": 1})
+    cluster.add_node(num_cpus=1, resources={"crabray_beta": 1})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        suite = tmp_path / "spanning.py"
+        suite.write_text(SPANNING)
+        summary = run_suite(
+            RunOptions(suite=str(suite), agents=[agent_spec("oracle")], out_dir=tmp_path)
+        )
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert summary.successes == 1
+    (episode,) = read_episodes(tmp_path).to_dict("records")
+    assert episode["completeness"] == 1.0, "both graph nodes passed, one per environment"
+    assert episode["node"].endswith(alpha.node_id[:8]), "runs on the node of its first env"
