@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,37 @@ def crabray(
 @pytest.fixture
 def demo_suite() -> Path:
     return ROOT / "tasks" / "demo"
+
+
+SLEEPY_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import SHELL_ACTIONS, FILE_ACTIONS, path_exists, run_command, write_file
+
+    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
+    sweep = BenchmarkConfig(
+        name="sweep",
+        environments=[ENV],
+        tasks=[
+            Task(
+                id=f"t{i:02d}",
+                description="sleep, then write done.txt",
+                evaluator=path_exists(path="done.txt"),
+                solution=[
+                    run_command(command="sleep SLEEP"),
+                    write_file(path="done.txt", content="x"),
+                ],
+                time_limit_sec=LIMIT,
+            )
+            for i in range(N_TASKS)
+        ],
+    )
+    """
+)
+
+
+def write_sleepy_suite(path: Path, tasks: int, sleep: float, limit: float | None = None) -> Path:
+    """A suite of ``tasks`` tasks whose solution sleeps ``sleep`` seconds, then writes a file."""
+    text = SLEEPY_SUITE.replace("N_TASKS", str(tasks)).replace("SLEEP", str(sleep))
+    path.write_text(text.replace("LIMIT", repr(limit)))
+    return path

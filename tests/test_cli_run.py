@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -15,34 +14,9 @@ import pyarrow.dataset as ds
 import pytest
 
 from crabray.results import read_episodes, read_steps
-from tests.conftest import ROOT, crabray
+from tests.conftest import ROOT, crabray, write_sleepy_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-SLOW_SUITE = textwrap.dedent(
-    """
-    from crabray import BenchmarkConfig, EnvironmentConfig, Task
-    from crabray.actions import SHELL_ACTIONS, FILE_ACTIONS, path_exists, run_command, write_file
-
-    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
-    slow = BenchmarkConfig(
-        name="slow",
-        environments=[ENV],
-        tasks=[
-            Task(
-                id=f"t{i:02d}",
-                description="sleep, then write done.txt",
-                evaluator=path_exists(path="done.txt"),
-                solution=[
-                    run_command(command="sleep 0.7"),
-                    write_file(path="done.txt", content="x"),
-                ],
-            )
-            for i in range(N_TASKS)
-        ],
-    )
-    """
-)
 
 
 def raw_episode_rows(out: Path) -> list[dict]:
@@ -82,7 +56,7 @@ def test_demo_suite_oracle_and_noop(tmp_path: Path) -> None:
 
 def test_killed_run_resumes_without_rerun_or_duplicates(tmp_path: Path) -> None:
     suite = tmp_path / "slow.py"
-    suite.write_text(SLOW_SUITE.replace("N_TASKS", "10"))
+    write_sleepy_suite(suite, tasks=10, sleep=0.7)
     out = tmp_path / "out"
     driver = subprocess.Popen(
         [
@@ -142,7 +116,7 @@ def _rows_or_empty(out: Path) -> list[dict]:
 
 def test_resume_with_another_suite_is_refused(tmp_path: Path) -> None:
     suite = tmp_path / "slow.py"
-    suite.write_text(SLOW_SUITE.replace("N_TASKS", "1"))
+    write_sleepy_suite(suite, tasks=1, sleep=0.7)
     out = tmp_path / "out"
     first = crabray("run", str(suite), "--agent", "noop", "--out", str(out), check=True)
     run_id = next((out / "runs").glob("*.json")).stem

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 _SCAN_LIMIT = 64
 """Queued items looked at for one free slot: skip past blocked kinds, not the whole queue."""
+
+_CLUSTER_POLL_SEC = 1.0
+"""How often the cluster's capacity is read and the run's status published (GCS calls)."""
 
 
 class SweepItem(BaseModel):
@@ -142,13 +146,18 @@ class Scheduler:
         self._starved_since: dict[SlotKey, float] = {}
         self._delayed: list[tuple[float, int, SweepItem]] = []
         self._seq = itertools.count()
+        self._pending: Counter[str] = Counter()
+        """Environments by pool key that queued and delayed items still need."""
+        self._last_poll = -math.inf
 
     def run(self, items: Iterable[SweepItem]) -> SweepProgress:
         """Run every item to a final result; return the final counts."""
         queue = deque(sorted(items, key=self._expected_cost, reverse=True))
+        for item in queue:
+            self._add_pending(item, +1)
         progress = SweepProgress(total=len(queue))
         in_flight: dict[Any, _InFlight] = {}
-        self._refresh_capacity()
+        self._poll_cluster(progress, force=True)
         self._warm(queue)
         try:
             while queue or in_flight or self._delayed:
@@ -161,8 +170,9 @@ class Scheduler:
                     ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
                     self._finish(ready, queue, in_flight, progress)
                 self._enforce_deadlines(in_flight)
-                self._refresh_capacity()
-                self._check_hosts(queue, in_flight)
+                if self._poll_cluster(progress):
+                    self._check_hosts(queue, in_flight)
+            publish_status(self.settings.run_id, progress)
         finally:
             # Interrupted: the episodes still running cannot finish cleanly, and a
             # running actor task cannot be force-cancelled; their actors go.
@@ -190,8 +200,7 @@ class Scheduler:
         self.on_records([record for _, record in finished])
         self._count(finished, retries, progress)
         progress.in_flight = len(in_flight)
-        self.pool.trim(self._demand(queue, in_flight))
-        publish_status(self.settings.run_id, progress)
+        self.pool.trim(self._pending)
         self.on_progress(progress)
 
     def _specs_of(self, task_id: str) -> list[SandboxSpec]:
@@ -229,6 +238,7 @@ class Scheduler:
             item = queue[index]
             if self.pool.can_serve(self._specs_of(item.task_id), self._capacity):
                 del queue[index]
+                self._add_pending(item, -1)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
             else:
@@ -289,9 +299,20 @@ class Scheduler:
                     self.pool.discard(actor)
                 flight.deadline = None
 
-    def _refresh_capacity(self) -> None:
+    def _add_pending(self, item: SweepItem, sign: int) -> None:
+        for spec in self._specs_of(item.task_id):
+            self._pending[spec.pool_key] += sign
+
+    def _poll_cluster(self, progress: SweepProgress, *, force: bool = False) -> bool:
+        """Re-read slot capacity and publish the run's status, at most once a second."""
+        now = time.monotonic()
+        if not force and now - self._last_poll < _CLUSTER_POLL_SEC:
+            return False
+        self._last_poll = now
         keys = {slot_key(spec) for specs in self._specs.values() for spec in specs}
         self._capacity = {key: capacity(key[0], dict(key[1])) for key in keys}
+        publish_status(self.settings.run_id, progress)
+        return True
 
     def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
         """Fail the sweep when a kind it still needs has had no host for too long.
@@ -300,15 +321,17 @@ class Scheduler:
             CrabrayError: Naming the kind; finished episodes are on disk, so the
                 run can be resumed once a node hosts it again.
         """
+        starved = {key for key, slots in self._capacity.items() if slots == 0}
+        for key in set(self._starved_since) - starved:
+            del self._starved_since[key]
+        if not starved:
+            return
         needed = {slot_key(s) for item in queue for s in self._specs_of(item.task_id)}
         needed |= {
             slot_key(s) for _, _, item in self._delayed for s in self._specs_of(item.task_id)
         }
         now = time.monotonic()
-        for key in needed:
-            if self._capacity.get(key, 0) > 0:
-                self._starved_since.pop(key, None)
-                continue
+        for key in needed & starved:
             since = self._starved_since.setdefault(key, now)
             if now - since > self.settings.host_wait_sec and not in_flight:
                 labels = f" with labels {dict(key[1])}" if key[1] else ""
@@ -318,14 +341,6 @@ class Scheduler:
                     f"not run. Add a node that hosts it, then resume the run with "
                     f"--resume {self.settings.run_id}"
                 )
-
-    def _demand(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> Counter[str]:
-        demand: Counter[str] = Counter()
-        pending = [*queue, *(item for _, _, item in self._delayed)]
-        for item in pending:
-            for spec in self._specs_of(item.task_id):
-                demand[spec.pool_key] += 1
-        return demand
 
     def _retries(
         self, finished: list[tuple[_InFlight, EpisodeRecord]], progress: SweepProgress
@@ -350,6 +365,7 @@ class Scheduler:
                 result.error,
             )
             heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._seq), retry))
+            self._add_pending(retry, +1)
             retries.append(retry)
         return retries
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -13,41 +12,9 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from crabray.results import read_episodes
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_sleepy_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-SUITE = textwrap.dedent(
-    """
-    from crabray import BenchmarkConfig, EnvironmentConfig, Task
-    from crabray.actions import SHELL_ACTIONS, FILE_ACTIONS, path_exists, run_command, write_file
-
-    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
-    sweep = BenchmarkConfig(
-        name="sweep",
-        environments=[ENV],
-        tasks=[
-            Task(
-                id=f"t{i:02d}",
-                description="sleep, then write done.txt",
-                evaluator=path_exists(path="done.txt"),
-                solution=[
-                    run_command(command="sleep SLEEP"),
-                    write_file(path="done.txt", content="x"),
-                ],
-                time_limit_sec=LIMIT,
-            )
-            for i in range(N_TASKS)
-        ],
-    )
-    """
-)
-
-
-def write_suite(path: Path, tasks: int, sleep: float, limit: float | None = None) -> Path:
-    text = SUITE.replace("N_TASKS", str(tasks)).replace("SLEEP", str(sleep))
-    path.write_text(text.replace("LIMIT", repr(limit)))
-    return path
 
 
 def raw_rows(out: Path) -> list[dict]:
@@ -64,7 +31,7 @@ def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path) -> None:
     doomed = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
     cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
     cluster.wait_for_nodes()
-    suite = write_suite(tmp_path / "sweep.py", tasks=12, sleep=1.5)
+    suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.5)
     out = tmp_path / "out"
     driver = subprocess.Popen(
         [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
@@ -108,7 +75,9 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
-    suite = load_suite(resolve_suite(write_suite(tmp_path / "slow.py", 2, sleep=60, limit=1.0)))
+    suite = load_suite(
+        resolve_suite(write_sleepy_suite(tmp_path / "slow.py", 2, sleep=60, limit=1.0))
+    )
     sink = ResultSink(tmp_path / "out", "timeouts")
     settings = SchedulerSettings(
         run_id="timeouts", concurrency=2, timeout_grace_sec=1.0, kill_grace_sec=1.0

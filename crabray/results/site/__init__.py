@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
-from crabray.results.site._data import SiteData, load, resolve_screenshot
+from crabray.results.site._data import SiteData, existing_screenshot, load
 from crabray.results.site._pages import (
     EPISODES_DIR,
     FILES_DIR,
@@ -53,13 +53,8 @@ class _ScreenshotCopier:
         return self.done[relative]
 
     def _copy(self, relative: str) -> str | None:
-        try:
-            source = resolve_screenshot(self.out_dir, relative)
-        except ResultsError as exc:
-            logger.warning("not copying a screenshot: %s", exc)
-            return None
-        if not source.is_file():
-            logger.warning("screenshot %s is missing; its step shows a note instead", source)
+        source = existing_screenshot(self.out_dir, relative)
+        if source is None:
             return None
         target = self.site_dir / FILES_DIR / relative
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -165,3 +165,20 @@ def resolve_screenshot(out_dir: Path, relative: str) -> Path:
     if not path.is_relative_to(root):
         raise ResultsError(f"screenshot path {relative!r} leaves the output directory {root}")
     return path
+
+
+def existing_screenshot(out_dir: Path, relative: str) -> Path | None:
+    """The screenshot file a step names, if it is inside ``out_dir`` and exists.
+
+    A refused or missing file is logged and gives None: its step shows a note
+    instead of an image, and the rest of the page still renders.
+    """
+    try:
+        path = resolve_screenshot(out_dir, relative)
+    except ResultsError as exc:
+        logger.warning("not showing a screenshot: %s", exc)
+        return None
+    if not path.is_file():
+        logger.warning("screenshot %s is missing; its step shows a note instead", path)
+        return None
+    return path

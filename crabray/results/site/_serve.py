@@ -18,7 +18,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from crabray.core.errors import CrabrayError, ResultsError
-from crabray.results.site._data import Fingerprint, SiteData, fingerprint, load, resolve_screenshot
+from crabray.results.site._data import (
+    Fingerprint,
+    SiteData,
+    existing_screenshot,
+    fingerprint,
+    load,
+    resolve_screenshot,
+)
 from crabray.results.site._html import esc, page
 from crabray.results.site._pages import (
     EPISODES_DIR,
@@ -93,15 +100,11 @@ class LiveSite:
             return self._pages[key]
 
     def _screenshot_src(self, relative: str) -> str | None:
-        try:
-            path = resolve_screenshot(self.out_dir, relative)
-        except ResultsError as exc:
-            logger.warning("not showing a screenshot: %s", exc)
-            return None
-        if not path.is_file():
-            logger.warning("screenshot %s is missing", path)
-            return None
-        return screenshot_url(relative)
+        return (
+            None
+            if existing_screenshot(self.out_dir, relative) is None
+            else screenshot_url(relative)
+        )
 
     def file(self, relative: str) -> Path | None:
         """The screenshot file at ``relative`` under the output directory, if it may be served."""

@@ -1,0 +1,157 @@
+"""Sweeps on a local multi-node Ray cluster: throughput, dispatch latency, pools, memory.
+
+Each measured sweep runs in its own process, which starts a real Ray cluster on
+this machine (a head plus N worker nodes, each hosting `local` sandboxes), runs
+the real runner on a suite of one-action episodes, and reports:
+
+* episodes/s over the whole sweep;
+* dispatch latency, p50 and p95: from the scheduler's submission of an
+  episode to its first action (the step's timestamp);
+* the pool hit rate (environments served warm / served);
+* the driver's peak resident memory (ru_maxrss of the sweep's process).
+
+The parent prints one table: pooled sweeps over 2 and 4 nodes, the same sweep
+unpooled, and the driver's memory for a short and a long sweep (flat memory
+means the driver keeps no per-episode state).
+
+Usage: python scripts/bench_cluster.py [--episodes 2000] [--memory 1000,10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, file_equals, write_file
+
+    ENV = EnvironmentConfig(name="box", action_space=[*FILE_ACTIONS])
+    bench = BenchmarkConfig(
+        name="bench",
+        environments=[ENV],
+        tasks=[
+            Task(
+                id=f"t{i:06d}",
+                description="write the number to out.txt",
+                evaluator=file_equals(path="out.txt", content=str(i)),
+                solution=[write_file(path="out.txt", content=str(i))],
+            )
+            for i in range(N_TASKS)
+        ],
+    )
+    """
+)
+
+
+def one_sweep(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dict[str, float]:
+    """Run one sweep on a fresh cluster in this process; return its figures."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from crabray.agents import agent_spec
+    from crabray.cluster import RunOptions, run_suite
+    from crabray.results import read_steps
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(nodes):
+        cluster.add_node(num_cpus=1, resources={"crabray_local": concurrency})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    submitted: dict[tuple[str, int], float] = {}
+    with tempfile.TemporaryDirectory(prefix="crabray-bench-cluster-") as tmp:
+        suite = Path(tmp) / "suite.py"
+        suite.write_text(SUITE.replace("N_TASKS", str(episodes)))
+        options = RunOptions(
+            suite=str(suite),
+            agents=[agent_spec("oracle")],
+            out_dir=Path(tmp) / "out",
+            concurrency=concurrency,
+            pooling=pooling,
+        )
+        started = time.perf_counter()
+        summary = run_suite(
+            options,
+            on_submit=lambda item, t: submitted.__setitem__((item.task_id, item.attempt), t),
+        )
+        elapsed = time.perf_counter() - started
+        steps = read_steps(options.out_dir, columns=["task_id", "attempt", "step", "timestamp"])
+    ray.shutdown()
+    cluster.shutdown()
+    first = steps[steps.step == 0].groupby(["task_id", "attempt"])["timestamp"].min()
+    latencies = sorted(
+        (ts.to_pydatetime() - datetime.fromtimestamp(submitted[key], UTC)).total_seconds() * 1000
+        for key, ts in first.items()
+    )
+    return {
+        "episodes": summary.ran,
+        "successes": summary.successes,
+        "episodes_per_sec": summary.ran / elapsed,
+        "dispatch_p50_ms": statistics.median(latencies),
+        "dispatch_p95_ms": latencies[int(0.95 * (len(latencies) - 1))],
+        "pool_hit_rate": summary.pool_hit_rate,
+        "driver_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def measure(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dict[str, float]:
+    """``one_sweep`` in a fresh process, so its peak memory is its own."""
+    command = [sys.executable, __file__, "--one", str(nodes), str(episodes), str(int(pooling))]
+    command += ["--concurrency", str(concurrency)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"sweep {command[2:]} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=2000, help="Episodes per sweep.")
+    parser.add_argument("--memory", default="1000,10000", help="Sweep sizes for the memory check.")
+    parser.add_argument("--concurrency", type=int, default=4, help="Episodes in flight.")
+    parser.add_argument("--one", nargs=3, type=int, metavar=("NODES", "EPISODES", "POOLED"))
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if args.one:
+        nodes, episodes, pooled = args.one
+        print(json.dumps(one_sweep(nodes, episodes, bool(pooled), args.concurrency)))
+        return
+
+    rows = [
+        (f"{n} nodes, pooled", measure(n, args.episodes, True, args.concurrency)) for n in (2, 4)
+    ]
+    rows.append(("2 nodes, unpooled", measure(2, args.episodes, False, args.concurrency)))
+    sizes = [int(s) for s in args.memory.split(",")]
+    memory = [(size, measure(2, size, True, args.concurrency)) for size in sizes]
+
+    print(f"one-action episodes on the local backend, concurrency {args.concurrency}")
+    header = f"{'sweep':<20} {'episodes':>8} {'ep/s':>7} {'p50 ms':>8} {'p95 ms':>8}"
+    print(header + f" {'pool hits':>9} {'driver MB':>9}")
+    for name, r in rows + [(f"2 nodes, {s} ep", r) for s, r in memory]:
+        print(
+            f"{name:<20} {r['episodes']:>8.0f} {r['episodes_per_sec']:>7.1f} "
+            f"{r['dispatch_p50_ms']:>8.1f} {r['dispatch_p95_ms']:>8.1f} "
+            f"{r['pool_hit_rate']:>9.2f} {r['driver_peak_mb']:>9.0f}"
+        )
+    speedup = rows[0][1]["episodes_per_sec"] / rows[2][1]["episodes_per_sec"]
+    print(
+        f"pooled / unpooled throughput: {speedup:.2f}  "
+        "(target >= 3 on the Docker backend; a local sandbox starts in milliseconds)"
+    )
+    growth = memory[-1][1]["driver_peak_mb"] / memory[0][1]["driver_peak_mb"] - 1
+    print(f"driver memory, {sizes[-1]} vs {sizes[0]} episodes: {growth:+.0%}  (target within 20%)")
+
+
+if __name__ == "__main__":
+    main()
