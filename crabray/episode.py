@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import socket
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -48,6 +51,7 @@ from crabray.core.errors import (
 )
 from crabray.core.graph import GraphProgress
 from crabray.core.result import (
+    ARTIFACTS_DIR,
     EpisodeRecord,
     EpisodeResult,
     GraphStats,
@@ -208,6 +212,9 @@ class _Episode:
         self.result.graph_json = _graph_json(task)
         self.node_index = {node: i for i, node in enumerate(task.evaluator.nodes)}
         self.observed: list[Observation] = []
+        self.artifacts: dict[str, bytes] = {}
+        self.artifact_of: dict[str, str] = {}
+        self.scratch: Path | None = None
         self.steps: list[StepRecord] = []
         self.progress: GraphProgress = task.evaluator.start()
         self.stats: GraphStats = self.progress.stats()
@@ -229,7 +236,8 @@ class _Episode:
         finally:
             self._teardown()
             self._finish()
-        return EpisodeRecord(result=self.result, steps=self.steps)
+            self._remove_scratch()
+        return EpisodeRecord(result=self.result, steps=self.steps, artifacts=self.artifacts)
 
     def _setup(self) -> None:
         t_setup = time.monotonic()
@@ -276,7 +284,7 @@ class _Episode:
         results: list[CallResult] = []
         for step in range(self.max_steps):
             self._check_time()
-            observed = StepInput(step=step, observations=self._observe(), results=results)
+            observed = StepInput(step=step, observations=self._observe(step), results=results)
             self.observed = observed.observations
             try:
                 move: AgentStep = self.agent.step(observed)
@@ -369,7 +377,12 @@ class _Episode:
                 agent_message=move.message if index == 0 else None,
                 observation=_observation_text(self.observed) if index == 0 else None,
                 screenshot_path=next(
-                    (o.image_path for o in self.observed if o.image_path and index == 0), None
+                    (
+                        self.artifact_of[o.image_path]
+                        for o in self.observed
+                        if o.image_path and index == 0
+                    ),
+                    None,
                 ),
                 graph_passed=sorted(self.node_index[n] for n in self.progress.passed),
                 duration_sec=time.monotonic() - started,
@@ -397,7 +410,7 @@ class _Episode:
                 raise exc.__cause__ from exc
             raise
 
-    def _observe(self) -> list[Observation]:
+    def _observe(self, step: int) -> list[Observation]:
         observations = []
         for env in self.benchmark.task_environments(self.task):
             for obs in env.observation_space:
@@ -407,8 +420,40 @@ class _Episode:
                     raise _End(TerminationReason.ENV_ERROR, exc) from exc
                 except (ActionError, SandboxFileError) as exc:
                     value = f"observation failed: {exc}"
-                observations.append(Observation(env=env.name, name=obs.name, content=_short(value)))
+                if isinstance(value, bytes):
+                    observations.append(self._image(step, env.name, obs.name, value))
+                else:
+                    observations.append(
+                        Observation(env=env.name, name=obs.name, content=_short(value))
+                    )
         return observations
+
+    def _image(self, step: int, env: str, name: str, png: bytes) -> Observation:
+        """An image observation: a file the agent can read here, an artifact for the driver."""
+        relative = (
+            f"{ARTIFACTS_DIR}/{self.settings.run_id}/{self.result.episode_id}/"
+            f"step{step:04d}-{env}-{name}.png"
+        )
+        self.artifacts[relative] = png
+        local = self._scratch() / Path(relative).name
+        local.write_bytes(png)
+        self.artifact_of[str(local)] = relative
+        return Observation(env=env, name=name, content=f"[image: {name}]", image_path=str(local))
+
+    def _remove_scratch(self) -> None:
+        if self.scratch is None:
+            return
+        try:
+            shutil.rmtree(self.scratch)
+        except OSError as exc:
+            logger.warning(
+                "could not remove the episode's scratch folder %s: %s", self.scratch, exc
+            )
+
+    def _scratch(self) -> Path:
+        if self.scratch is None:
+            self.scratch = Path(tempfile.mkdtemp(prefix="crabray-episode-"))
+        return self.scratch
 
     def _check_time(self) -> None:
         if self.time_limit is not None and time.monotonic() - self.t0 > self.time_limit:

@@ -150,8 +150,21 @@ class EpisodeResult(BaseModel):
         return (self.run_id, self.agent, self.task_id, self.epoch)
 
 
+ARTIFACTS_DIR = "artifacts"
+"""Folder of the output directory where episodes' files (screenshots) land."""
+
+
 class EpisodeRecord(BaseModel):
-    """What an episode job returns to the driver: the result and its steps."""
+    """What an episode job returns to the driver: the result, its steps, its files.
+
+    Workers never write the dataset: files an episode produced (screenshots)
+    travel here, by path relative to the output directory, and the driver
+    writes them next to the dataset.
+    """
 
     result: EpisodeResult
     steps: list[StepRecord] = Field(default_factory=list)
+    artifacts: dict[str, bytes] = Field(
+        default_factory=dict,
+        description="Files of the episode by path relative to the output directory.",
+    )

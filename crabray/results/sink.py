@@ -111,6 +111,8 @@ class ResultSink:
         if not records:
             return
         self._check(records)
+        for record in records:
+            self._write_artifacts(record.artifacts)
         stem = new_part_stem()
         steps = [step for record in records for step in record.steps]
         if steps:
@@ -118,6 +120,20 @@ class ResultSink:
         episodes = episodes_table([record.result for record in records])
         _write_parquet(self._dir("episodes") / f"{stem}{PART_SUFFIX}", episodes)
         logger.debug("run %s: wrote %d episodes, %d steps", self.run_id, len(records), len(steps))
+
+    def _write_artifacts(self, artifacts: dict[str, bytes]) -> None:
+        """Write an episode's files under the output directory, each atomically.
+
+        Raises:
+            ResultsError: A path is absolute or climbs out of the output directory.
+        """
+        root = self.out_dir.resolve()
+        for relative, data in artifacts.items():
+            target = (root / relative).resolve()
+            if Path(relative).is_absolute() or not target.is_relative_to(root):
+                raise ResultsError(f"artifact path {relative!r} leaves the output directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, lambda handle, data=data: handle.write(data))
 
     def compact(self) -> None:
         """Merge the run's part files into one file per table.
