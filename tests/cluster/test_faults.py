@@ -97,3 +97,39 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     assert set(episodes.termination_reason) == {"timeout"}
     assert episodes.error.str.contains("past its time limit").all()
     assert not episodes.success.any()
+
+
+def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(tmp_path: Path) -> None:
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    cluster.wait_for_nodes()
+    suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.0)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
+               "--out", str(out), "--address", cluster.address, "--concurrency", "4"]  # fmt: skip
+    try:
+        driver = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(raw_rows(out)) < 3:
+            assert driver.poll() is None, driver.communicate()
+            time.sleep(0.1)
+        driver.kill()  # the driver alone dies; the cluster lives on
+        driver.wait()
+        before = raw_rows(out)
+        assert 3 <= len(before) < 12
+        (run_id,) = [p.stem for p in (out / "runs").glob("*.json")]
+        resumed = subprocess.run(
+            [*command, "--resume", run_id], cwd=ROOT, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        cluster.shutdown()
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(before)} episodes were already finished" in resumed.stdout
+    after = raw_rows(out)
+    assert sorted(r["task_id"] for r in after) == [f"t{i:02d}" for i in range(12)], (
+        "every task exactly once: nothing finished ran again, nothing was lost"
+    )
+    assert all(r["success"] for r in after)

@@ -238,3 +238,38 @@ def test_infra_failures_and_repeated_epochs_still_render(tmp_path: Path) -> None
     assert '<figure id="plot-success">' in text
     assert "flaky" in text and "env_error" in text
     assert "The agent took no step." in _page(tmp_path / "site", broken.result.episode_id)
+
+
+def test_a_large_dataset_lists_only_the_most_recent_episodes(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason
+    from crabray.results import ResultSink
+    from crabray.results.site import build_site
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    records = [
+        EpisodeRecord(
+            result=EpisodeResult(
+                run_id="big",
+                suite="s",
+                task_id=f"t{i:02d}",
+                agent="a",
+                termination_reason=TerminationReason.SUCCESS
+                if i % 2
+                else TerminationReason.MAX_STEPS,
+                success=bool(i % 2),
+                finished_at=start + timedelta(minutes=i),
+            )
+        )
+        for i in range(12)
+    ]
+    ResultSink(tmp_path / "out", "big").write(records)
+    index = build_site(tmp_path / "out", tmp_path / "site", max_listed=5)
+    pages = sorted(p.stem for p in (tmp_path / "site" / "episodes").glob("*.html"))
+    newest = sorted(r.result.episode_id for r in records[-5:])
+    assert pages == newest, "pages only for the five most recent episodes"
+    html = index.read_text()
+    assert "Listing the 5 most recent of 12 episodes" in html
+    assert html.count('href="episodes/') == 5
+    assert ">12<" in html, "the leaderboard still counts all 12"

@@ -23,7 +23,12 @@ import shutil
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
-from crabray.results.site._data import SiteData, existing_screenshot, load
+from crabray.results.site._data import (
+    MAX_LISTED_EPISODES,
+    SiteData,
+    existing_screenshot,
+    load,
+)
 from crabray.results.site._pages import (
     EPISODES_DIR,
     FILES_DIR,
@@ -62,7 +67,12 @@ class _ScreenshotCopier:
         return screenshot_url(relative)
 
 
-def build_site(out_dir: str | Path, site_dir: str | Path, run_id: str | None = None) -> Path:
+def build_site(
+    out_dir: str | Path,
+    site_dir: str | Path,
+    run_id: str | None = None,
+    max_listed: int = MAX_LISTED_EPISODES,
+) -> Path:
     """Write the static site of a results dataset into ``site_dir``.
 
     Existing pages are overwritten; nothing else in ``site_dir`` is deleted
@@ -73,6 +83,8 @@ def build_site(out_dir: str | Path, site_dir: str | Path, run_id: str | None = N
         site_dir: Where to write the site; created if needed. Must not be
             ``out_dir`` itself, whose ``episodes/`` holds the dataset.
         run_id: Only this run; every run in ``out_dir`` when None.
+        max_listed: List and write pages for the most recent episodes, at most this
+            many; the leaderboard, plots and breakdowns always cover all of them.
 
     Returns:
         The path of the site's ``index.html``.
@@ -92,11 +104,11 @@ def build_site(out_dir: str | Path, site_dir: str | Path, run_id: str | None = N
             "(its episodes/ folder is the dataset); choose another folder, e.g. "
             f"{out / 'site'}"
         )
-    data = load(out, run_id)
+    data = load(out, run_id, max_listed)
     pages = site / EPISODES_DIR
     pages.mkdir(parents=True, exist_ok=True)
     copier = _ScreenshotCopier(out, site)
-    for episode_id in data.episodes["episode_id"]:
+    for episode_id in data.listed["episode_id"]:
         html = render_episode(data, str(episode_id), copier)
         if html is None:  # the id came from this very frame, so this is a bug
             raise ResultsError(f"episode {episode_id} vanished while the site was built")

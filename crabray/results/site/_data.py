@@ -28,6 +28,10 @@ Fingerprint = tuple[tuple[str, int, int], ...]
 """(path, size, mtime_ns) of every committed part file a site reads."""
 
 
+MAX_LISTED_EPISODES = 10_000
+"""Episodes a site lists and writes pages for, by default: the most recent ones."""
+
+
 @dataclass
 class SiteData:
     """The dataset as the site needs it.
@@ -38,6 +42,7 @@ class SiteData:
         episodes: Deduplicated episode rows (``read_episodes``).
         steps: The kept episodes' steps, grouped by episode id, in step order.
         board: ``leaderboard(episodes)``.
+        max_listed: Episodes listed (and given pages) at most: the most recent.
     """
 
     out_dir: Path
@@ -45,6 +50,19 @@ class SiteData:
     episodes: pd.DataFrame
     steps: dict[str, pd.DataFrame] = field(default_factory=dict)
     board: pd.DataFrame = field(default_factory=pd.DataFrame)
+    max_listed: int = MAX_LISTED_EPISODES
+
+    @property
+    def listed(self) -> pd.DataFrame:
+        """The episodes the site lists and writes pages for: the most recent ``max_listed``.
+
+        Aggregates and plots use every episode; a sweep of a million episodes
+        would otherwise mean a million pages and a million-row index.
+        """
+        if len(self.episodes) <= self.max_listed:
+            return self.episodes
+        recent = self.episodes.sort_values("finished_at", ascending=False, kind="stable")
+        return recent.head(self.max_listed).sort_index()
 
     def episode(self, episode_id: str) -> pd.Series | None:
         """The episode row with this id, or None."""
@@ -80,12 +98,15 @@ def fingerprint(out_dir: Path, run_id: str | None = None) -> Fingerprint:
     return tuple(entries)
 
 
-def load(out_dir: str | Path, run_id: str | None = None) -> SiteData:
+def load(
+    out_dir: str | Path, run_id: str | None = None, max_listed: int = MAX_LISTED_EPISODES
+) -> SiteData:
     """Read what the site shows from ``out_dir``.
 
     Args:
         out_dir: The results directory.
         run_id: Show only this run; every run when None.
+        max_listed: List and write pages for at most this many (most recent) episodes.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file (named in the message).
@@ -104,7 +125,14 @@ def load(out_dir: str | Path, run_id: str | None = None) -> SiteData:
     }
     board = leaderboard_module.leaderboard(episodes)
     logger.debug("site data: %d episodes, %d steps from %s", len(episodes), len(steps), out)
-    return SiteData(out_dir=out, run_id=run_id, episodes=episodes, steps=by_episode, board=board)
+    return SiteData(
+        out_dir=out,
+        run_id=run_id,
+        episodes=episodes,
+        steps=by_episode,
+        board=board,
+        max_listed=max_listed,
+    )
 
 
 def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:

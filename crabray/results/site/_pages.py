@@ -140,12 +140,18 @@ def render_index(data: SiteData) -> str:
         table_id = "breakdown-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
         sections.append(f"<h3>{esc(title)}</h3>")
         sections.append(table_html(frame, table_id=table_id))
-    columns = [name for name in _EPISODE_COLUMNS if name in data.episodes.columns]
-    listing = data.episodes[columns]
+    listed = data.listed
+    columns = [name for name in _EPISODE_COLUMNS if name in listed.columns]
+    listing = listed[columns]
     links = [
         f"{EPISODES_DIR}/{episode_page_name(str(episode_id))}"
-        for episode_id in data.episodes["episode_id"]
+        for episode_id in listed["episode_id"]
     ]
+    if len(listed) < len(data.episodes):
+        sections.append(
+            f'<p class="muted" id="episodes-truncated">Listing the {len(listed)} most recent '
+            f"of {len(data.episodes)} episodes; every number above covers all of them.</p>"
+        )
     sections += [
         "<h2>Episodes</h2>",
         table_html(listing, table_id="episodes", links=links, link_column="task_id"),
