@@ -15,6 +15,7 @@ unpooled, and the driver's memory for a short and a long sweep (flat memory
 means the driver keeps no per-episode state).
 
 Usage: python scripts/bench_cluster.py [--episodes 2000] [--memory 1000,10000]
+       [--backend local|docker]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ SUITE = textwrap.dedent(
     from crabray import BenchmarkConfig, EnvironmentConfig, Task
     from crabray.actions import FILE_ACTIONS, file_equals, write_file
 
-    ENV = EnvironmentConfig(name="box", action_space=[*FILE_ACTIONS])
+    ENV = EnvironmentConfig(name="box", action_space=[*FILE_ACTIONS], BACKEND)
     bench = BenchmarkConfig(
         name="bench",
         environments=[ENV],
@@ -55,7 +56,16 @@ SUITE = textwrap.dedent(
 )
 
 
-def one_sweep(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dict[str, float]:
+BACKENDS = {
+    "local": 'backend="local"',
+    "docker": 'backend="docker", backend_settings={"image": "crabray/busybox:latest"}',
+}
+"""How the generated suite's environment is declared, per sandbox backend."""
+
+
+def one_sweep(
+    nodes: int, episodes: int, pooling: bool, concurrency: int, backend: str
+) -> dict[str, float]:
     """Run one sweep on a fresh cluster in this process; return its figures."""
     import ray
     from ray.cluster_utils import Cluster
@@ -66,13 +76,15 @@ def one_sweep(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dic
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(nodes):
-        cluster.add_node(num_cpus=1, resources={"crabray_local": concurrency})
+        cluster.add_node(num_cpus=1, resources={f"crabray_{backend}": concurrency})
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
     submitted: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory(prefix="crabray-bench-cluster-") as tmp:
         suite = Path(tmp) / "suite.py"
-        suite.write_text(SUITE.replace("N_TASKS", str(episodes)))
+        suite.write_text(
+            SUITE.replace("N_TASKS", str(episodes)).replace("BACKEND", BACKENDS[backend])
+        )
         options = RunOptions(
             suite=str(suite),
             agents=[agent_spec("oracle")],
@@ -105,10 +117,12 @@ def one_sweep(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dic
     }
 
 
-def measure(nodes: int, episodes: int, pooling: bool, concurrency: int) -> dict[str, float]:
+def measure(
+    nodes: int, episodes: int, pooling: bool, concurrency: int, backend: str
+) -> dict[str, float]:
     """``one_sweep`` in a fresh process, so its peak memory is its own."""
     command = [sys.executable, __file__, "--one", str(nodes), str(episodes), str(int(pooling))]
-    command += ["--concurrency", str(concurrency)]
+    command += ["--concurrency", str(concurrency), "--backend", backend]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"sweep {command[2:]} failed:\n{done.stderr[-3000:]}")
@@ -120,22 +134,24 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2000, help="Episodes per sweep.")
     parser.add_argument("--memory", default="1000,10000", help="Sweep sizes for the memory check.")
     parser.add_argument("--concurrency", type=int, default=4, help="Episodes in flight.")
+    parser.add_argument("--backend", choices=sorted(BACKENDS), default="local")
     parser.add_argument("--one", nargs=3, type=int, metavar=("NODES", "EPISODES", "POOLED"))
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.one:
         nodes, episodes, pooled = args.one
-        print(json.dumps(one_sweep(nodes, episodes, bool(pooled), args.concurrency)))
+        print(json.dumps(one_sweep(nodes, episodes, bool(pooled), args.concurrency, args.backend)))
         return
 
-    rows = [
-        (f"{n} nodes, pooled", measure(n, args.episodes, True, args.concurrency)) for n in (2, 4)
-    ]
-    rows.append(("2 nodes, unpooled", measure(2, args.episodes, False, args.concurrency)))
-    sizes = [int(s) for s in args.memory.split(",")]
-    memory = [(size, measure(2, size, True, args.concurrency)) for size in sizes]
+    def run(nodes: int, episodes: int, pooled: bool) -> dict[str, float]:
+        return measure(nodes, episodes, pooled, args.concurrency, args.backend)
 
-    print(f"one-action episodes on the local backend, concurrency {args.concurrency}")
+    rows = [(f"{n} nodes, pooled", run(n, args.episodes, True)) for n in (2, 4)]
+    rows.append(("2 nodes, unpooled", run(2, args.episodes, False)))
+    sizes = [int(s) for s in args.memory.split(",")]
+    memory = [(size, run(2, size, True)) for size in sizes]
+
+    print(f"one-action episodes on the {args.backend} backend, concurrency {args.concurrency}")
     header = f"{'sweep':<20} {'episodes':>8} {'ep/s':>7} {'p50 ms':>8} {'p95 ms':>8}"
     print(header + f" {'pool hits':>9} {'driver MB':>9}")
     for name, r in rows + [(f"2 nodes, {s} ep", r) for s, r in memory]:
@@ -147,7 +163,7 @@ def main() -> None:
     speedup = rows[0][1]["episodes_per_sec"] / rows[2][1]["episodes_per_sec"]
     print(
         f"pooled / unpooled throughput: {speedup:.2f}  "
-        "(target >= 3 on the Docker backend; a local sandbox starts in milliseconds)"
+        "(target >= 3 on the docker backend; a local sandbox starts in milliseconds)"
     )
     growth = memory[-1][1]["driver_peak_mb"] / memory[0][1]["driver_peak_mb"] - 1
     print(f"driver memory, {sizes[-1]} vs {sizes[0]} episodes: {growth:+.0%}  (target within 20%)")
