@@ -1,15 +1,28 @@
 """``LocalBackend``: a fresh directory on the host as the sandbox.
 
-This is the laptop backend and the one the test suite leans on. It is
-*unconfined*: commands run as the host user, with the host's programs, and can
-reach anything that user can. It exists so a benchmark author can iterate
-without Docker, and for suites that ask for it on purpose (see DESIGN.md).
+This is the laptop backend and the one the test suite leans on. Each sandbox
+is its own directory ``ROOT`` with ``work``, ``home`` and ``tmp`` in it, and
+the ``isolation`` setting says how far its commands are kept inside:
 
-What it does promise is hygiene: each sandbox is its own directory, with a
-``work`` directory where commands start and its own ``HOME`` and ``TMPDIR``
-beside it; file transfers never leave the sandbox directory, every
-command runs in its own process group, and ``reset()``/``close()`` kill every
-group the sandbox started before wiping the directory.
+- ``bwrap`` (confined): commands run under bubblewrap (:mod:`crabray.backends.bwrap`)
+  with the host's system directories read-only, ``ROOT/home`` at ``/home/user``
+  (``HOME``), ``ROOT/work`` at ``/home/user/work`` (where they start) and
+  ``ROOT/tmp`` at ``/tmp``; nothing else of the host is writable or visible, no
+  network unless ``network: true``, and killing the sandbox kills every process
+  in it.
+- ``none`` (unconfined): commands run as the host user, with full access to
+  this host, in ``ROOT/work`` with ``HOME`` and ``TMPDIR`` inside ``ROOT``. For
+  development and for suites that ask for it on purpose (see DESIGN.md); the
+  log says so with a WARNING.
+- ``auto`` (the default): ``bwrap`` when it works on this host (probed once per
+  process), else ``none`` with a WARNING saying how to install it.
+
+File transfers use the same paths as confined commands in both modes
+(``/home/user/...``, ``/tmp/...``, relative to the working directory; see
+:mod:`crabray.backends.local_paths`) and never leave ``ROOT``. Every command
+runs in its own process group, and ``reset()``/``close()`` kill every group
+the sandbox started (and, confined, its whole pid namespace) before wiping the
+directory.
 """
 
 from __future__ import annotations
@@ -31,31 +44,37 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from typing_extensions import override
 
-from crabray.backends import register_backend
+from crabray.backends import bwrap, register_backend
 from crabray.backends.base import Backend, ExecResult
+from crabray.backends.display import DisplayHook, DisplaySetting
+from crabray.backends.local_paths import (
+    HOME_DIR,
+    SANDBOX_HOME,
+    SANDBOX_TMP,
+    SANDBOX_WORKDIR,
+    TMP_DIR,
+    WORK_DIR,
+    resolve_confined,
+    resolve_unconfined,
+    sandbox_abspath,
+)
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, CrabrayError, SandboxError, SandboxFileError
 
 logger = logging.getLogger(__name__)
 
-WORK_DIR = "work"
-"""Directory inside the sandbox root where commands start and relative paths resolve."""
+__all__ = ["HOME_DIR", "TMP_DIR", "WORK_DIR", "LocalBackend", "LocalSettings"]
 
-HOME_DIR = "home"
-"""Directory inside the sandbox root that ``HOME`` points to."""
+Isolation = Literal["auto", "bwrap", "none"]
 
-TMP_DIR = "tmp"
-"""Directory inside the sandbox root that ``TMPDIR`` points to.
-
-``HOME`` and ``TMPDIR`` sit beside the working directory, not in it, so an
-agent listing its working directory sees only what it and the task put there.
-"""
+_unconfined_warned = False
+_warn_lock = threading.Lock()
 
 _DRAIN_SEC = 0.25
 """How long to keep reading output after the command ended (or was killed).
@@ -91,6 +110,22 @@ class LocalSettings(BaseModel):
         description="Shell that runs string commands as `<shell> -c <command>`; a path or a name "
         "looked up on PATH.",
     )
+    isolation: Isolation = Field(
+        default="auto",
+        description="How commands are confined: 'bwrap' (bubblewrap: system directories "
+        "read-only, only the sandbox writable, no network), 'none' (unconfined, as the host "
+        "user), or 'auto': 'bwrap' when it works on this host, else 'none' with a warning.",
+    )
+    network: bool = Field(
+        default=False,
+        description="Confined sandboxes only: share the host's network. Without it a confined "
+        "sandbox has only its own loopback. Unconfined sandboxes always have the host's.",
+    )
+    display: DisplaySetting = Field(
+        default=False,
+        description="A private X server (Xvfb) for desktop actions: true for 1280x800x24, or a "
+        "screen size 'WxHxD'; commands get DISPLAY. Off by default.",
+    )
 
 
 def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
@@ -122,12 +157,13 @@ def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
 
 @register_backend("local")
 class LocalBackend(Backend):
-    """A sandbox that is a plain directory on the host; no isolation at all.
+    """A sandbox that is a directory on the host, confined by bubblewrap where possible.
 
-    Settings (``config.backend_settings``): ``root_dir`` (where sandbox
-    directories are made; the system temp dir by default) and ``shell``
-    (``/bin/sh`` by default). An unknown setting is a ``ConfigError`` here, at
-    construction, not at ``start()``.
+    Settings (``config.backend_settings``, see :class:`LocalSettings`):
+    ``root_dir`` (where sandbox directories are made; the system temp dir by
+    default), ``shell`` (``/bin/sh`` by default), ``isolation`` (``auto``,
+    ``bwrap`` or ``none``), ``network`` and ``display``. An unknown setting is
+    a ``ConfigError`` here, at construction, not at ``start()``.
 
     Args:
         config: The environment this sandbox serves.
@@ -146,6 +182,9 @@ class LocalBackend(Backend):
         self._closed = False
         self._groups: set[int] = set()
         self._groups_lock = threading.Lock()
+        self._display = DisplayHook(self.settings.display, config.name)
+        self._isolation: Literal["bwrap", "none"] | None = None
+        self._holder: bwrap.Holder | None = None
 
     @property
     def root(self) -> Path:
@@ -157,8 +196,13 @@ class LocalBackend(Backend):
         return self._require_started("root")
 
     @property
+    def isolation(self) -> Isolation:
+        """``bwrap`` or ``none`` once started; the setting (maybe ``auto``) before."""
+        return self._isolation or self.settings.isolation
+
+    @property
     def workdir(self) -> Path:
-        """The working directory inside the root; commands start here.
+        """The working directory inside the root, on the host; commands start here.
 
         Raises:
             SandboxError: The sandbox is not started, or is closed.
@@ -182,6 +226,7 @@ class LocalBackend(Backend):
                 f"local sandbox of '{self.config.name}': shell '{self.settings.shell}' "
                 "(backend_settings.shell) is not an executable on this host"
             )
+        isolation = self._choose_isolation()
         root = self.settings.root_dir or Path(tempfile.gettempdir())
         try:
             root = root.expanduser()
@@ -193,20 +238,77 @@ class LocalBackend(Backend):
             raise SandboxError(
                 f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
             ) from exc
+        try:
+            self._display.start(cwd=sandbox)
+            if isolation == "bwrap":
+                self._holder = self._start_holder(sandbox)
+        except SandboxError:
+            self._display.close()
+            _remove(sandbox)
+            raise
         self._root = sandbox
         self._shell = shell
-        logger.info(
-            "local backend for '%s' is unconfined: commands run as host user '%s' in the plain "
-            "directory %s, with full access to this host",
-            self.config.name,
-            _host_user(),
-            sandbox,
+        self._isolation = isolation
+        if isolation == "bwrap":
+            logger.debug(
+                "local sandbox of '%s' at %s is confined (bwrap)", self.config.name, sandbox
+            )
+        else:
+            logger.info(
+                "local backend for '%s' is unconfined: commands run as host user '%s' in the "
+                "plain directory %s, with full access to this host",
+                self.config.name,
+                _host_user(),
+                sandbox,
+            )
+
+    def _choose_isolation(self) -> Literal["bwrap", "none"]:
+        """Resolve the ``isolation`` setting; ``auto`` probes bubblewrap once per process.
+
+        Raises:
+            SandboxError: ``isolation: bwrap`` but a tool it needs is missing.
+        """
+        wanted = self.settings.isolation
+        if wanted == "bwrap":
+            found = bwrap.tools()
+            if isinstance(found, str):
+                raise SandboxError(
+                    f"local sandbox of '{self.config.name}' asks for isolation 'bwrap' "
+                    f"(backend_settings.isolation), but {found}"
+                )
+            return "bwrap"
+        if wanted == "auto":
+            usable, why = bwrap.probe()
+            if usable:
+                return "bwrap"
+            _warn_unconfined(
+                f"bubblewrap is not usable on this host ({why}); install it with "
+                f"`{bwrap.INSTALL_HINT}` (user namespaces must be allowed) to confine them"
+            )
+            return "none"
+        _warn_unconfined(
+            "backend_settings.isolation is 'none'; set it to 'auto' or 'bwrap' "
+            f"(needs `{bwrap.INSTALL_HINT}`) to confine them"
         )
+        return "none"
+
+    def _start_holder(self, sandbox: Path) -> bwrap.Holder:
+        display = self._display.display
+        holder = bwrap.Holder(
+            sandbox,
+            label=self.config.name,
+            network=self.settings.network,
+            extra_binds=(display.socket_path,) if display is not None else (),
+        )
+        holder.start()
+        return holder
 
     @override
     def reset(self) -> None:
         sandbox = self._require_started("reset")
         self._kill_groups()
+        self._kill_holder()
+        self._display.reset()
         try:
             sandbox.mkdir(parents=True, exist_ok=True)
             for entry in list(os.scandir(sandbox)):
@@ -217,6 +319,8 @@ class LocalBackend(Backend):
                 f"cannot reset the local sandbox of '{self.config.name}' at {sandbox}: {exc}; "
                 "do not reuse it"
             ) from exc
+        if self._isolation == "bwrap":
+            self._holder = self._start_holder(sandbox)
         logger.debug("reset local sandbox %s", sandbox)
 
     @override
@@ -228,41 +332,56 @@ class LocalBackend(Backend):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
-        """Run ``command`` on the host, in the sandbox directory (or ``cwd``).
+        """Run ``command`` in the sandbox's working directory (or ``cwd``).
 
-        ``cwd`` is relative to the sandbox directory, or an absolute host path
-        (commands are not confined, so neither is their directory). The
-        environment is the host's ``PATH``, ``HOME`` and ``TMPDIR`` inside the
-        sandbox, then ``env``. A program that does not exist is a result with
-        exit 127 (126 when not executable), and a ``cwd`` that does not exist
-        one with exit 126, as a shell would report them: they are the caller's
-        mistake, not an infrastructure failure to retry.
+        ``cwd`` is relative to the working directory, or absolute: a sandbox
+        path (``/home/user/...``, ``/tmp/...``; confined, any directory the
+        sandbox sees) or, unconfined, also a host path. The environment is the
+        host's ``PATH``, ``HOME`` and ``TMPDIR`` inside the sandbox
+        (``/home/user`` and ``/tmp`` confined), ``DISPLAY`` with a screen, then
+        ``env``. A program that does not exist is a result with exit 127 (126
+        when not executable), and a ``cwd`` that does not exist one with exit
+        126, as a shell would report them: they are the caller's mistake, not
+        an infrastructure failure to retry.
 
         Raises:
             ValueError: ``command`` is an empty list or holds something other than strings.
-            SandboxError: Not started, closed, or the host could not spawn a process.
+            SandboxError: Not started, closed, the host could not spawn a process, or a
+                confined sandbox's bwrap process is gone.
         """
         sandbox = self._require_started("exec")
-        workdir = sandbox / WORK_DIR
         argv = self._argv(command)
-        run_dir = workdir / cwd if cwd is not None else workdir
+        started = time.monotonic()
+        if self._holder is not None:
+            inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
+            try:
+                run_dir: Path | None = resolve_confined(sandbox, inside, "run in")
+            except SandboxFileError:
+                run_dir = None  # a directory of the host's system, or missing: nsenter says
+            shown = inside
+            home, tmp = SANDBOX_HOME, SANDBOX_TMP
+            argv = self._holder.command(argv, cwd=inside)
+        else:
+            run_dir = self._unconfined_dir(sandbox, cwd)
+            shown = str(run_dir)
+            home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
         run_env = {
             "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(sandbox / HOME_DIR),
-            "TMPDIR": str(sandbox / TMP_DIR),
+            "HOME": home,
+            "TMPDIR": tmp,
+            **self._display.env,
             **(env or {}),
         }
-        logger.debug("exec in %s (timeout %s s): %.200r", run_dir, timeout_sec, command)
-        started = time.monotonic()
-        if not run_dir.is_dir():
+        logger.debug("exec in %s (timeout %s s): %.200r", shown, timeout_sec, command)
+        if run_dir is not None and not run_dir.is_dir():
             return ExecResult(
                 exit_code=126,
-                stderr=f"cannot run in {run_dir}: no such directory\n",
+                stderr=f"cannot run in {shown}: no such directory\n",
             )
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=run_dir,
+                cwd=run_dir or sandbox,
                 env=run_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -294,9 +413,21 @@ class LocalBackend(Backend):
             duration_sec=duration,
         )
 
+    def _unconfined_dir(self, sandbox: Path, cwd: str | None) -> Path:
+        """Where an unconfined command runs: ``cwd`` mapped as files are, or a host path."""
+        if cwd is None:
+            return sandbox / WORK_DIR
+        try:
+            return resolve_unconfined(sandbox, cwd, "run in")
+        except SandboxFileError:
+            return Path(cwd) if os.path.isabs(cwd) else sandbox / WORK_DIR / cwd
+
     @override
     def put_file(self, path: str, data: bytes) -> None:
         """Write ``data`` atomically (temp file + rename) under the sandbox directory.
+
+        ``path`` is a sandbox path: relative to the working directory, or under
+        ``/home/user`` or ``/tmp`` (see :mod:`crabray.backends.local_paths`).
 
         Raises:
             SandboxFileError: The path resolves outside the sandbox directory (``..``,
@@ -325,7 +456,7 @@ class LocalBackend(Backend):
 
     @override
     def get_file(self, path: str) -> bytes:
-        """Read a file under the sandbox directory.
+        """Read a file under the sandbox directory (``path`` as for ``put_file``).
 
         Raises:
             SandboxFileError: The path resolves outside the sandbox directory, is
@@ -353,6 +484,8 @@ class LocalBackend(Backend):
         self._closed = True
         sandbox, self._root = self._root, None
         self._kill_groups()
+        self._kill_holder()
+        self._display.close()
         if sandbox is None:
             return
         try:
@@ -363,12 +496,26 @@ class LocalBackend(Backend):
         logger.debug("closed local sandbox %s", sandbox)
 
     @override
+    def screenshot(self) -> bytes:
+        """A PNG of the sandbox's Xvfb screen (``display`` setting).
+
+        Raises:
+            SandboxError: The setting is off, or the grab failed.
+        """
+        self._require_started("take a screenshot")
+        return self._display.screenshot()
+
+    @override
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
             "host": socket.gethostname(),
             "root": str(self._root) if self._root else None,
             "workdir": str(self._root / WORK_DIR) if self._root else None,
+            "isolation": self.isolation,
+            "network": self.settings.network if self.isolation != "none" else True,
+            "sandbox_workdir": SANDBOX_WORKDIR if self._holder else None,
+            "pid_namespace": self._holder.pid_namespace if self._holder else None,
         }
 
     def _require_started(self, operation: str) -> Path:
@@ -421,23 +568,9 @@ class LocalBackend(Backend):
             SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
         """
         sandbox = self._require_started(f"{operation} '{path}'")
-        candidate = Path(path) if os.path.isabs(path) else sandbox / WORK_DIR / path
-        lexical = Path(os.path.normpath(candidate))
-        real = Path(os.path.realpath(candidate))
-        if not lexical.is_relative_to(sandbox):
-            why = (
-                "'..' leads out of it"
-                if ".." in Path(path).parts
-                else "it is an absolute path outside it"
-            )
-        elif not real.is_relative_to(sandbox):
-            why = f"a symlink in the path points outside it (to {real})"
-        else:
-            return real
-        raise SandboxFileError(
-            f"refusing to {operation} '{path}': "
-            f"it is outside the sandbox directory {sandbox}: {why}"
-        )
+        if self._isolation == "bwrap":
+            return resolve_confined(sandbox, path, operation)
+        return resolve_unconfined(sandbox, path, operation)
 
     def _file_error(self, verb: str, path: str, exc: OSError) -> CrabrayError:
         """Translate an ``OSError``: a bad request, or a host that is failing.
@@ -525,6 +658,12 @@ class LocalBackend(Backend):
         for pgid in sorted(groups):
             self._kill_group(pgid)
 
+    def _kill_holder(self) -> None:
+        """Confined: kill the sandbox's pid namespace, so no process of it survives."""
+        holder, self._holder = self._holder, None
+        if holder is not None:
+            holder.kill()
+
 
 def _remove(path: Path) -> None:
     """Remove a file, symlink or whole tree, even one the commands made read-only."""
@@ -543,6 +682,21 @@ def _make_writable_and_retry(func: Callable[..., Any], path: str, _exc: Any) -> 
     if os.path.isdir(path) and not os.path.islink(path):
         os.chmod(path, stat.S_IRWXU)
     func(path)
+
+
+def _warn_unconfined(why: str) -> None:
+    """Say once per process, as a WARNING, that local sandboxes run unconfined."""
+    global _unconfined_warned
+    with _warn_lock:
+        if _unconfined_warned:
+            return
+        _unconfined_warned = True
+    logger.warning(
+        "local sandboxes run UNCONFINED: their commands have full access to this host as "
+        "user '%s' (files, network, processes). %s.",
+        _host_user(),
+        why,
+    )
 
 
 def _host_user() -> str:

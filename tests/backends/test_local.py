@@ -1,4 +1,9 @@
-"""Rules of the local backend alone: path confinement, settings, lifecycle, the registry."""
+"""Rules of the local backend alone: path confinement, settings, lifecycle, the registry.
+
+These run the unconfined mode (``isolation: none``), whose host-side layout they
+check (``HOME`` is ``ROOT/home`` on the host, host symlinks, host paths inside
+the root); the confined mode has its own module, ``test_local_bwrap.py``.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ def make_config(tmp_path: Path, name: str = "loc", **settings: object) -> Enviro
     return EnvironmentConfig(
         name=name,
         backend="local",
-        backend_settings={"root_dir": str(tmp_path / "sandboxes"), **settings},
+        backend_settings={"root_dir": str(tmp_path / "sandboxes"), "isolation": "none", **settings},
     )
 
 
@@ -112,17 +117,42 @@ def test_dotdot_escape_is_refused(local: LocalBackend, path: str) -> None:
         local.get_file(path)
 
 
-def test_absolute_path_outside_is_refused(local: LocalBackend, outside: Path) -> None:
-    secret = outside / "secret.txt"
+def test_absolute_path_outside_is_refused(local: LocalBackend) -> None:
     with pytest.raises(SandboxFileError, match="absolute path outside") as raised:
+        local.get_file("/etc/passwd")
+    assert "/etc/passwd" in str(raised.value)
+    with pytest.raises(SandboxFileError, match="absolute path outside"):
+        local.put_file("/var/crabray-never/new.txt", b"x")
+    with pytest.raises(SandboxFileError, match="absolute path outside"):
+        local.put_file("/home/someone-else/new.txt", b"x")
+    assert not Path("/var/crabray-never").exists()
+
+
+def test_host_tmp_paths_are_sandbox_tmp_paths(local: LocalBackend, outside: Path) -> None:
+    """``/tmp/...`` is the sandbox's ``/tmp`` (as when confined); the host's stays out of reach.
+
+    Before confinement existed these were refused as "outside"; they now map
+    into ``ROOT/tmp`` so a task behaves the same in both isolation modes.
+    """
+    secret = outside / "secret.txt"
+    if not secret.is_relative_to("/tmp"):
+        pytest.skip("the test's temporary directory is not under /tmp")
+    with pytest.raises(SandboxFileError, match="no such file"):
         local.get_file(str(secret))
-    assert str(secret) in str(raised.value)
-    with pytest.raises(SandboxFileError, match="absolute path outside"):
-        local.put_file(str(outside / "new.txt"), b"x")
-    with pytest.raises(SandboxFileError, match="absolute path outside"):
-        local.put_file(str(secret), b"overwritten")
-    assert not (outside / "new.txt").exists()
+    local.put_file(str(secret), b"overwritten")
     assert secret.read_bytes() == b"secret"
+    assert (local.root / "tmp" / secret.relative_to("/tmp")).read_bytes() == b"overwritten"
+
+
+def test_sandbox_paths_map_into_the_root_as_confined_ones_do(local: LocalBackend) -> None:
+    local.put_file("/home/user/Desktop/x.txt", b"desk")
+    assert (local.root / "home" / "Desktop" / "x.txt").read_bytes() == b"desk"
+    assert local.exec("cat ~/Desktop/x.txt").stdout == "desk"
+    local.exec('echo t > "$TMPDIR/t"; echo w > in-work')
+    assert local.get_file("/tmp/t") == b"t\n"
+    assert local.get_file("/home/user/work/in-work") == b"w\n"
+    assert local.exec("pwd", cwd="/home/user").stdout == f"{local.root / 'home'}\n"
+    assert local.describe()["isolation"] == "none"
 
 
 def test_absolute_path_inside_is_allowed(local: LocalBackend) -> None:
@@ -220,7 +250,7 @@ def test_unknown_kind_is_a_config_error_listing_known_kinds() -> None:
         create_backend(config)
     assert raised.value.field == "backend"
     assert "dockr" in str(raised.value)
-    assert "known backends: local" in str(raised.value)
+    assert "known backends: docker, local" in str(raised.value)
 
 
 def test_missing_optional_dependency_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -379,7 +409,8 @@ def test_cleanup_removes_sandboxes_of_dead_owners_only(tmp_path: Path) -> None:
         "import sys, time\n"
         "from crabray.backends import create_backend\n"
         "from crabray.core.environment import EnvironmentConfig\n"
-        f"cfg = EnvironmentConfig(name='orphan', backend_settings={{'root_dir': {str(root)!r}}})\n"
+        "cfg = EnvironmentConfig(name='orphan', backend_settings="
+        f"{{'root_dir': {str(root)!r}, 'isolation': 'none'}})\n"
         "b = create_backend(cfg); b.start()\n"
         "b.exec('sleep 300 > /dev/null 2>&1 &')\n"
         "print(b.root, flush=True)\n"

@@ -1,0 +1,297 @@
+"""The local backend confined by bubblewrap: what a command can and cannot reach.
+
+The contract suite runs the confined mode too (``local-bwrap``); these are the
+rules of confinement alone. Skipped with the install hint when bubblewrap does
+not work here, except under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import crabray.backends.local as local_module
+from crabray.backends import LocalBackend, bwrap
+from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import SandboxError, SandboxFileError
+from tests.backends.conftest import host_pid_alive, wait_until
+
+
+def _require_bwrap() -> None:
+    usable, why = bwrap.probe()
+    if not usable:
+        message = f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def make_config(tmp_path: Path, **settings: object) -> EnvironmentConfig:
+    return EnvironmentConfig(
+        name="jail",
+        backend="local",
+        backend_settings={
+            "root_dir": str(tmp_path / "sandboxes"),
+            "isolation": "bwrap",
+            **settings,
+        },
+    )
+
+
+@pytest.fixture
+def jail(tmp_path: Path) -> Iterator[LocalBackend]:
+    _require_bwrap()
+    backend = LocalBackend(make_config(tmp_path))
+    backend.start()
+    yield backend
+    backend.close()
+
+
+def test_layout_inside(jail: LocalBackend) -> None:
+    result = jail.exec('printf "%s|%s|%s" "$HOME" "$TMPDIR" "$PWD"')
+    assert result.stdout == "/home/user|/tmp|/home/user/work"
+    described = jail.describe()
+    assert described["isolation"] == "bwrap"
+    assert described["network"] is False
+    assert described["sandbox_workdir"] == "/home/user/work"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["touch /usr/x", "touch /root/x", "mkdir /root", "touch /etc/x", "touch /x", "touch /bin/x"],
+)
+def test_writes_outside_the_sandbox_fail(jail: LocalBackend, command: str) -> None:
+    result = jail.exec(command)
+    assert result.exit_code != 0, result
+    assert not os.path.exists("/usr/x")
+    assert not os.path.exists("/x")
+
+
+def test_host_files_outside_the_system_directories_are_invisible(
+    jail: LocalBackend, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("secret")
+    assert jail.exec(["cat", str(tmp_path / "secret.txt")]).exit_code != 0
+    assert jail.exec(["test", "-e", str(jail.root)]).exit_code != 0
+    assert jail.exec("ls /home").stdout == "user\n"
+
+
+def test_capabilities_are_dropped(jail: LocalBackend) -> None:
+    status = jail.exec("grep CapEff /proc/self/status").stdout
+    assert status.split() == ["CapEff:", "0000000000000000"]
+    assert jail.exec("mount -o remount,bind,rw /usr").exit_code != 0
+
+
+def test_no_network_unless_asked(tmp_path: Path) -> None:
+    _require_bwrap()
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+        confined = LocalBackend(make_config(tmp_path))
+        networked = LocalBackend(make_config(tmp_path, network=True))
+        confined.start()
+        networked.start()
+        try:
+            refused = confined.exec(["python3", "-c", probe], timeout_sec=30)
+            assert refused.exit_code != 0
+            assert "refused" in refused.stderr.lower() or "unreachable" in refused.stderr.lower()
+            reached = networked.exec(["python3", "-c", probe], timeout_sec=30)
+            assert reached.exit_code == 0, reached.stderr
+            assert networked.describe()["network"] is True
+        finally:
+            confined.close()
+            networked.close()
+
+
+def test_loopback_is_shared_between_commands_of_one_sandbox(jail: LocalBackend) -> None:
+    server = (
+        "import socket; s = socket.socket(); s.bind(('127.0.0.1', 47001)); s.listen(); "
+        "c, _ = s.accept(); c.sendall(b'hello')"
+    )
+    jail.exec(f'python3 -c "{server}" >/dev/null 2>&1 &')
+    client = (
+        "import socket, time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        "        print(socket.create_connection(('127.0.0.1', 47001)).recv(5).decode()); break\n"
+        "    except OSError: time.sleep(0.05)\n"
+    )
+    assert jail.exec(["python3", "-c", client], timeout_sec=30).stdout == "hello\n"
+
+
+def test_home_file_written_by_a_command_is_a_file_under_root_home(jail: LocalBackend) -> None:
+    jail.exec("mkdir -p /home/user/Desktop && echo hi > /home/user/Desktop/x.txt")
+    assert jail.get_file("/home/user/Desktop/x.txt") == b"hi\n"
+    assert (jail.root / "home" / "Desktop" / "x.txt").read_bytes() == b"hi\n"
+    jail.exec("echo t > /tmp/t; echo w > w.txt")
+    assert jail.get_file("/tmp/t") == b"t\n"
+    assert (jail.root / "tmp" / "t").read_bytes() == b"t\n"
+    assert jail.get_file("/home/user/work/w.txt") == jail.get_file("w.txt") == b"w\n"
+    jail.put_file("/home/user/in.txt", b"put")
+    assert jail.exec("cat ~/in.txt").stdout == "put"
+
+
+def test_paths_outside_the_mapping_are_refused(jail: LocalBackend) -> None:
+    for path in ("/etc/passwd", "/root/x", "/usr/bin/env", "../../x"):
+        with pytest.raises(SandboxFileError, match="outside the sandbox"):
+            jail.get_file(path)
+    with pytest.raises(SandboxFileError, match="outside the sandbox"):
+        jail.put_file("/etc/crabray-never", b"x")
+    assert not os.path.exists("/etc/crabray-never")
+
+
+def test_symlinks_resolve_as_inside_the_sandbox(jail: LocalBackend) -> None:
+    jail.exec(
+        "echo real > /home/user/real.txt; ln -s /home/user/real.txt link; ln -s ../real.txt rel"
+    )
+    assert jail.get_file("link") == b"real\n"
+    assert jail.get_file("rel") == b"real\n"
+    jail.exec("ln -s /etc/passwd passwd; ln -s / rootlink")
+    with pytest.raises(SandboxFileError, match="symlink"):
+        jail.get_file("passwd")
+    with pytest.raises(SandboxFileError, match="symlink"):
+        jail.put_file("rootlink/etc/x", b"x")
+    jail.exec("ln -s loop1 loop2; ln -s loop2 loop1")
+    with pytest.raises(SandboxFileError):
+        jail.get_file("loop1")
+
+
+def test_close_kills_every_process_even_ones_that_left_the_group(jail: LocalBackend) -> None:
+    jail.exec("setsid sleep 300 >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 &")
+    namespace = f"pid:[{jail.describe()['pid_namespace']}]"
+    members = _members(namespace)
+    assert len(members) >= 4, "bwrap's pid 1, the holder and two sleeps"
+    jail.close()
+    assert wait_until(lambda: not [p for p in members if host_pid_alive(p)]), members
+    assert _members(namespace) == []
+
+
+def test_reset_kills_processes_and_makes_a_fresh_namespace(jail: LocalBackend) -> None:
+    jail.exec("setsid sleep 300 >/dev/null 2>&1 &")
+    before = jail.describe()["pid_namespace"]
+    members = _members(f"pid:[{before}]")
+    jail.reset()
+    assert jail.describe()["pid_namespace"] != before
+    assert wait_until(lambda: not [p for p in members if host_pid_alive(p)])
+    assert "sleep" not in jail.exec("ps -eo comm").stdout
+
+
+def test_a_dead_holder_is_a_sandbox_error_and_reset_recovers(jail: LocalBackend) -> None:
+    for pid in _members(f"pid:[{jail.describe()['pid_namespace']}]"):
+        os.kill(pid, 9)
+
+    def gone() -> bool:
+        try:
+            jail.exec("true")
+        except SandboxError as exc:
+            return "bwrap" in str(exc)
+        return False
+
+    assert wait_until(gone)
+    jail.reset()
+    assert jail.exec("echo back").stdout == "back\n"
+
+
+def test_sandbox_dies_with_its_owner(tmp_path: Path) -> None:
+    _require_bwrap()
+    root = tmp_path / "sandboxes"
+    script = (
+        "import time\n"
+        "from crabray.backends import create_backend\n"
+        "from crabray.core.environment import EnvironmentConfig\n"
+        "cfg = EnvironmentConfig(name='orphan', backend_settings="
+        f"{{'root_dir': {str(root)!r}, 'isolation': 'bwrap'}})\n"
+        "b = create_backend(cfg); b.start()\n"
+        "b.exec('setsid sleep 300 > /dev/null 2>&1 &')\n"
+        "print(b.root, b.describe()['pid_namespace'], flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        sandbox, namespace = owner.stdout.readline().split()
+        members = _members(f"pid:[{namespace}]")
+        assert members
+        owner.kill()
+        owner.wait()
+        assert wait_until(lambda: not [p for p in members if host_pid_alive(p)]), members
+        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 1
+        assert not Path(sandbox).exists()
+    finally:
+        owner.kill()
+
+
+def test_auto_uses_bwrap_here(tmp_path: Path) -> None:
+    _require_bwrap()
+    backend = LocalBackend(make_config(tmp_path, isolation="auto"))
+    assert backend.describe()["isolation"] == "auto"
+    backend.start()
+    try:
+        assert backend.describe()["isolation"] == "bwrap"
+    finally:
+        backend.close()
+
+
+def test_unconfined_mode_warns_once_per_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_module, "_unconfined_warned", False)
+    caplog.set_level(logging.WARNING, logger="crabray.backends.local")
+    for _ in range(2):
+        backend = LocalBackend(make_config(tmp_path, isolation="none"))
+        backend.start()
+        backend.close()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "UNCONFINED" in warnings[0].getMessage()
+    assert "apt-get install bubblewrap" in warnings[0].getMessage()
+
+
+def test_auto_without_bwrap_falls_back_to_unconfined_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_module, "_unconfined_warned", False)
+    monkeypatch.setattr(bwrap, "probe", lambda: (False, "bwrap not found on PATH"))
+    caplog.set_level(logging.WARNING, logger="crabray.backends.local")
+    backend = LocalBackend(make_config(tmp_path, isolation="auto"))
+    backend.start()
+    try:
+        assert backend.describe()["isolation"] == "none"
+        assert backend.exec("pwd").stdout == f"{backend.workdir}\n"
+    finally:
+        backend.close()
+    message = caplog.records[-1].getMessage()
+    assert "UNCONFINED" in message
+    assert "bwrap not found on PATH" in message
+    assert "apt-get install bubblewrap" in message
+
+
+def test_explicit_bwrap_without_the_tool_fails_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bwrap, "tools", lambda: "bwrap not found on PATH (install with: x)")
+    backend = LocalBackend(make_config(tmp_path))
+    with pytest.raises(SandboxError, match=r"isolation 'bwrap'.*bwrap not found"):
+        backend.start()
+    assert not list((tmp_path / "sandboxes").glob("crabray-*"))
+
+
+def _members(namespace: str) -> list[int]:
+    """Host pids of the live processes in the pid namespace ``pid:[N]``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "ns" / "pid") == namespace:
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return [pid for pid in found if host_pid_alive(pid)]
