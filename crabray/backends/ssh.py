@@ -1,0 +1,508 @@
+"""``SshBackend``: a fresh directory on a remote machine, reached over SSH (paramiko).
+
+Each sandbox is a new directory under ``remote_root`` on the machine, laid
+out like the local backend's (``work`` where commands start, ``HOME`` and
+``TMPDIR`` beside it, ``owner.json`` naming the controlling process). Commands
+run through an exec channel; files move over SFTP, confined to the sandbox
+directory. Every command carries two environment markers
+(``CRABRAY_SANDBOX``, ``CRABRAY_EXEC``), so a timeout, ``reset()`` and
+``close()`` can find and kill everything a command started, daemons and
+``setsid`` escapes included, without trusting process-group ids.
+
+Composing it (the VM backend does this for its forwarded port)::
+
+    from crabray.backends.ssh import SshBackend
+    from crabray.backends.ssh_connection import SshRetryPolicy, SshSettings
+
+    ssh = SshBackend(
+        config,  # the VM's EnvironmentConfig: name used in messages and dir names
+        settings=SshSettings(
+            host="127.0.0.1", port=forwarded_port, user="root", key_path=vm_key,
+            known_hosts=vm_dir / "known_hosts",   # or accept_unknown_host_keys=True
+            remote_root="/tmp",
+            retry=SshRetryPolicy(attempts=60, initial_backoff_sec=0.25, max_backoff_sec=1),
+        ),
+    )
+    ssh.start()           # waits (bounded) for sshd while the guest boots
+    ...                   # after a snapshot revert the TCP link is stale:
+    ssh.reconnect()
+
+The settings come from ``config.backend_settings`` when ``settings`` is not
+given. The remote needs a POSIX shell, ``env``, ``mktemp``, ``grep``, ``ls``
+and ``/proc`` (busybox has them all) and an SFTP subsystem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import posixpath
+import re
+import stat
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import paramiko
+from typing_extensions import override
+
+from crabray.backends import register_backend
+from crabray.backends.base import Backend, ExecResult
+from crabray.backends.ssh_connection import SshSettings, connect, load_key, parse_ssh_settings
+from crabray.backends.ssh_remote import (
+    WORK_DIR,
+    abandoned_sandboxes,
+    drive,
+    exec_script,
+    kill_exec_script,
+    list_script,
+    make_script,
+    run,
+    run_on,
+    wipe_script,
+)
+from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError, SandboxTimeoutError
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+@register_backend("ssh")
+class SshBackend(Backend):
+    """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
+
+    Settings: see :class:`~crabray.backends.ssh_connection.SshSettings`
+    (``host``, ``user``, ``key_path`` ... in ``config.backend_settings``), or
+    pass a ready ``settings`` model when composing this backend in another.
+
+    Args:
+        config: The environment this sandbox serves.
+        settings: Settings to use instead of ``config.backend_settings``.
+
+    Raises:
+        ConfigError: ``backend_settings`` do not validate.
+    """
+
+    kind = "ssh"
+
+    def __init__(self, config: EnvironmentConfig, settings: SshSettings | None = None) -> None:
+        super().__init__(config)
+        self.settings = settings or parse_ssh_settings(config.backend_settings)
+        self._key: paramiko.PKey | None = None
+        self._client: paramiko.SSHClient | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._root: str | None = None
+        self._closed = False
+        self._lock = threading.RLock()
+        """Guards swapping the connection and the (single) SFTP session."""
+
+    @property
+    def root(self) -> str:
+        """The remote sandbox root (no symlinks): nothing outside it is reachable by path."""
+        return self._require_started("root")
+
+    @property
+    def workdir(self) -> str:
+        """The remote working directory; commands start here."""
+        return posixpath.join(self._require_started("workdir"), WORK_DIR)
+
+    @override
+    def start(self) -> None:
+        if self._closed:
+            raise SandboxError(f"ssh sandbox of '{self.config.name}' is closed; make a new backend")
+        if self._root is not None:
+            raise SandboxError(f"ssh sandbox of '{self.config.name}' is already started")
+        self._key = load_key(self.settings)
+        self.reconnect()
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.config.name)[:40]
+        made = self._admin(
+            make_script(self.settings.remote_root, name),
+            f"create the sandbox under {self.settings.remote_root}",
+        )
+        self._root = made.strip()
+        logger.info(
+            "ssh sandbox of '%s' at %s:%s", self.config.name, self.settings.address, self._root
+        )
+
+    def reconnect(self) -> None:
+        """Drop the current connection (if any) and open a new one, with the retry policy.
+
+        Called on its own when a dropped link is noticed; public so a caller that
+        knows the link is stale (a VM reverted to a snapshot) can say so.
+
+        Raises:
+            ConfigError: Authentication or host-key check failed (never retried).
+            SandboxError: The machine stayed unreachable through every retry.
+        """
+        with self._lock:
+            self._disconnect()
+            self._client = connect(self.settings, self._key, f"sandbox '{self.config.name}'")
+
+    @override
+    def reset(self) -> None:
+        root = self._require_started("reset")
+        self._admin(wipe_script(root, recreate=True), "reset the sandbox; do not reuse it")
+        if self.settings.reset_command:
+            result = self.exec(
+                self.settings.reset_command, timeout_sec=self.settings.reset_timeout_sec
+            )
+            if not result.ok:
+                raise SandboxError(
+                    f"reset_command of the ssh sandbox '{self.config.name}' failed "
+                    f"(exit {result.exit_code}, timed out: {result.timed_out}): "
+                    f"{result.stderr.strip()[-500:]}; do not reuse it"
+                )
+        logger.debug("reset ssh sandbox %s", root)
+
+    @override
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` on the remote machine in the sandbox's ``work`` directory (or ``cwd``).
+
+        ``cwd`` is relative to ``work`` or an absolute remote path. The
+        environment is the remote login's, then ``HOME`` and ``TMPDIR`` inside
+        the sandbox, then ``env``, then the two ``CRABRAY_*`` markers. A missing
+        program is exit 127, a missing ``cwd`` exit 126, as with the local backend.
+
+        Raises:
+            ValueError: ``command`` is an empty list or holds non-strings; an ``env`` name is bad.
+            SandboxError: Not started, closed, or the connection failed (after reconnecting).
+        """
+        root = self._require_started("exec")
+        marker = uuid.uuid4().hex
+        script = exec_script(root, self._argv(command), cwd, env or {}, marker)
+        logger.debug(
+            "exec on %s (timeout %s s): %.200r", self.settings.address, timeout_sec, command
+        )
+        started = time.monotonic()
+        channel = self._open_channel("exec")
+        try:
+            channel.exec_command(script)
+        except (EOFError, OSError, paramiko.SSHException) as exc:
+            channel.close()
+            raise SandboxError(
+                f"cannot run a command on {self.settings.address}: {exc or type(exc).__name__}"
+            ) from exc
+
+        def kill(pid: int | None) -> None:
+            self._admin(kill_exec_script(pid, marker), "kill a timed-out command")
+
+        deadline = None if timeout_sec is None else started + timeout_sec
+        out, err, timed_out = drive(channel, deadline, kill)
+        if not timed_out and not self._link_alive():
+            raise SandboxError(
+                f"the connection to {self.settings.address} dropped while running "
+                f"{command!r:.80}; it may have run in part"
+            )
+        exit_code = -1 if timed_out else channel.recv_exit_status()
+        duration = time.monotonic() - started
+        logger.debug("exec %.60r ended: exit %s after %.2f s", command, exit_code, duration)
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
+            timed_out=timed_out,
+            duration_sec=duration,
+        )
+
+    @override
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` atomically (temp file + rename) under the sandbox directory.
+
+        Raises:
+            SandboxFileError: The path is outside the sandbox (``..``, absolute
+                elsewhere, a symlink pointing out), is a directory, or cannot be written.
+            SandboxError: The connection failed (after reconnecting).
+        """
+        target = self._resolve(path, "write")
+
+        def write(sftp: paramiko.SFTPClient) -> None:
+            self._check_real(sftp, target, path, "write")
+            mode = 0o644
+            try:
+                attrs = sftp.stat(target)
+            except FileNotFoundError:
+                self._make_parents(sftp, posixpath.dirname(target))
+            else:
+                if stat.S_ISDIR(attrs.st_mode or 0):
+                    raise SandboxFileError(f"cannot write '{path}': {target} is a directory")
+                mode = stat.S_IMODE(attrs.st_mode or mode)
+            tmp = posixpath.join(
+                posixpath.dirname(target), f".{posixpath.basename(target)}.{uuid.uuid4().hex[:8]}"
+            )
+            try:
+                sftp.putfo(io.BytesIO(data), tmp, file_size=len(data), confirm=False)
+                sftp.chmod(tmp, mode)
+                sftp.posix_rename(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
+                    sftp.remove(tmp)
+                raise
+
+        self._sftp_call(write, "write", path)
+        logger.debug("put %d bytes to %s", len(data), target)
+
+    @override
+    def get_file(self, path: str) -> bytes:
+        """Read a file under the sandbox directory.
+
+        Raises:
+            SandboxFileError: The path is outside the sandbox, missing, a
+                directory, or cannot be read.
+            SandboxError: The connection failed (after reconnecting).
+        """
+        target = self._resolve(path, "read")
+
+        def read(sftp: paramiko.SFTPClient) -> bytes:
+            self._check_real(sftp, target, path, "read")
+            try:
+                attrs = sftp.stat(target)
+            except FileNotFoundError:
+                raise SandboxFileError(
+                    f"cannot read '{path}': no such file in the sandbox {self._root}"
+                ) from None
+            if stat.S_ISDIR(attrs.st_mode or 0):
+                raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
+            buffer = io.BytesIO()
+            sftp.getfo(target, buffer)
+            return buffer.getvalue()
+
+        data = self._sftp_call(read, "read", path)
+        logger.debug("got %d bytes from %s", len(data), target)
+        return data
+
+    @override
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        root, self._root = self._root, None
+        try:
+            if root is not None:
+                self._admin(wipe_script(root, recreate=False), "remove the sandbox")
+                logger.debug("closed ssh sandbox %s:%s", self.settings.address, root)
+        except CrabrayError as exc:
+            logger.warning(
+                "could not remove ssh sandbox %s on %s: %s", root, self.settings.address, exc
+            )
+        finally:
+            with self._lock:
+                self._disconnect()
+
+    @override
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "host": self.settings.host,
+            "port": self.settings.port,
+            "user": self.settings.user,
+            "root": self._root,
+            "workdir": posixpath.join(self._root, WORK_DIR) if self._root else None,
+        }
+
+    @classmethod
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+        """Remove sandboxes under ``remote_root`` made from this host by a process now dead.
+
+        Liveness is decided here, on the controlling host (the owner record
+        names this host's process), never on the remote machine; sandboxes of
+        other controllers are left alone.
+        """
+        parsed = parse_ssh_settings(settings)
+        client = connect(parsed, load_key(parsed), "orphan cleanup")
+        try:
+            abandoned = abandoned_sandboxes(run(client, list_script(parsed.remote_root)))
+            for root in abandoned:
+                run(client, wipe_script(root, recreate=False))
+                logger.info("removed abandoned ssh sandbox %s:%s", parsed.address, root)
+        finally:
+            client.close()
+        return len(abandoned)
+
+    # -- helpers -----------------------------------------------------------
+
+    def _require_started(self, operation: str) -> str:
+        if self._closed:
+            raise SandboxError(
+                f"cannot {operation}: the ssh sandbox of '{self.config.name}' is closed"
+            )
+        if self._root is None:
+            raise SandboxError(
+                f"cannot {operation}: the ssh sandbox of '{self.config.name}' is not started; "
+                "call start() first"
+            )
+        return self._root
+
+    def _argv(self, command: str | list[str]) -> list[str]:
+        if isinstance(command, str):
+            return [self.settings.shell, "-c", command]
+        if not command or not all(isinstance(arg, str) for arg in command):
+            raise ValueError(f"a command list must be a non-empty list of strings, got {command!r}")
+        return list(command)
+
+    def _admin(self, script: str, what: str) -> str:
+        """Run one of the backend's own scripts; a failure is a ``SandboxError`` naming ``what``."""
+        channel = self._open_channel(what)
+        try:
+            code, out, err = run_on(channel, script)
+        except SandboxTimeoutError as exc:
+            raise SandboxTimeoutError(f"cannot {what} on {self.settings.address}: {exc}") from exc
+        if code != 0:
+            raise SandboxError(
+                f"cannot {what} on {self.settings.address} (exit {code}): "
+                f"{err.decode('utf-8', errors='replace').strip()[-500:]}"
+            )
+        return out.decode("utf-8", errors="replace")
+
+    def _link_alive(self) -> bool:
+        client = self._client
+        transport = client.get_transport() if client is not None else None
+        return transport is not None and transport.is_active()
+
+    def _open_channel(self, operation: str) -> paramiko.Channel:
+        """A new session channel, reconnecting once if the link turns out to be dead."""
+        for attempt in (1, 2):
+            with self._lock:
+                try:
+                    return self._live_transport().open_session(
+                        timeout=self.settings.connect_timeout_sec
+                    )
+                except (EOFError, OSError, paramiko.SSHException) as exc:
+                    if attempt == 1 and self._dropped(exc):
+                        continue
+                    raise SandboxError(
+                        f"cannot {operation} on {self.settings.address}: "
+                        f"no session channel ({exc or type(exc).__name__})"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _sftp_call(
+        self, operation: Callable[[paramiko.SFTPClient], _T], verb: str, path: str
+    ) -> _T:
+        """Run ``operation`` on the SFTP session, reconnecting once after a dropped link.
+
+        An ``OSError`` on a live link is the request's fault (missing, denied):
+        a ``SandboxFileError``; anything else is the connection's: a ``SandboxError``.
+        """
+        for attempt in (1, 2):
+            with self._lock:
+                try:
+                    if self._sftp is None:
+                        self._sftp = paramiko.SFTPClient.from_transport(self._live_transport())
+                    if self._sftp is None:
+                        raise paramiko.SSHException("the server refused the sftp subsystem")
+                    return operation(self._sftp)
+                except (EOFError, OSError, paramiko.SSHException) as exc:
+                    if attempt == 1 and self._dropped(exc):
+                        continue
+                    if isinstance(exc, OSError) and self._link_alive() and self._sftp is not None:
+                        raise SandboxFileError(
+                            f"cannot {verb} '{path}' in the sandbox {self._root}: "
+                            f"{exc.strerror or exc or type(exc).__name__}"
+                        ) from exc
+                    hint = " (is the sftp subsystem enabled?)" if self._sftp is None else ""
+                    raise SandboxError(
+                        f"cannot {verb} '{path}' on {self.settings.address}{hint}: "
+                        f"{exc or type(exc).__name__}"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    def _live_transport(self) -> paramiko.Transport:
+        """The connection's transport, reconnecting first if the link is known to be dead."""
+        if not self._link_alive():
+            if self._client is not None:
+                logger.warning("connection to %s dropped; reconnecting", self.settings.address)
+            self.reconnect()
+        transport = self._client.get_transport() if self._client is not None else None
+        if transport is None:
+            raise paramiko.SSHException("no transport after connecting")
+        return transport
+
+    def _dropped(self, exc: BaseException) -> bool:
+        """Whether ``exc`` means the link died; if so, forget it so the next try reconnects.
+
+        paramiko may raise before its reader thread has marked the transport
+        dead, so a transport-level error counts as a drop on its own.
+        """
+        transport_level = isinstance(exc, EOFError | ConnectionError | paramiko.SSHException)
+        if not transport_level and self._link_alive():
+            return False
+        logger.warning(
+            "connection to %s dropped (%s); reconnecting",
+            self.settings.address,
+            exc or type(exc).__name__,
+        )
+        self._disconnect()
+        return True
+
+    def _resolve(self, path: str, operation: str) -> str:
+        """The remote path of sandbox path ``path``, refusing anything lexically outside.
+
+        Raises:
+            SandboxFileError: ``..`` or an absolute path leads out of the sandbox.
+        """
+        root = self._require_started(f"{operation} '{path}'")
+        candidate = path if path.startswith("/") else posixpath.join(root, WORK_DIR, path)
+        lexical = posixpath.normpath(candidate)
+        if lexical == root or lexical.startswith(root + "/"):
+            return lexical
+        why = (
+            "'..' leads out of it"
+            if ".." in path.split("/")
+            else "it is an absolute path outside it"
+        )
+        raise SandboxFileError(
+            f"refusing to {operation} '{path}': it is outside the sandbox directory {root}: {why}"
+        )
+
+    def _check_real(
+        self, sftp: paramiko.SFTPClient, target: str, path: str, operation: str
+    ) -> None:
+        """Refuse a path whose deepest existing part resolves (via symlinks) outside the sandbox."""
+        root = self._require_started(operation)
+        probe = target
+        while True:
+            try:
+                real = sftp.normalize(probe)
+                break
+            except FileNotFoundError:
+                if probe in (root, "/"):
+                    return
+                probe = posixpath.dirname(probe)
+        if real != root and not real.startswith(root + "/"):
+            raise SandboxFileError(
+                f"refusing to {operation} '{path}': it is outside the sandbox directory {root}: "
+                f"a symlink in the path points outside it (to {real})"
+            )
+
+    @staticmethod
+    def _make_parents(sftp: paramiko.SFTPClient, directory: str) -> None:
+        missing: list[str] = []
+        while True:
+            try:
+                sftp.stat(directory)
+                break
+            except FileNotFoundError:
+                missing.append(directory)
+                directory = posixpath.dirname(directory)
+        for part in reversed(missing):
+            sftp.mkdir(part)
+
+    def _disconnect(self) -> None:
+        sftp, self._sftp = self._sftp, None
+        client, self._client = self._client, None
+        for thing in (sftp, client):
+            if thing is not None:
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    thing.close()
