@@ -37,6 +37,30 @@ def write_owner(sandbox: Path) -> None:
     (sandbox / OWNER_FILE).write_text(json.dumps(record))
 
 
+def owner_tag() -> str:
+    """This process as one string, ``host:pid:start_time``, for a label on a sandbox.
+
+    Backends whose sandboxes live outside the host's file system (containers)
+    carry it as a label instead of an owner file; see :func:`owner_tag_is_dead`.
+    """
+    pid = os.getpid()
+    return f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+
+
+def owner_tag_is_dead(tag: str) -> bool:
+    """Whether ``tag`` (from :func:`owner_tag`) names a process of this host that is gone.
+
+    A tag from another host, or one that does not parse, is not known to be dead.
+    """
+    parts = tag.split(":")
+    if len(parts) < 3 or not parts[-2].isdigit():
+        return False
+    host, pid, start = ":".join(parts[:-2]), int(parts[-2]), parts[-1]
+    if host != socket.gethostname():
+        return False
+    return str(_start_time(pid)) != start
+
+
 def is_abandoned(sandbox: Path) -> bool:
     """Whether ``sandbox`` was made on this host by a process that no longer runs.
 

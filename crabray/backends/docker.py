@@ -1,0 +1,496 @@
+"""``DockerBackend``: one container per environment, through the docker SDK.
+
+Isolation is the default: no network (``network="none"``), CPU, memory and
+process limits, ``no-new-privileges``, never privileged, no host mounts unless
+the settings list them. Every container carries labels (``crabray=1``,
+``crabray.env``, ``crabray.run``, ``crabray.owner`` = host, pid and start time
+of the process that made it), so ``cleanup_orphans`` and ``crabray envs
+prune`` remove containers whose owner died on this host, and only those.
+
+Reset replaces the container with a fresh one from the image (``recreate``)
+or from an image committed right after start (``snapshot``, which keeps what
+``init_commands`` installed). Starting a container costs most of a second, so
+with ``warm_spare`` (the default) the next clean container is made in the
+background after every start and reset; reset then only swaps it in, and the
+used container is removed in the background too.
+
+Commands run through the exec API (see :mod:`crabray.backends.docker_exec` for
+how a timed-out command's whole process tree is killed); files move through
+the archive API as tar streams, so binary files round-trip unchanged and large
+ones are never copied into a second buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import docker
+import requests
+from docker.errors import APIError, ImageNotFound, NotFound
+from docker.models.containers import Container
+from typing_extensions import override
+
+from crabray.backends import register_backend
+from crabray.backends.base import Backend, ExecResult
+from crabray.backends.docker_archive import (
+    CHUNK,
+    MAX_SYMLINKS,
+    MODE_DIR,
+    MODE_SYMLINK,
+    file_error,
+    read_single_file,
+    tar_stream,
+)
+from crabray.backends.docker_engine import (
+    ENGINE_ERRORS,
+    LABEL,
+    LABEL_ENV,
+    LABEL_OWNER,
+    LABEL_RUN,
+    LABEL_SANDBOX,
+    LABEL_SNAPSHOT,
+    connect,
+    prune,
+    unreachable,
+)
+from crabray.backends.docker_exec import run_exec
+from crabray.backends.docker_settings import DockerSettings, parse_docker_settings
+from crabray.backends.envs import available_envs, build_env
+from crabray.backends.ownership import owner_tag
+from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
+
+logger = logging.getLogger(__name__)
+
+
+@register_backend("docker")
+class DockerBackend(Backend):
+    """A sandbox that is a Docker container on the engine ``DOCKER_HOST`` names.
+
+    Settings (``config.backend_settings``) are :class:`DockerSettings`; an
+    unknown or malformed one is a ``ConfigError`` here, at construction.
+
+    Args:
+        config: The environment this sandbox serves.
+
+    Raises:
+        ConfigError: ``backend_settings`` do not validate.
+    """
+
+    kind = "docker"
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        super().__init__(config)
+        self.settings: DockerSettings = parse_docker_settings(config.backend_settings)
+        self.image = self.settings.image_name
+        self._sandbox_id = uuid.uuid4().hex[:12]
+        self._client: docker.DockerClient | None = None
+        self._container: Container | None = None
+        self._reset_image = self.image
+        self._snapshot: str | None = None
+        self._spare: Future[Container] | None = None
+        self._background: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @override
+    def start(self) -> None:
+        if self._closed:
+            raise SandboxError(f"docker sandbox of '{self.config.name}' is closed; make a new one")
+        if self._container is not None:
+            raise SandboxError(f"docker sandbox of '{self.config.name}' is already started")
+        self._client = connect()
+        self._ensure_image()
+        try:
+            self._container = self._launch(self.image, run_init=True)
+            if self.settings.reset == "snapshot":
+                self._snapshot = self._commit(self._container)
+                self._reset_image = self._snapshot
+        except BaseException:
+            self.close()
+            raise
+        self._background = ThreadPoolExecutor(
+            1, thread_name_prefix=f"crabray-docker-{self._sandbox_id}"
+        )
+        self._prepare_spare()
+        logger.debug("docker sandbox of '%s': container %s", self.config.name, self._container.name)
+
+    @override
+    def reset(self) -> None:
+        """Swap in a clean container (the warm spare, or a new one) and drop the used one.
+
+        Raises:
+            SandboxError: No clean container could be made; do not reuse the sandbox.
+        """
+        used = self._require_started("reset")
+        fresh = self._take_spare()
+        if fresh is None:
+            if not self.settings.warm_spare:
+                self._remove_container(used)
+            fresh = self._launch(self._reset_image, run_init=self._snapshot is None)
+        self._container = fresh
+        if self.settings.warm_spare:
+            self._submit(self._remove_container, used)
+            self._prepare_spare()
+        logger.debug("reset docker sandbox of '%s' to container %s", self.config.name, fresh.name)
+
+    @override
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        """Run ``command`` in the container, in ``workdir`` (or ``cwd`` relative to it).
+
+        A program or ``cwd`` that does not exist is a result with exit 127 or 126
+        (the engine's explanation on stderr), as a shell would report it.
+
+        Raises:
+            ValueError: ``command`` is an empty list or holds something other than strings.
+            SandboxError: Not started, closed, or the engine could not run it.
+        """
+        container = self._require_started("exec")
+        if isinstance(command, str):
+            argv = [self.settings.shell, "-c", command]
+        elif command and all(isinstance(arg, str) for arg in command):
+            argv = list(command)
+        else:
+            raise ValueError(f"a command list must be a non-empty list of strings, got {command!r}")
+        workdir = posixpath.join(self.settings.workdir, cwd) if cwd else self.settings.workdir
+        logger.debug(
+            "exec in %s:%s (timeout %s s): %.200r", container.name, workdir, timeout_sec, command
+        )
+        return run_exec(
+            self._api(),
+            container.id,
+            argv,
+            workdir=posixpath.normpath(workdir),
+            environment=env or {},
+            timeout_sec=timeout_sec,
+            shell=self.settings.shell,
+        )
+
+    @override
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write ``data`` to ``path`` (relative to ``workdir``) as a one-file tar stream.
+
+        Raises:
+            SandboxFileError: ``path`` is a directory, or a parent is not a directory.
+            SandboxError: The engine failed.
+        """
+        container = self._require_started(f"write '{path}'")
+        target = self._path(path)
+        if target == "/":
+            raise SandboxFileError(f"cannot write '{path}': it is the root directory")
+        try:
+            # The public put_archive has no noOverwriteDirNonDir: without it the engine
+            # would silently replace a directory at ``target`` with the file.
+            api = self._api()
+            response = api._put(
+                api._url("/containers/{0}/archive", container.id),
+                params={"path": "/", "noOverwriteDirNonDir": "true"},
+                data=tar_stream(target.lstrip("/"), data),
+            )
+            api._raise_for_status(response)
+        except ENGINE_ERRORS as exc:
+            raise file_error("write", path, target, exc) from exc
+        logger.debug("put %d bytes to %s:%s", len(data), container.name, target)
+
+    @override
+    def get_file(self, path: str) -> bytes:
+        """Read ``path`` (relative to ``workdir``), following symlinks, via the archive API.
+
+        Raises:
+            SandboxFileError: The path is missing, a directory or not a regular file.
+            SandboxError: The engine failed.
+        """
+        container = self._require_started(f"read '{path}'")
+        target = self._path(path)
+        for _ in range(MAX_SYMLINKS):
+            try:
+                stream, stat = self._api().get_archive(container.id, target, chunk_size=CHUNK)
+            except ENGINE_ERRORS as exc:
+                raise file_error("read", path, target, exc) from exc
+            mode = int(stat.get("mode", 0))
+            if mode & MODE_SYMLINK and stat.get("linkTarget"):
+                stream.close()
+                target = posixpath.join(posixpath.dirname(target), stat["linkTarget"])
+                continue
+            if mode & MODE_DIR:
+                stream.close()
+                raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
+            try:
+                return read_single_file(stream, path)
+            except ENGINE_ERRORS as exc:
+                raise file_error("read", path, target, exc) from exc
+            finally:
+                stream.close()
+        raise SandboxFileError(f"cannot read '{path}': more than {MAX_SYMLINKS} symlinks deep")
+
+    @override
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.cancel()
+        if self._background is not None:
+            # Not cancel_futures: a pending removal of a used container must still run.
+            self._background.shutdown(wait=True)
+        if (
+            spare is not None
+            and spare.done()
+            and not spare.cancelled()
+            and spare.exception() is None
+        ):
+            self._remove_container(spare.result())
+        container, self._container = self._container, None
+        if container is not None:
+            self._remove_container(container)
+        if self._snapshot is not None and self._client is not None:
+            try:
+                self._client.images.remove(self._snapshot, force=True)
+            except NotFound:
+                pass
+            except ENGINE_ERRORS as exc:
+                logger.warning("could not remove snapshot image %s: %s", self._snapshot, exc)
+        if self._client is not None:
+            self._client.close()
+        logger.debug("closed docker sandbox %s of '%s'", self._sandbox_id, self.config.name)
+
+    @override
+    def describe(self) -> dict[str, Any]:
+        container = self._container
+        return {
+            **super().describe(),
+            "host": socket.gethostname(),
+            "sandbox": self._sandbox_id,
+            "image": self.image,
+            "container": container.id if container is not None else None,
+            "container_name": container.name if container is not None else None,
+            "snapshot": self._snapshot,
+            "reset_mode": self.settings.reset,
+        }
+
+    @classmethod
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+        """Remove crabray containers and snapshot images whose owner died on this host."""
+        try:
+            return len(prune(everything=False))
+        except SandboxError as exc:
+            logger.warning("skipped docker orphan cleanup: %s", exc)
+            return 0
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _api(self) -> Any:
+        if self._client is None:
+            raise SandboxError("internal error: no docker client")
+        return self._client.api
+
+    def _require_started(self, operation: str) -> Container:
+        if self._closed:
+            raise SandboxError(
+                f"cannot {operation}: the docker sandbox of '{self.config.name}' is closed"
+            )
+        if self._container is None:
+            raise SandboxError(
+                f"cannot {operation}: the docker sandbox of '{self.config.name}' is not started; "
+                "call start() first"
+            )
+        return self._container
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(self.settings.workdir, path))
+
+    def _labels(self) -> dict[str, str]:
+        return {
+            LABEL: "1",
+            LABEL_ENV: self.config.name,
+            LABEL_RUN: self.settings.run_label,
+            LABEL_OWNER: owner_tag(),
+            LABEL_SANDBOX: self._sandbox_id,
+        }
+
+    def _ensure_image(self) -> None:
+        """Make sure the image exists, building it from ``envs/`` when the settings say how.
+
+        Raises:
+            SandboxError: The image is missing and cannot be built, or its build failed.
+        """
+        if self._image_exists():
+            return
+        build = self.settings.build
+        if build is None:
+            name = self.image.split(":")[0].removeprefix("crabray/")
+            how = (
+                f"run `crabray envs build {name}` (or set backend_settings.build: '{name}')"
+                if name in available_envs()
+                else "build or load it on this host (`docker build`, `docker import` or "
+                "`docker load`), or set backend_settings.build to an env under envs/"
+            )
+            raise SandboxError(
+                f"docker image '{self.image}' of environment '{self.config.name}' does not exist "
+                f"on this engine and no registry is used: {how}"
+            )
+        logger.info(
+            "docker image '%s' is missing: building it from envs/%s (first use; "
+            "`crabray envs build %s` does it ahead of time)",
+            self.image,
+            build,
+            build,
+        )
+        started = time.monotonic()
+        try:
+            build_env(build, image=self.image, unless=self._image_exists)
+        except CrabrayError as exc:
+            raise SandboxError(f"cannot make image '{self.image}': {exc}") from exc
+        logger.info("built docker image '%s' in %.1f s", self.image, time.monotonic() - started)
+
+    def _image_exists(self) -> bool:
+        if self._client is None:
+            raise SandboxError("internal error: no docker client")
+        try:
+            self._client.images.get(self.image)
+        except ImageNotFound:
+            return False
+        except requests.ConnectionError as exc:
+            raise unreachable(exc) from exc
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot look up image '{self.image}': {exc}") from exc
+        return True
+
+    def _launch(self, image: str, *, run_init: bool) -> Container:
+        """Create and start one clean container; on any failure nothing is left behind."""
+        if self._client is None:
+            raise SandboxError("internal error: no docker client")
+        options = self.settings.container_options()
+        try:
+            container = self._client.containers.create(
+                image,
+                self.settings.command,
+                name=f"crabray-{self.config.name}-{uuid.uuid4().hex[:8]}",
+                labels=self._labels(),
+                **options,
+            )
+        except ImageNotFound as exc:
+            raise SandboxError(f"docker image '{image}' disappeared: {exc}") from exc
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(
+                f"cannot create a container from '{image}' for '{self.config.name}': {exc}"
+            ) from exc
+        try:
+            container.start()
+            if run_init:
+                self._run_init(container)
+        except BaseException as exc:
+            self._remove_container(container)
+            if isinstance(exc, ENGINE_ERRORS):
+                raise SandboxError(
+                    f"cannot start container {container.name} from '{image}' "
+                    f"(network '{self.settings.network}'): {exc}"
+                ) from exc
+            raise
+        return container
+
+    def _run_init(self, container: Container) -> None:
+        for command in self.settings.init_commands:
+            result = run_exec(
+                self._api(),
+                container.id,
+                [self.settings.shell, "-c", command],
+                workdir=self.settings.workdir,
+                environment={},
+                timeout_sec=self.settings.init_timeout_sec,
+                shell=self.settings.shell,
+            )
+            if not result.ok:
+                status = "timed out" if result.timed_out else f"exit {result.exit_code}"
+                raise SandboxError(
+                    f"init command {command!r} of '{self.config.name}' failed ({status}): "
+                    f"{(result.stderr or result.stdout).strip()[-2000:]}"
+                )
+
+    def _commit(self, container: Container) -> str:
+        """Commit ``container`` as this sandbox's snapshot image; return its id."""
+        labels = {**self._labels(), LABEL_SNAPSHOT: "1"}
+        try:
+            image = container.commit(
+                repository="crabray-snapshot",
+                tag=self._sandbox_id,
+                changes=[
+                    f"LABEL {key}={value!r}".replace("'", '"') for key, value in labels.items()
+                ],
+            )
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(f"cannot snapshot container {container.name}: {exc}") from exc
+        logger.debug("snapshot of '%s' is image %s", self.config.name, image.id)
+        return str(image.id)
+
+    def _prepare_spare(self) -> None:
+        if not self.settings.warm_spare or self._background is None:
+            return
+        run_init = self._snapshot is None
+        try:
+            self._spare = self._background.submit(
+                self._launch, self._reset_image, run_init=run_init
+            )
+        except RuntimeError:  # shut down by a concurrent close()
+            self._spare = None
+
+    def _take_spare(self) -> Container | None:
+        """The warm spare once it is ready, or None when there is none or it failed."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        try:
+            container = spare.result()
+        except (CrabrayError, *ENGINE_ERRORS) as exc:
+            logger.warning(
+                "warm spare of '%s' failed (%s); starting one now", self.config.name, exc
+            )
+            return None
+        try:
+            container.reload()
+            if container.status == "running":
+                return container
+        except ENGINE_ERRORS:
+            pass
+        logger.warning(
+            "warm spare %s of '%s' is not running; replacing it", container.name, self.config.name
+        )
+        self._remove_container(container)
+        return None
+
+    def _submit(self, fn: Any, *args: Any) -> None:
+        if self._background is None:
+            fn(*args)
+            return
+        try:
+            self._background.submit(fn, *args)
+        except RuntimeError:
+            fn(*args)
+
+    def _remove_container(self, container: Container) -> None:
+        try:
+            container.remove(force=True, v=True)
+        except NotFound:
+            pass
+        except APIError as exc:
+            if exc.status_code == 409 and "already in progress" in str(exc):
+                return
+            logger.warning("could not remove container %s: %s", container.name, exc)
+        except ENGINE_ERRORS as exc:
+            logger.warning("could not remove container %s: %s", container.name, exc)

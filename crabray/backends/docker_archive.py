@@ -1,0 +1,78 @@
+"""Files in and out of a container as tar streams through the engine's archive API.
+
+``put_file`` streams a one-file archive (header, the data in 1 MiB pieces,
+padding), so the data is never copied whole; ``get_file`` reads the archive
+the engine streams back with ``tarfile``'s stream mode.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import time
+from collections.abc import Iterator
+
+from docker.errors import APIError, NotFound
+
+from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
+
+MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27
+"""Go ``os.FileMode`` bits in the engine's path stat."""
+MAX_SYMLINKS = 8
+CHUNK = 1 << 20
+_TAR_BLOCK = 512
+_FILE_REQUEST_HINTS = ("no such file", "not a directory", "cannot overwrite", "is a directory")
+
+
+def tar_stream(name: str, data: bytes) -> Iterator[bytes]:
+    """A tar archive holding one file, yielded in pieces so ``data`` is never copied whole."""
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    info.mtime = int(time.time())
+    yield info.tobuf(format=tarfile.PAX_FORMAT)
+    view = memoryview(data)
+    for offset in range(0, len(data), CHUNK):
+        yield bytes(view[offset : offset + CHUNK])
+    padding = -len(data) % _TAR_BLOCK
+    yield b"\0" * (padding + 2 * _TAR_BLOCK)
+
+
+class _ChunkReader:
+    """A read-only file over an iterator of byte chunks, for ``tarfile`` stream mode."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buffer = bytearray()
+
+    def read(self, size: int = -1) -> bytes:
+        while size < 0 or len(self._buffer) < size:
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                break
+            self._buffer += chunk
+        if size < 0:
+            size = len(self._buffer)
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+
+def read_single_file(stream: Iterator[bytes], path: str) -> bytes:
+    with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:  # type: ignore[call-overload]
+        member = archive.next()
+        if member is None or not member.isfile():
+            raise SandboxFileError(f"cannot read '{path}': not a regular file")
+        handle = archive.extractfile(member)
+        if handle is None:
+            raise SandboxFileError(f"cannot read '{path}': not a regular file")
+        return handle.read()
+
+
+def file_error(verb: str, path: str, target: str, exc: Exception) -> CrabrayError:
+    """A bad request (missing path, directory in the way) or an engine failure."""
+    text = str(exc).lower()
+    if isinstance(exc, NotFound) and "no such container" not in text:
+        return SandboxFileError(f"cannot {verb} '{path}': no such file in the container ({target})")
+    if isinstance(exc, APIError) and any(hint in text for hint in _FILE_REQUEST_HINTS):
+        return SandboxFileError(f"cannot {verb} '{path}' ({target}): {exc.explanation or exc}")
+    return SandboxError(f"the engine failed to {verb} '{path}' ({target}): {exc}")

@@ -1,0 +1,189 @@
+"""The ``backend_settings`` of the docker backend, validated before any container exists."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import posixpath
+from typing import Any, Literal
+
+from docker.types import Mount
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from crabray.backends.envs import env_image
+from crabray.core.errors import ConfigError
+
+RUN_ID_VAR = "CRABRAY_RUN_ID"
+"""Environment variable whose value labels containers as ``crabray.run`` when no
+``run_id`` setting is given."""
+
+KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
+"""The container's main process: does nothing, forever, with busybox alone."""
+
+
+class BindMount(BaseModel):
+    """A host directory visible in the container; read-only unless asked otherwise."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="Absolute host path.")
+    target: str = Field(description="Absolute path in the container.")
+    read_only: bool = Field(default=True, description="Mount read-only (the default).")
+
+    @field_validator("source", "target")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        return value
+
+
+class DockerSettings(BaseModel):
+    """What the docker backend understands in ``backend_settings``.
+
+    Isolation is the default: no network, limits on CPU, memory and
+    processes, no host mounts. Raise a limit or name a network when a task
+    needs it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str | None = Field(
+        default=None, description="Image to run, e.g. 'crabray/busybox:latest'."
+    )
+    build: str | None = Field(
+        default=None,
+        description="Env under envs/ that builds the image (crabray/BUILD:latest unless `image` "
+        "names it); built on first use when the image is missing.",
+    )
+    network: str = Field(
+        default="none", min_length=1, description="Docker network; 'none' = no network at all."
+    )
+    cpus: float | None = Field(default=1.0, gt=0, description="CPU limit; None = unlimited.")
+    memory_mb: int | None = Field(
+        default=1024, ge=6, description="Memory limit in MiB (no swap beyond it); None = unlimited."
+    )
+    pids_limit: int | None = Field(
+        default=512, ge=1, description="Most processes at once; None = unlimited."
+    )
+    mounts: list[BindMount] = Field(
+        default_factory=list, description="Host directories to mount; none by default."
+    )
+    workdir: str = Field(
+        default="/root",
+        description="Absolute directory where commands start and relative paths resolve.",
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="Environment of every command.")
+    reset: Literal["recreate", "snapshot"] = Field(
+        default="recreate",
+        description="'recreate': a fresh container from the image; 'snapshot': from an image "
+        "committed after start (keeps what init_commands did).",
+    )
+    command: list[str] = Field(
+        default_factory=lambda: list(KEEP_ALIVE),
+        min_length=1,
+        description="The container's main process, which only keeps it alive.",
+    )
+    shell: str = Field(default="/bin/sh", min_length=1, description="Shell of string commands.")
+    init: bool = Field(
+        default=True, description="Run the engine's init as PID 1 (reaps orphaned zombies)."
+    )
+    init_commands: list[str] = Field(
+        default_factory=list,
+        description="Shell commands run once in every new container (once in all with 'snapshot').",
+    )
+    init_timeout_sec: float = Field(default=600, gt=0, description="Limit of each init command.")
+    run_id: str | None = Field(
+        default=None, description=f"Value of the crabray.run label; ${RUN_ID_VAR} when unset."
+    )
+    warm_spare: bool = Field(
+        default=True,
+        description="Keep the next clean container started in the background, so reset is a swap.",
+    )
+
+    @field_validator("workdir")
+    @classmethod
+    def _absolute_workdir(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {value!r}")
+        return posixpath.normpath(value)
+
+    @field_validator("build")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value or "/" in value or value.startswith(".")):
+            raise ValueError(f"must be the name of a folder under envs/, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _image_or_build(self) -> DockerSettings:
+        if self.image is None and self.build is None:
+            raise ValueError("give 'image' (an image name) or 'build' (an env under envs/)")
+        return self
+
+    @property
+    def image_name(self) -> str:
+        """The image containers are made from."""
+        if self.image is not None:
+            return self.image
+        return env_image(self.build or "")
+
+    @property
+    def run_label(self) -> str:
+        """The ``crabray.run`` label: the setting, else ``$CRABRAY_RUN_ID``, else empty."""
+        return self.run_id or os.environ.get(RUN_ID_VAR, "")
+
+    def container_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``containers.create`` for the limits and isolation asked for."""
+        options: dict[str, Any] = {
+            "working_dir": self.workdir,
+            "environment": dict(self.env),
+            "init": self.init,
+            "privileged": False,
+            "security_opt": ["no-new-privileges"],
+            "hostname": "crabray",
+            "mounts": [
+                Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
+                for m in self.mounts
+            ],
+        }
+        if self.network == "none":
+            options["network_mode"] = "none"
+        else:
+            options["network"] = self.network
+        if self.cpus is not None:
+            options["nano_cpus"] = int(self.cpus * 1e9)
+        if self.memory_mb is not None:
+            options["mem_limit"] = f"{self.memory_mb}m"
+            options["memswap_limit"] = f"{self.memory_mb}m"
+        if self.pids_limit is not None:
+            options["pids_limit"] = self.pids_limit
+        return options
+
+
+def parse_docker_settings(settings: dict[str, Any]) -> DockerSettings:
+    """Validate ``backend_settings`` so a typo fails before any container exists.
+
+    Raises:
+        ConfigError: A setting is unknown, has the wrong type, or neither
+            ``image`` nor ``build`` is given; names the field.
+    """
+    try:
+        return DockerSettings.model_validate(settings)
+    except ValidationError as exc:
+        known = sorted(DockerSettings.model_fields)
+        problems: list[str] = []
+        for error in exc.errors():
+            name = ".".join(str(part) for part in error["loc"]) or "image"
+            if error["type"] == "extra_forbidden":
+                close = difflib.get_close_matches(name, known, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else ""
+                message = f"unknown setting (known: {', '.join(known)}){hint}"
+            else:
+                message = error["msg"]
+            problems.append(f"'{name}': {message}")
+        first = ".".join(str(part) for part in exc.errors()[0]["loc"]) or "image"
+        raise ConfigError(
+            f"bad settings for the 'docker' backend: {'; '.join(problems)}",
+            field=f"backend_settings.{first}",
+        ) from exc

@@ -1,0 +1,111 @@
+"""``crabray envs``: build the sandbox images under ``envs/`` and prune crabray's containers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from crabray.core.errors import CrabrayError
+
+envs_app = typer.Typer(
+    help="Build sandbox images from envs/ and remove containers crashed runs left behind.",
+    no_args_is_help=True,
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=2)
+
+
+@envs_app.command("build")
+def build(
+    name: Annotated[str, typer.Argument(help="An env under envs/, e.g. busybox.")],
+    image: Annotated[
+        str | None, typer.Option(help="Image name to build; crabray/NAME:latest by default.")
+    ] = None,
+) -> None:
+    """Build env NAME's image by running envs/NAME/build.sh, showing its output."""
+    import time
+
+    from crabray.backends.envs import build_env, build_script, env_image
+
+    target = image or env_image(name)
+    try:
+        script = build_script(name)
+        console.print(f"building [bold]{escape(target)}[/] with {escape(str(script))} ...")
+        started = time.monotonic()
+        build_env(
+            name,
+            image=target,
+            on_line=lambda line: console.print(f"  {escape(line)}", style="dim", highlight=False),
+        )
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    console.print(f"[green]built[/] {escape(target)} in {time.monotonic() - started:.1f} s")
+
+
+@envs_app.command("list")
+def list_envs() -> None:
+    """List the envs under envs/ and whether their image exists on the engine."""
+    from crabray.backends.envs import available_envs, build_script, env_image, envs_dir
+
+    names = available_envs()
+    # Only builds that make a Docker image have one to look for (a VM build makes disks).
+    images = {n: env_image(n) for n in names if "docker" in build_script(n).read_text()}
+    present = _present_images(list(images.values()))
+    table = Table(title=f"envs in {envs_dir()}")
+    for column in ("env", "docker image", "built"):
+        table.add_column(column)
+    for name in names:
+        image = images.get(name)
+        if image is None:
+            table.add_row(name, "-", "-")
+            continue
+        built = "?" if present is None else ("yes" if image in present else "no")
+        table.add_row(name, image, built)
+    console.print(table)
+
+
+@envs_app.command("prune")
+def prune(
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Remove every crabray container and snapshot, live runs' included."
+        ),
+    ] = False,
+) -> None:
+    """Remove crabray containers and snapshot images whose owner process died on this host."""
+    from crabray.backends.docker_engine import prune as prune_docker
+
+    try:
+        removed = prune_docker(everything=everything)
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    for item in removed:
+        console.print(f"removed {escape(item)}", highlight=False)
+    scope = "crabray" if everything else "orphaned"
+    console.print(f"{len(removed)} {scope} container(s) and snapshot(s) removed")
+
+
+def _present_images(images: list[str]) -> set[str] | None:
+    """Which of ``images`` exist on the engine; None when the engine does not answer."""
+    from crabray.backends.docker_engine import connect
+
+    try:
+        client = connect()
+    except CrabrayError as exc:
+        errors.print(f"[yellow]warning:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return None
+    try:
+        tags = {tag for image in client.images.list() for tag in image.tags}
+    finally:
+        client.close()
+    return {image for image in images if image in tags}

@@ -1,0 +1,100 @@
+"""The Docker engine and the busybox image the docker backend's tests run against.
+
+No registry is reachable where these tests run: the image ``crabray/busybox``
+is built from Debian's ``busybox-static`` by ``envs/busybox/build.sh`` the
+first time a test needs it (once per session).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+logger = logging.getLogger(__name__)
+
+ROOT = Path(__file__).resolve().parents[2]
+BUSYBOX_IMAGE = "crabray/busybox:latest"
+BUILD_SCRIPT = ROOT / "envs" / "busybox" / "build.sh"
+INSTALL_HINT = "apt-get install docker.io busybox-static and start dockerd (`dockerd &`)"
+
+
+@functools.cache
+def docker_missing() -> str | None:
+    """``None`` when the engine answers and the busybox image exists (built if need be).
+
+    Otherwise what to install or start. Cached: the answer holds for the session.
+    """
+    try:
+        import docker
+    except ImportError:
+        return "pip install docker"
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        return f"{INSTALL_HINT} (the engine did not answer: {exc})"
+    try:
+        try:
+            client.images.get(BUSYBOX_IMAGE)
+            return None
+        except docker.errors.ImageNotFound:
+            pass
+        if not Path("/bin/busybox").exists() or shutil.which("docker") is None:
+            return INSTALL_HINT
+        done = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=300
+        )
+        if done.returncode != 0:
+            return f"{INSTALL_HINT} ({BUILD_SCRIPT} failed: {done.stderr.strip()[-500:]})"
+        return None
+    finally:
+        client.close()
+
+
+def require_docker() -> None:
+    """Skip the calling test (fail it under ``CI=true``) when Docker is not usable."""
+    import os
+
+    hint = docker_missing()
+    if hint is None:
+        return
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"Docker is required under CI=true: {hint}")
+    pytest.skip(f"Docker not usable here: {hint}")
+
+
+def docker_settings(_tmp_path: Path) -> dict[str, Any]:
+    """Default settings of a contract-test container."""
+    return {"image": BUSYBOX_IMAGE}
+
+
+def docker_leftovers(described: dict[str, Any], _pids: list[int]) -> list[str]:
+    """Containers or a snapshot image of the closed sandbox that still exist.
+
+    Processes die with their container, so the pids need no check of their own.
+    """
+    import docker
+
+    client = docker.from_env()
+    try:
+        found = [
+            f"container {c.name} still exists"
+            for c in client.containers.list(
+                all=True, filters={"label": f"crabray.sandbox={described['sandbox']}"}
+            )
+        ]
+        if described.get("snapshot"):
+            try:
+                client.images.get(described["snapshot"])
+                found.append(f"snapshot image {described['snapshot']} still exists")
+            except docker.errors.ImageNotFound:
+                pass
+        return found
+    finally:
+        client.close()
