@@ -223,6 +223,7 @@ class _Episode:
         self.time_limit = benchmark.time_limit_of(task)
         self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
         self.t0 = time.monotonic()
+        self.score: float | None = None
 
     def run(self) -> EpisodeRecord:
         try:
@@ -234,6 +235,7 @@ class _Episode:
             logger.exception("episode %s/%s failed unexpectedly", self.task.id, self.settings.agent)
             self._end(TerminationReason.ENV_ERROR, exc)
         finally:
+            self._score()
             self._teardown()
             self._finish()
             self._remove_scratch()
@@ -465,6 +467,29 @@ class _Episode:
     def _env_for(self, act: Action) -> Environment:
         return self.envs[self.benchmark.resolve_env(act, self.task)]
 
+    def _score(self) -> None:
+        """Grade a task that has a scorer, once, now that the agent is done.
+
+        Skipped when setup or the sandbox failed. A scorer that raises scores 0
+        and ends the episode as evaluator_error with the error recorded; a
+        sandbox failure while scoring is an env_error (retried).
+        """
+        scorer = self.task.scorer
+        skipped = (TerminationReason.SETUP_ERROR, TerminationReason.ENV_ERROR)
+        if scorer is None or self.result.termination_reason in skipped:
+            return
+        self.score = 0.0
+        try:
+            value = scorer.run(self._env_for(scorer))
+            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                raise EvaluatorError(f"returned {value!r}, not a score in [0, 1]")
+            self.score = float(value)
+        except SandboxError as exc:
+            self._end(TerminationReason.ENV_ERROR, exc, f"scoring with '{scorer.name}'")
+        except Exception as exc:
+            logger.info("scorer '%s' of task %s failed: %s", scorer.name, self.task.id, exc)
+            self._end(TerminationReason.EVALUATOR_ERROR, exc, f"evaluation '{scorer.name}'")
+
     def _teardown(self) -> None:
         for act in self.task.teardown:
             try:
@@ -485,9 +510,14 @@ class _Episode:
 
     def _finish(self) -> None:
         usage = self.agent.usage
-        self.result.success = self.stats.success
-        self.result.score = 1.0 if self.stats.success else 0.0
-        self.result.completeness = self.stats.completeness
+        if self.task.scorer is None:
+            self.result.success = self.stats.success
+            self.result.score = 1.0 if self.stats.success else 0.0
+            self.result.completeness = self.stats.completeness
+        else:
+            self.result.score = self.score or 0.0
+            self.result.success = self.result.score >= 1.0
+            self.result.completeness = self.result.score
         self.result.tokens_in = usage.tokens_in
         self.result.tokens_out = usage.tokens_out
         self.result.model_calls = usage.model_calls

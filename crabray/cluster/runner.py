@@ -30,6 +30,7 @@ from crabray.cluster.scheduler import (
     SweepProgress,
 )
 from crabray.core.errors import ConfigError
+from crabray.core.result import EpisodeRecord
 from crabray.episode import check_suite
 from crabray.formats import Suite, load_suite, resolve_suite
 from crabray.results import (
@@ -50,6 +51,10 @@ class RunOptions(BaseModel):
 
     suite: str = Field(description="Path of the suite.")
     format: str | None = Field(default=None, description="Suite format; detected when unset.")
+    backend: str | None = Field(
+        default=None, description="Sandbox backend of formats that name none; theirs when unset."
+    )
+    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
     agents: list[AgentSpec] = Field(min_length=1)
     out_dir: Path = Path("results")
     concurrency: int = Field(default=2, gt=0)
@@ -99,7 +104,7 @@ def run_suite(
             resume does not match its run.
         ResultsError: The results directory cannot be read or written.
     """
-    ref = resolve_suite(options.suite, options.format)
+    ref = resolve_suite(options.suite, options.format, backend=options.backend, index=options.index)
     suite = load_suite(ref)
     check_suite(suite)
     task_ids = _selected(suite, options.task_ids)
@@ -142,7 +147,7 @@ def run_suite(
             pooling=options.pooling,
             warm=options.warm,
         )
-        scheduler = Scheduler(suite, settings, sink.write, on_progress, on_submit)
+        scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
         progress = scheduler.run(items)
         sink.compact()
     return RunSummary(
@@ -156,6 +161,22 @@ def run_suite(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
     )
+
+
+def _writer(suite: Suite, sink: ResultSink) -> Callable[[list[EpisodeRecord]], None]:
+    """``sink.write``, adding the files the suite's format writes per episode (in the driver)."""
+    hook = suite.record_files
+    if hook is None:
+        return sink.write
+
+    def write(records: list[EpisodeRecord]) -> None:
+        for record in records:
+            entry = suite.entries.get(record.result.task_id)
+            if entry is not None:
+                record.artifacts.update(hook(entry, record))
+        sink.write(records)
+
+    return write
 
 
 def _host_needs(suite: Suite, task_ids: set[str]) -> set[tuple[str, tuple[tuple[str, str], ...]]]:

@@ -161,6 +161,7 @@ class BenchmarkConfig(BaseModel):
             ("teardown", task.teardown),
             ("evaluator", task.evaluators),
             ("solution", task.solution),
+            ("scorer", [task.scorer] if task.scorer is not None else []),
         ):
             for act in acts:
                 env_name = self._home_env(act, envs)

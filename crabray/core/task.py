@@ -5,12 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from crabray.core.action import Action
 from crabray.core.errors import GraphError
-from crabray.core.evaluator import Evaluator
+from crabray.core.evaluator import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator
+
+
+@evaluator(local=True)
+def graded_by_scorer() -> bool:
+    """Stands for a task's scorer in its evaluator graph: never passes during the episode.
+
+    A task graded once after the agent is done (``Task.scorer``) has no
+    per-step evaluators; this node keeps the graph well-formed.
+    """
+    return False
 
 
 class Task(BaseModel):
@@ -35,6 +45,10 @@ class Task(BaseModel):
         tags: Labels for filtering and leaderboard breakdowns.
         metadata: Anything else worth keeping with the task.
         solution: A reference solution: closed actions the oracle agent replays.
+        scorer: A closed action run once after the agent is done (whatever ended the
+            episode, except a setup or sandbox failure), before teardown; it returns
+            the score, a float in [0, 1] (or a bool), and success means 1. When set,
+            ``evaluator`` may be omitted (it defaults to ``graded_by_scorer``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True, frozen=True)
@@ -51,6 +65,21 @@ class Task(BaseModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     solution: list[Action] = Field(default_factory=list)
+    scorer: Action | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scored_needs_no_graph(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("scorer") is not None and "evaluator" not in data:
+            return {**data, "evaluator": graded_by_scorer}
+        return data
+
+    @field_validator("scorer")
+    @classmethod
+    def _scorer_closed(cls, scorer: Action | None) -> Action | None:
+        if scorer is not None and not scorer.is_closed:
+            raise ValueError(f"'{scorer.name}' needs arguments {scorer.required_parameters}")
+        return scorer
 
     @field_validator("setup", "teardown", "extra_actions", "solution", mode="before")
     @classmethod

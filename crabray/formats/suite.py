@@ -7,13 +7,15 @@ Every format loader produces a ``Suite``: ordinary ``BenchmarkConfig`` and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from crabray.core import BenchmarkConfig, Task
 from crabray.core.errors import ConfigError
+from crabray.core.result import EpisodeRecord
 
 
 class SuiteRef(BaseModel):
@@ -21,6 +23,13 @@ class SuiteRef(BaseModel):
 
     path: str
     format: str
+    backend: str | None = Field(
+        default=None,
+        description="Sandbox backend of formats that name none (task-JSON, task folders).",
+    )
+    index: str | None = Field(
+        default=None, description="Task-JSON: an index file selecting a subset of the tasks."
+    )
 
 
 @dataclass(frozen=True)
@@ -31,13 +40,23 @@ class SuiteEntry:
     task: Task
 
 
+RecordFiles = Callable[[SuiteEntry, EpisodeRecord], dict[str, bytes]]
+"""Files a format writes for a finished episode, by path relative to the output directory."""
+
+
 @dataclass
 class Suite:
-    """A loaded suite: its tasks by id, in declaration order."""
+    """A loaded suite: its tasks by id, in declaration order.
+
+    ``record_files``, when a format sets it, is called by the driver for every
+    finished episode; the files it returns are written with the episode's
+    artifacts (task-JSON's ``summary.json``). Workers never call it.
+    """
 
     ref: SuiteRef
     name: str
     entries: dict[str, SuiteEntry] = field(default_factory=dict)
+    record_files: RecordFiles | None = None
 
     def add(self, benchmark: BenchmarkConfig, source: str) -> None:
         """Add every task of ``benchmark``.

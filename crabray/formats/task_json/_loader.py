@@ -1,0 +1,399 @@
+"""Load a task-JSON suite: ``examples/<tool>/<id>/<id>.json`` files into ordinary ``Task``s.
+
+Every problem of every task is collected (file, dotted field, reason) before
+anything runs. Python files at the suite's root (``functions.py``) are
+imported first, so their registered functions are known when tasks validate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, complete, fail, submit
+from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, Task
+from crabray.core.errors import ActionError, ConfigError
+from crabray.formats import python as python_format
+from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
+from crabray.formats.task_json import _evaluation, _notebooks, _setup  # noqa: F401 (registers)
+from crabray.formats.task_json._legacy import LegacyEvaluator, plan_evaluator, score_plan
+from crabray.formats.task_json._registry import TaskContext, lookup
+from crabray.formats.task_json._summary import summary_files
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "task-json"
+DEFAULT_BACKEND = "local"
+SUPPORTS_INDEX = True
+EXAMPLES_DIR = "examples"
+DEFAULT_ENV = "sandbox"
+
+_NO_PARAMETERS = create_model("TaskJsonNoParameters", __config__=ConfigDict(extra="forbid"))
+_RETURNS = create_model("TaskJsonReturns", returns=(Any, None))
+
+
+class FunctionCall(BaseModel):
+    """A ``{"func", "arguments"}`` entry of ``config`` or ``evaluation``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    func: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class SolutionStep(BaseModel):
+    """One step of the reference solution (crabray's extra field): an action and its arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    action: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class TaskDocument(BaseModel):
+    """A task-JSON file. Unknown fields are allowed and kept in the task's metadata."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(min_length=1)
+    snapshot: str | None = None
+    instruction: str = Field(min_length=1)
+    source: list[str] | str = Field(default_factory=list)
+    related_apps: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    action_number: int | None = Field(default=None, gt=0)
+    config: list[dict[str, Any]] = Field(default_factory=list)
+    evaluation: FunctionCall | None = None
+    evaluator: LegacyEvaluator | None = None
+    counterpart: str | None = None
+    solution: list[SolutionStep] = Field(default_factory=list)
+
+
+def detect(path: Path) -> bool:
+    """Whether ``path`` is a task-JSON suite: a folder with ``examples/``, or an index beside it."""
+    root = path.parent if path.is_file() else path
+    if path.is_file() and path.suffix != ".json":
+        return False
+    return (root / EXAMPLES_DIR).is_dir() and any((root / EXAMPLES_DIR).glob("*/*/*.json"))
+
+
+def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -> Suite:
+    """Load and validate every selected task of the suite at ``path``.
+
+    Args:
+        path: The suite folder (holding ``examples/``), or an index file beside it.
+        backend: The sandbox backend every task runs on.
+        index: An index file ``{"tool": [task ids]}`` selecting the tasks to load.
+
+    Raises:
+        SuiteErrors: Every problem, each naming its file and field.
+    """
+    root = path.parent if path.is_file() else path
+    index_file = Path(index) if index else (path if path.is_file() else None)
+    ref = SuiteRef(path=str(path), format=FORMAT, backend=backend, index=index)
+    errors: list[ConfigError] = []
+    for module in sorted(root.glob("*.py")):
+        if not module.name.startswith(("_", ".")):
+            try:
+                python_format._import(module)
+            except ConfigError as exc:
+                errors.append(exc)
+    loaded: dict[str, tuple[Task, dict[str, Any]]] = {}
+    for tool, file in _task_files(root, index_file, errors):
+        try:
+            task, raw = _load_task(file, tool)
+        except SuiteErrors as exc:
+            errors += exc.errors
+            continue
+        except ConfigError as exc:
+            errors.append(exc)
+            continue
+        if task.id in loaded:
+            errors.append(
+                ConfigError(
+                    f"task id '{task.id}' is also used by {loaded[task.id][1]['_file']}",
+                    file=str(file),
+                    field="id",
+                )
+            )
+            continue
+        loaded[task.id] = (task, {**raw, "_file": str(file)})
+    if not errors and not loaded:
+        errors.append(
+            ConfigError("holds no task files examples/<tool>/<id>/<id>.json", file=str(path))
+        )
+    if errors:
+        raise SuiteErrors(str(path), errors)
+    tasks = [task for task, _ in loaded.values()]
+    envs = sorted({e for t in tasks for e in t.environments})
+    benchmark = BenchmarkConfig(
+        name=root.name,
+        tasks=tasks,
+        environments=[_environment(name, backend) for name in envs],
+    )
+    raws = {task_id: raw for task_id, (_, raw) in loaded.items()}
+    suite = Suite(ref, root.name, record_files=summary_files(raws))
+    suite.add(benchmark, str(path))
+    return suite
+
+
+def _environment(name: str, backend: str) -> EnvironmentConfig:
+    return EnvironmentConfig(
+        name=name,
+        backend=backend,
+        description="A Linux machine; the task's files are where its instruction says.",
+        action_space=[*SHELL_ACTIONS, *FILE_ACTIONS],
+    )
+
+
+def _env_name(snapshot: str | None) -> str:
+    if not snapshot:
+        return DEFAULT_ENV
+    name = re.sub(r"\W", "_", snapshot)
+    name = f"s_{name}" if name[0].isdigit() else name
+    return f"{name}_env" if name == "root" else name
+
+
+def _task_files(
+    root: Path, index: Path | None, errors: list[ConfigError]
+) -> list[tuple[str, Path]]:
+    examples = root / EXAMPLES_DIR
+    if index is None:
+        return [
+            (file.parent.parent.name, file)
+            for file in sorted(examples.glob("*/*/*.json"))
+            if file.stem == file.parent.name
+        ]
+    try:
+        selection = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        errors.append(ConfigError(f"cannot read the index: {exc}", file=str(index)))
+        return []
+    if not isinstance(selection, dict) or not all(
+        isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in selection.values()
+    ):
+        errors.append(
+            ConfigError(
+                'must map each tool to a list of task ids: {"tool": ["id"]}', file=str(index)
+            )
+        )
+        return []
+    files = []
+    for tool, ids in selection.items():
+        for position, task_id in enumerate(ids):
+            file = examples / tool / task_id / f"{task_id}.json"
+            if file.is_file():
+                files.append((tool, file))
+            else:
+                errors.append(
+                    ConfigError(f"no task file {file}", file=str(index), field=f"{tool}.{position}")
+                )
+    return files
+
+
+def _load_task(file: Path, tool: str) -> tuple[Task, dict[str, Any]]:
+    """One task file as a ``Task``, and its raw fields.
+
+    Raises:
+        ConfigError: The file is not JSON or not an object.
+        SuiteErrors: Its fields do not validate (every problem, file and field).
+    """
+    try:
+        raw = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read: {exc}", file=str(file)) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(file)
+        ) from exc
+    if not isinstance(raw, dict):
+        raise ConfigError("must hold a JSON object (the task)", file=str(file))
+    problems: list[tuple[str, str]] = []
+    try:
+        doc = TaskDocument.model_validate(raw)
+    except ValidationError as exc:
+        problems = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
+        # Check the rest too, so one pass reports every problem of the file.
+        bad = {e["loc"][0] for e in exc.errors() if e["loc"]}
+        rest = {"id": file.stem, "instruction": "-"} | {
+            k: v for k, v in raw.items() if k not in bad
+        }
+        try:
+            doc = TaskDocument.model_validate(rest)
+        except ValidationError:
+            doc = None
+    builder = _TaskBuilder(file, tool, doc) if doc is not None else None
+    task = builder.build() if builder is not None else None
+    problems += builder.problems if builder is not None else []
+    if problems or task is None:
+        raise SuiteErrors(str(file), [ConfigError(m, file=str(file), field=f) for f, m in problems])
+    return task, raw
+
+
+class _TaskBuilder:
+    """Turns a validated document into a ``Task``, collecting (field, problem) pairs."""
+
+    def __init__(self, file: Path, tool: str, doc: TaskDocument) -> None:
+        self.file, self.tool, self.doc = file, tool, doc
+        self.task_dir = file.parent
+        self.problems: list[tuple[str, str]] = []
+
+    def build(self) -> Task | None:
+        doc = self.doc
+        if doc.id != self.file.stem:
+            self.problems.append(
+                ("id", f"'{doc.id}' does not match the file name '{self.file.name}'")
+            )
+        if (doc.evaluation is None) == (doc.evaluator is None):
+            self.problems.append(
+                ("evaluation", "give exactly one of 'evaluation' or the older 'evaluator' block")
+            )
+        setup = [self._setup_step(i, entry) for i, entry in enumerate(doc.config)]
+        scorer = self._scorer()
+        solution = [self._solution_step(i, step) for i, step in enumerate(doc.solution)]
+        if self.problems:
+            return None
+        known = set(TaskDocument.model_fields)
+        metadata = {
+            "format": FORMAT,
+            "tool": self.tool,
+            "file": str(self.file),
+            "snapshot": doc.snapshot,
+            "source": doc.source,
+            "related_apps": doc.related_apps,
+            "counterpart": doc.counterpart,
+            "action_number": doc.action_number,
+            **{k: v for k, v in (doc.model_extra or {}).items() if k not in known},
+        }
+        try:
+            return Task(
+                id=doc.id,
+                description=doc.instruction,
+                environments=[_env_name(doc.snapshot)],
+                setup=[a for a in setup if a is not None],
+                scorer=scorer,
+                max_steps=doc.action_number,
+                tags=doc.tags,
+                metadata=metadata,
+                solution=[a for a in solution if a is not None],
+            )
+        except ValidationError as exc:
+            self.problems += [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
+            return None
+
+    def _setup_step(self, index: int, entry: dict[str, Any]) -> Action | None:
+        where = f"config.{index}"
+        if "func" in entry:
+            name, arguments, args_field = entry.get("func"), entry.get("arguments", {}), "arguments"
+            extra = set(entry) - {"func", "arguments"}
+        elif "type" in entry:
+            name, arguments, args_field = (
+                entry.get("type"),
+                entry.get("parameters", {}),
+                "parameters",
+            )
+            extra = set(entry) - {"type", "parameters"}
+        else:
+            self.problems.append(
+                (where, 'needs "func" (with "arguments") or "type" (with "parameters")')
+            )
+            return None
+        if extra:
+            self.problems.append((where, f"unknown keys {sorted(extra)}"))
+        return self._call("setup", str(name), arguments, f"{where}.{args_field}", f"{where}.func")
+
+    def _call(
+        self, kind: str, name: str, arguments: Any, args_where: str, name_where: str
+    ) -> Action | None:
+        try:
+            function = lookup(kind, name)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            self.problems.append((name_where, exc.reason))
+            return None
+        values, bad = function.validate(arguments, self.task_dir)
+        self.problems += [(f"{args_where}.{f}".rstrip("."), m) for f, m in bad]
+        if bad:
+            return None
+        task_dir = self.task_dir
+
+        def run(env: Any) -> Any:
+            return function.func(TaskContext(env, task_dir), **values)
+
+        return _make_action(name, f"{kind} step {name}({json.dumps(arguments, default=str)})", run)
+
+    def _scorer(self) -> Action | None:
+        doc = self.doc
+        if doc.evaluation is not None:
+            return self._call(
+                "evaluation",
+                doc.evaluation.func,
+                doc.evaluation.arguments,
+                "evaluation.arguments",
+                "evaluation.func",
+            )
+        if doc.evaluator is None:
+            return None
+        block = doc.evaluator
+        post = [
+            self._call(
+                "setup",
+                step.type,
+                step.parameters,
+                f"evaluator.postconfig.{i}.parameters",
+                f"evaluator.postconfig.{i}.type",
+            )
+            for i, step in enumerate(block.postconfig)
+        ]
+        plan, bad = plan_evaluator(block, self.task_dir)
+        self.problems += [(f"evaluator.{f}", m) for f, m in bad]
+        task_dir = self.task_dir
+
+        def run(env: Any) -> float:
+            for step in post:
+                if step is not None:
+                    step.run(env)
+            return score_plan(TaskContext(env, task_dir), plan, block.conj)
+
+        funcs = block.func if isinstance(block.func, list) else [block.func]
+        return _make_action("+".join(funcs), f"evaluator {block.conj} of {funcs}", run)
+
+    def _solution_step(self, index: int, step: SolutionStep) -> Action | None:
+        actions: dict[str, Action] = {
+            a.name: a for a in (*SHELL_ACTIONS, *FILE_ACTIONS, complete, fail, submit)
+        }
+        found = actions.get(step.action)
+        if found is None:
+            self.problems.append(
+                (
+                    f"solution.{index}.action",
+                    f"unknown action '{step.action}'; known: {', '.join(sorted(actions))}",
+                )
+            )
+            return None
+        try:
+            bound = found(**step.arguments)
+            bound.validate_arguments({})
+        except ActionError as exc:
+            self.problems.append((f"solution.{index}.arguments", str(exc)))
+            return None
+        return bound
+
+
+def _make_action(name: str, description: str, run: Callable[[Any], Any]) -> Action:
+    def entry(env: Any) -> Any:
+        return run(env)
+
+    return Action(
+        name=name,
+        entry=entry,
+        parameters=_NO_PARAMETERS,
+        returns=_RETURNS,
+        description=description,
+        kept_params=("env",),
+    )
