@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from crabray.cli_cluster import cluster_app
+from crabray.cli_envs import envs_app
 from crabray.core.errors import CrabrayError
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ runs_app = typer.Typer(help="List the runs in an output directory.", no_args_is_
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(envs_app, name="envs")
 
 console = Console()
 errors = Console(stderr=True)
@@ -41,6 +43,10 @@ FormatOpt = Annotated[
     str | None, typer.Option("--format", help="Suite format; detected when omitted.")
 ]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output directory of the results.")]
+IndexOpt = Annotated[
+    Path | None,
+    typer.Option("--index", help="Task-JSON: an index file {tool: [task ids]} selecting tasks."),
+]
 
 
 @app.callback()
@@ -105,6 +111,14 @@ def run(
         list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
     ] = None,
     suite_format: FormatOpt = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="Sandbox backend (local, docker, ...) of suites that name none: task-JSON "
+            "(default local) and task folders."
+        ),
+    ] = None,
+    index: IndexOpt = None,
     agent_config: Annotated[
         Path | None,
         typer.Option(
@@ -130,6 +144,8 @@ def run(
         options = RunOptions(
             suite=str(suite),
             format=suite_format,
+            backend=backend,
+            index=None if index is None else str(index),
             agents=select_agents(agent, agent_config),
             out_dir=out,
             concurrency=concurrency,
@@ -349,12 +365,12 @@ def view(
 
 
 @tasks_app.command("list")
-def tasks_list(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
+def tasks_list(suite: SuiteArg, suite_format: FormatOpt = None, index: IndexOpt = None) -> None:
     """List the tasks of SUITE: id, environments, evaluator size, limits, tags."""
     from crabray.formats import load_suite, resolve_suite
 
     try:
-        loaded = load_suite(resolve_suite(suite, suite_format))
+        loaded = load_suite(resolve_suite(suite, suite_format, index=index))
     except CrabrayError as exc:
         raise _fail(exc) from exc
     table = Table(title=f"{loaded.name} ({len(loaded.entries)} tasks)")
@@ -374,13 +390,13 @@ def tasks_list(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
 
 
 @tasks_app.command("validate")
-def tasks_validate(suite: SuiteArg, suite_format: FormatOpt = None) -> None:
+def tasks_validate(suite: SuiteArg, suite_format: FormatOpt = None, index: IndexOpt = None) -> None:
     """Check every task of SUITE; print every problem with its file and field."""
     from crabray.episode import check_suite
     from crabray.formats import load_suite, resolve_suite
 
     try:
-        loaded = load_suite(resolve_suite(suite, suite_format))
+        loaded = load_suite(resolve_suite(suite, suite_format, index=index))
         check_suite(loaded)
     except CrabrayError as exc:
         raise _fail(exc) from exc

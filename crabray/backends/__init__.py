@@ -56,6 +56,11 @@ class _KnownBackend:
 
 _KNOWN_BACKENDS: dict[str, _KnownBackend] = {
     "local": _KnownBackend("crabray.backends.local:LocalBackend", install_hint=""),
+    "docker": _KnownBackend(
+        "crabray.backends.docker:DockerBackend", install_hint="pip install docker"
+    ),
+    "ssh": _KnownBackend("crabray.backends.ssh:SshBackend", install_hint="pip install paramiko"),
+    "vm": _KnownBackend("crabray.backends.vm:VmBackend", install_hint="pip install paramiko"),
 }
 """Shipped kinds, imported only when asked for (docker, ssh and vm join here)."""
 

@@ -5,6 +5,10 @@ requirement check in ``_MISSING`` (``None`` when usable, else an install hint),
 default settings in ``_SETTINGS`` and a leftover check in ``LEFTOVER_CHECKS``.
 A kind whose component is missing is skipped with its hint, except under
 ``CI=true``, where a missing component fails the run instead of hiding it.
+
+A contract id may also be a variant of a kind with other settings
+(``local-bwrap``: the local kind confined by bubblewrap); ``KIND_OF`` names its
+kind, and the other tables are keyed by the id.
 """
 
 from __future__ import annotations
@@ -20,9 +24,15 @@ import pytest
 
 from crabray.backends import Backend, create_backend
 from crabray.core.environment import EnvironmentConfig
+from tests.backends.dockerd import docker_leftovers, docker_missing, docker_settings
+from tests.backends.sshd import shared_sshd, sshd_missing
+from tests.backends.vmimage import vm_leftovers, vm_missing, vm_settings
 
-BACKEND_KINDS = ["local"]
-"""Every kind the contract suite runs against."""
+BACKEND_KINDS = ["local", "local-bwrap", "ssh", "docker", "vm"]
+"""Every kind (or variant, see ``KIND_OF``) the contract suite runs against."""
+
+KIND_OF = {"local-bwrap": "local"}
+"""Contract ids that are a settings variant of a backend kind, and that kind."""
 
 BackendFactory = Callable[..., Backend]
 LeftoverCheck = Callable[[dict[str, Any], list[int]], list[str]]
@@ -32,15 +42,42 @@ def _local_missing() -> str | None:
     return None if os.path.exists("/bin/sh") else "the local backend needs /bin/sh"
 
 
-_MISSING: dict[str, Callable[[], str | None]] = {"local": _local_missing}
+def _bwrap_missing() -> str | None:
+    from crabray.backends import bwrap
+
+    usable, why = bwrap.probe()
+    return None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}"
+
+
+_MISSING: dict[str, Callable[[], str | None]] = {
+    "local": _local_missing,
+    "local-bwrap": _bwrap_missing,
+    "ssh": sshd_missing,
+    "docker": docker_missing,
+    "vm": vm_missing,
+}
 """Per kind: ``None`` when its component is usable here, else what to install."""
 
 
 def _local_settings(tmp_path: Path) -> dict[str, Any]:
-    return {"root_dir": str(tmp_path / "sandboxes")}
+    return {"root_dir": str(tmp_path / "sandboxes"), "isolation": "none"}
 
 
-_SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {"local": _local_settings}
+def _local_bwrap_settings(tmp_path: Path) -> dict[str, Any]:
+    return {"root_dir": str(tmp_path / "sandboxes"), "isolation": "bwrap"}
+
+
+def _ssh_settings(tmp_path: Path) -> dict[str, Any]:
+    return shared_sshd().settings(remote_root=str(tmp_path / "ssh-sandboxes"))
+
+
+_SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "local": _local_settings,
+    "local-bwrap": _local_bwrap_settings,
+    "ssh": _ssh_settings,
+    "docker": docker_settings,
+    "vm": vm_settings,
+}
 """Per kind: default ``backend_settings`` for a test sandbox."""
 
 
@@ -83,20 +120,52 @@ def _local_leftovers(described: dict[str, Any], pids: list[int]) -> list[str]:
     return leftovers
 
 
-LEFTOVER_CHECKS: dict[str, LeftoverCheck] = {"local": _local_leftovers}
+def _bwrap_leftovers(described: dict[str, Any], pids: list[int]) -> list[str]:
+    """The pids are from inside the sandbox's pid namespace: look for that namespace instead."""
+    leftovers = _local_leftovers(described, [])
+    namespace = f"pid:[{described['pid_namespace']}]"
+
+    def members() -> list[str]:
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and os.readlink(proc / "ns" / "pid") == namespace:
+                    found.append(proc.name)
+            except OSError:
+                continue
+        return [pid for pid in found if host_pid_alive(int(pid))]
+
+    wait_until(lambda: not members())
+    return leftovers + [f"process {pid} of the sandbox still runs" for pid in members()]
+
+
+LEFTOVER_CHECKS: dict[str, LeftoverCheck] = {
+    "local": _local_leftovers,
+    "local-bwrap": _bwrap_leftovers,
+    # The test sshd is on loopback: the "remote" directory and pids are this host's.
+    "ssh": _local_leftovers,
+    "docker": docker_leftovers,
+    "vm": vm_leftovers,
+}
 """Per kind: what a closed sandbox left behind, given its ``describe()`` from before
 ``close()`` and the pids it reported from inside; an empty list means nothing."""
 
 
 @pytest.fixture
-def leftovers(backend_kind: str) -> LeftoverCheck:
+def leftovers(contract_kind: str) -> LeftoverCheck:
     """What a closed sandbox of the kind under test left behind (see ``LEFTOVER_CHECKS``)."""
-    return LEFTOVER_CHECKS[backend_kind]
+    return LEFTOVER_CHECKS[contract_kind]
+
+
+@pytest.fixture
+def backend_kind(contract_kind: str) -> str:
+    """The backend kind under test (``local`` for ``local-bwrap``)."""
+    return KIND_OF.get(contract_kind, contract_kind)
 
 
 @pytest.fixture(params=BACKEND_KINDS)
-def backend_kind(request: pytest.FixtureRequest) -> str:
-    """The kind under test; skipped (or failed under ``CI=true``) when not usable here."""
+def contract_kind(request: pytest.FixtureRequest) -> str:
+    """The kind (or variant) under test; skipped (or failed under ``CI=true``) when not usable."""
     kind: str = request.param
     hint = _MISSING[kind]()
     if hint is not None:
@@ -107,7 +176,9 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def backend_factory(backend_kind: str, tmp_path: Path) -> Iterator[BackendFactory]:
+def backend_factory(
+    contract_kind: str, backend_kind: str, tmp_path: Path
+) -> Iterator[BackendFactory]:
     """Make started backends of the kind under test; every one is closed afterwards.
 
     Keyword arguments override the default ``backend_settings``.
@@ -118,7 +189,7 @@ def backend_factory(backend_kind: str, tmp_path: Path) -> Iterator[BackendFactor
         config = EnvironmentConfig(
             name=name,
             backend=backend_kind,
-            backend_settings={**_SETTINGS[backend_kind](tmp_path), **settings},
+            backend_settings={**_SETTINGS[contract_kind](tmp_path), **settings},
         )
         backend = create_backend(config)
         made.append(backend)
