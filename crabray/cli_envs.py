@@ -83,7 +83,7 @@ def prune(
     ] = False,
 ) -> None:
     """Remove crabray containers and snapshot images whose owner process died on this host."""
-    from crabray.backends.docker_engine import prune as prune_docker
+    from crabray.backends.docker import prune as prune_docker
 
     try:
         removed = prune_docker(everything=everything)
@@ -97,7 +97,7 @@ def prune(
 
 def _present_images(images: list[str]) -> set[str] | None:
     """Which of ``images`` exist on the engine; None when the engine does not answer."""
-    from crabray.backends.docker_engine import connect
+    from crabray.backends.docker import connect
 
     try:
         client = connect()

@@ -19,7 +19,7 @@ episode (actor and sandbox start), and the steady rate after it.
 
 Backends: ``local`` (unconfined), ``local-bwrap`` (confined by bubblewrap),
 ``docker`` (the ``crabray/busybox`` image of ``envs/busybox``), ``ssh`` (a
-throwaway OpenSSH server on loopback, the test suite's ``tests/backends/sshd.py``)
+throwaway OpenSSH server on loopback, the test suite's ``tests/backends/ssh/sshd.py``)
 and ``vm`` (the test VM of ``envs/vm/build.sh``). One missing here is skipped
 with the reason. Figures are printed, never asserted.
 
@@ -96,7 +96,7 @@ def bench_docker(n: int, episode_sec: float) -> list[Row]:
     import docker
 
     from crabray.backends import create_backend
-    from crabray.backends.docker_settings import parse_docker_settings
+    from crabray.backends.docker import parse_docker_settings
     from crabray.core.environment import EnvironmentConfig
 
     settings = SETUPS["docker"](Path(), contextlib.ExitStack())
@@ -367,7 +367,8 @@ def bench_vm(n: int, episode_sec: float) -> list[Row]:
     import paramiko
 
     from crabray.backends import create_backend
-    from crabray.backends.vm import SNAPSHOT, VmBackend
+    from crabray.backends.vm import VmBackend
+    from crabray.backends.vm._backend import SNAPSHOT
     from crabray.core.environment import EnvironmentConfig
 
     image = VM_IMAGE
@@ -452,7 +453,7 @@ def _local_setup(root: Path, _stack: contextlib.ExitStack) -> dict[str, Any]:
 
 
 def _bwrap_setup(root: Path, _stack: contextlib.ExitStack) -> dict[str, Any]:
-    from crabray.backends import bwrap
+    from crabray.backends.local import _bwrap as bwrap
 
     usable, why = bwrap.probe()
     if not usable:
@@ -472,7 +473,7 @@ def _docker_setup(_root: Path, _stack: contextlib.ExitStack) -> dict[str, Any]:
 
 def _ssh_setup(root: Path, stack: contextlib.ExitStack) -> dict[str, Any]:
     sys.path.insert(0, str(REPO))
-    from tests.backends.sshd import sshd_missing, start_sshd
+    from tests.backends.ssh.sshd import sshd_missing, start_sshd
 
     missing = sshd_missing()
     if missing:

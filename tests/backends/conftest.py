@@ -24,9 +24,9 @@ import pytest
 
 from crabray.backends import Backend, create_backend
 from crabray.core.environment import EnvironmentConfig
-from tests.backends.dockerd import docker_leftovers, docker_missing, docker_settings
-from tests.backends.sshd import shared_sshd, sshd_missing
-from tests.backends.vmimage import vm_leftovers, vm_missing, vm_settings
+from tests.backends.docker.dockerd import docker_leftovers, docker_missing, docker_settings
+from tests.backends.ssh.sshd import shared_sshd, sshd_missing
+from tests.backends.vm.vmimage import vm_leftovers, vm_missing, vm_settings
 
 BACKEND_KINDS = ["local", "local-bwrap", "ssh", "docker", "vm"]
 """Every kind (or variant, see ``KIND_OF``) the contract suite runs against."""
@@ -43,7 +43,7 @@ def _local_missing() -> str | None:
 
 
 def _bwrap_missing() -> str | None:
-    from crabray.backends import bwrap
+    from crabray.backends.local import _bwrap as bwrap
 
     usable, why = bwrap.probe()
     return None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}"

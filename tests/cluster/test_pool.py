@@ -11,7 +11,7 @@ import ray
 
 from crabray.cluster.pool import EnvironmentPool
 from crabray.cluster.sandbox import SandboxSpec
-from tests.backends.dockerd import BUSYBOX_IMAGE, require_docker
+from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker
 
 pytestmark = pytest.mark.ray
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from crabray.results import read_episodes
-from tests.backends.dockerd import require_env_image
+from tests.backends.docker.dockerd import require_env_image
 from tests.conftest import crabray
 from tests.formats.conftest import FakeService, write_task_folder
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from crabray.results import read_episodes
-from tests.backends.dockerd import require_env_image
+from tests.backends.docker.dockerd import require_env_image
 from tests.conftest import crabray
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -20,7 +20,7 @@ from crabray.core import EnvironmentConfig, Task
 from crabray.core.errors import ActionError, EvaluatorError
 from crabray.core.result import Checkpoint, Score
 from crabray.formats import load_suite, resolve_suite
-from tests.backends.dockerd import require_env_image
+from tests.backends.docker.dockerd import require_env_image
 from tests.formats.conftest import write_task_folder
 
 pytestmark = pytest.mark.slow

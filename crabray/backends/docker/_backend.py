@@ -16,13 +16,13 @@ used container is removed in the background too.
 
 The image is named (``image``), built from an env under ``envs/`` (``build``),
 or built from a Dockerfile (``build_context``, tagged by its content; see
-:mod:`crabray.backends.docker_engine`), on first use when missing. An image
+:mod:`crabray.backends.docker._engine`), on first use when missing. An image
 whose ``crabray.ready-command`` label names a command (``crabray/desktop``
 waits for its X server) has it run in every new container before use.
 ``screenshot()`` dumps the container's X screen with ``xwd`` and converts it
 here.
 
-Commands run through the exec API (see :mod:`crabray.backends.docker_exec` for
+Commands run through the exec API (see :mod:`crabray.backends.docker._exec` for
 how a timed-out command's whole process tree is killed); files move through
 the archive API as tar streams, so binary files round-trip unchanged and large
 ones are never copied into a second buffer.
@@ -46,7 +46,7 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.display import xwd_to_png
-from crabray.backends.docker_archive import (
+from crabray.backends.docker._archive import (
     CHUNK,
     MAX_SYMLINKS,
     MODE_DIR,
@@ -55,7 +55,7 @@ from crabray.backends.docker_archive import (
     read_single_file,
     tar_stream,
 )
-from crabray.backends.docker_engine import (
+from crabray.backends.docker._engine import (
     ENGINE_ERRORS,
     LABEL,
     LABEL_ENV,
@@ -68,8 +68,8 @@ from crabray.backends.docker_engine import (
     ensure_image,
     prune,
 )
-from crabray.backends.docker_exec import run_exec, run_exec_raw
-from crabray.backends.docker_settings import DockerSettings, parse_docker_settings
+from crabray.backends.docker._exec import run_exec, run_exec_raw
+from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError

@@ -30,7 +30,7 @@ from docker.errors import DockerException, ImageNotFound, NotFound
 from docker.models.images import Image
 from docker.utils.build import create_archive, exclude_paths
 
-from crabray.backends.docker_settings import DockerSettings
+from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.envs import available_envs, build_env, build_lock, env_image
 from crabray.backends.ownership import owner_tag_is_dead
 from crabray.core.errors import CrabrayError, SandboxError

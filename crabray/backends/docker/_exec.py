@@ -28,7 +28,7 @@ from typing import Any
 from docker.utils.socket import frames_iter
 
 from crabray.backends.base import ExecResult
-from crabray.backends.docker_engine import ENGINE_ERRORS
+from crabray.backends.docker._engine import ENGINE_ERRORS
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)

@@ -4,7 +4,7 @@ This is the laptop backend and the one the test suite leans on. Each sandbox
 is its own directory ``ROOT`` with ``work``, ``home`` and ``tmp`` in it, and
 the ``isolation`` setting says how far its commands are kept inside:
 
-- ``bwrap`` (confined): commands run under bubblewrap (:mod:`crabray.backends.bwrap`)
+- ``bwrap`` (confined): commands run under bubblewrap (:mod:`crabray.backends.local._bwrap`)
   with the host's system directories read-only, ``ROOT/home`` at ``/home/user``
   (``HOME``), ``ROOT/work`` at ``/home/user/work`` (where they start) and
   ``ROOT/tmp`` at ``/tmp``; nothing else of the host is writable or visible, no
@@ -19,16 +19,16 @@ the ``isolation`` setting says how far its commands are kept inside:
 
 File transfers use the same paths as confined commands in both modes
 (``/home/user/...``, ``/tmp/...``, relative to the working directory; see
-:mod:`crabray.backends.local_paths`) and never leave ``ROOT``. Every command
+:mod:`crabray.backends.local._paths`) and never leave ``ROOT``. Every command
 runs in its own process group, and ``reset()``/``close()`` kill every group
 the sandbox started (and, confined, its whole pid namespace) before wiping the
 directory.
 
-The pieces, one module each: the settings (:mod:`~crabray.backends.local_settings`),
-choosing and starting the confinement (:mod:`~crabray.backends.local_bwrap`, over
-:mod:`~crabray.backends.bwrap`), running commands and their process groups
-(:mod:`~crabray.backends.local_exec`), the path mapping
-(:mod:`~crabray.backends.local_paths`) and the screen (:mod:`~crabray.backends.display`).
+The pieces, one module each: the settings (:mod:`~crabray.backends.local._settings`),
+choosing and starting the confinement (:mod:`~crabray.backends.local._isolation`, over
+:mod:`~crabray.backends.local._bwrap`), running commands and their process groups
+(:mod:`~crabray.backends.local._exec`), the path mapping
+(:mod:`~crabray.backends.local._paths`) and the screen (:mod:`~crabray.backends.display`).
 """
 
 from __future__ import annotations
@@ -49,12 +49,13 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from crabray.backends import bwrap, register_backend
+from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.display import DisplayHook
-from crabray.backends.local_bwrap import choose_isolation, host_user, start_holder
-from crabray.backends.local_exec import ProcessGroups, communicate
-from crabray.backends.local_paths import (
+from crabray.backends.local._bwrap import Holder
+from crabray.backends.local._exec import ProcessGroups, communicate
+from crabray.backends.local._isolation import choose_isolation, host_user, start_holder
+from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
     SANDBOX_TMP,
@@ -65,21 +66,12 @@ from crabray.backends.local_paths import (
     resolve_unconfined,
     sandbox_abspath,
 )
-from crabray.backends.local_settings import Isolation, LocalSettings, parse_local_settings
+from crabray.backends.local._settings import Isolation, parse_local_settings
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
 logger = logging.getLogger(__name__)
-
-__all__ = [
-    "HOME_DIR",
-    "TMP_DIR",
-    "WORK_DIR",
-    "LocalBackend",
-    "LocalSettings",
-    "parse_local_settings",
-]
 
 _REQUEST_ERRNOS = frozenset(
     {errno.EACCES, errno.EEXIST, errno.EISDIR, errno.ELOOP}
@@ -116,7 +108,7 @@ class LocalBackend(Backend):
         self._groups = ProcessGroups()
         self._display = DisplayHook(self.settings.display, config.name)
         self._isolation: Literal["bwrap", "none"] | None = None
-        self._holder: bwrap.Holder | None = None
+        self._holder: Holder | None = None
 
     @property
     def root(self) -> Path:
@@ -322,7 +314,7 @@ class LocalBackend(Backend):
         """Write ``data`` atomically (temp file + rename) under the sandbox directory.
 
         ``path`` is a sandbox path: relative to the working directory, or under
-        ``/home/user`` or ``/tmp`` (see :mod:`crabray.backends.local_paths`).
+        ``/home/user`` or ``/tmp`` (see :mod:`crabray.backends.local._paths`).
 
         Raises:
             SandboxFileError: The path resolves outside the sandbox directory (``..``,

@@ -3,7 +3,7 @@
 A confined sandbox is one long-lived ``bwrap`` process (the *holder*) that owns
 a set of fresh namespaces: mount (the host's system directories read-only, the
 sandbox directories at ``/home/user``, ``/home/user/work`` and ``/tmp``, see
-:mod:`crabray.backends.local_paths`), pid, ipc, uts, cgroup, user where the
+:mod:`crabray.backends.local._paths`), pid, ipc, uts, cgroup, user where the
 kernel allows it, and network unless the sandbox asks for the host's. Every
 command joins those namespaces with ``nsenter`` and drops all capabilities with
 ``setpriv --no-new-privs`` before it runs, so processes a command leaves behind
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crabray.backends.local_paths import (
+from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
     SANDBOX_TMP,

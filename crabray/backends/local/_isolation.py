@@ -1,8 +1,8 @@
 """How a local sandbox is confined: choosing bubblewrap or none, and saying so.
 
-The ``isolation`` setting (see :class:`~crabray.backends.local_settings.LocalSettings`)
+The ``isolation`` setting (see :class:`~crabray.backends.local._settings.LocalSettings`)
 becomes ``bwrap`` or ``none`` here; a confined sandbox gets its holder
-(:class:`crabray.backends.bwrap.Holder`, which owns the namespaces) from
+(:class:`crabray.backends.local._bwrap.Holder`, which owns the namespaces) from
 :func:`start_holder`. Running unconfined is allowed but never silent: the
 first unconfined sandbox of a process logs a WARNING saying what it means and
 how to confine it.
@@ -17,9 +17,9 @@ import threading
 from pathlib import Path
 from typing import Literal
 
-from crabray.backends import bwrap
 from crabray.backends.display import DisplayHook
-from crabray.backends.local_settings import Isolation
+from crabray.backends.local import _bwrap as bwrap
+from crabray.backends.local._settings import Isolation
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ _warn_lock = threading.Lock()
 def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
     """Resolve the ``isolation`` setting of sandbox ``name``; ``auto`` probes bubblewrap.
 
-    The probe runs once per process (:func:`crabray.backends.bwrap.probe`).
+    The probe runs once per process (:func:`crabray.backends.local._bwrap.probe`).
 
     Raises:
         SandboxError: ``isolation: bwrap`` but a tool it needs is missing.

@@ -11,8 +11,7 @@ directory. Every command carries two environment markers
 
 Composing it (the VM backend does this for its forwarded port)::
 
-    from crabray.backends.ssh import SshBackend
-    from crabray.backends.ssh_connection import SshRetryPolicy, SshSettings
+    from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
 
     ssh = SshBackend(
         config,  # the VM's EnvironmentConfig: name used in messages and dir names
@@ -52,8 +51,8 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.confinement import check_real, confine_lexically
-from crabray.backends.ssh_connection import SshSettings, connect, load_key, parse_ssh_settings
-from crabray.backends.ssh_remote import (
+from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
+from crabray.backends.ssh._remote import (
     WORK_DIR,
     abandoned_sandboxes,
     drive,
@@ -78,7 +77,7 @@ _T = TypeVar("_T")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
 
-    Settings: see :class:`~crabray.backends.ssh_connection.SshSettings`
+    Settings: see :class:`~crabray.backends.ssh._connection.SshSettings`
     (``host``, ``user``, ``key_path`` ... in ``config.backend_settings``), or
     pass a ready ``settings`` model when composing this backend in another.
 

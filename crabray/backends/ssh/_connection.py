@@ -1,6 +1,6 @@
 """Settings of the SSH backend and the one place that opens an SSH connection.
 
-Kept apart from ``ssh.py`` so the connection rules (host keys, credentials,
+Kept apart from ``_backend.py`` so the connection rules (host keys, credentials,
 bounded retries) read in one screen, and so the VM backend can build an
 ``SshSettings`` for its forwarded port without touching sandbox logic.
 

@@ -40,10 +40,9 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.ownership import is_abandoned, write_owner
-from crabray.backends.ssh import SshBackend
-from crabray.backends.ssh_connection import SshRetryPolicy, SshSettings
-from crabray.backends.vm_cache import cache_file, restore_cache, save_cache
-from crabray.backends.vm_qemu import (
+from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
+from crabray.backends.vm._cache import cache_file, restore_cache, save_cache
+from crabray.backends.vm._qemu import (
     Qmp,
     QmpError,
     free_loopback_port,
@@ -54,7 +53,7 @@ from crabray.backends.vm_qemu import (
     stop_process,
     wait_for_ssh,
 )
-from crabray.backends.vm_settings import VmSettings, parse_vm_settings
+from crabray.backends.vm._settings import VmSettings, parse_vm_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError
 
@@ -84,7 +83,7 @@ def runtime_root(settings: VmSettings) -> Path:
 class VmBackend(Backend):
     """A sandbox inside a QEMU virtual machine; reset reverts the whole machine.
 
-    Settings: see :class:`~crabray.backends.vm_settings.VmSettings`
+    Settings: see :class:`~crabray.backends.vm._settings.VmSettings`
     (``image_dir`` or ``kernel``/``initrd`` or ``disk``, ``memory_mb``,
     ``kvm``, ``reset_mode`` ... in ``config.backend_settings``).
 

@@ -18,8 +18,8 @@ import time
 import uuid
 from pathlib import Path
 
-from crabray.backends.vm_qemu import Qmp, QmpError
-from crabray.backends.vm_settings import VmSettings
+from crabray.backends.vm._qemu import Qmp, QmpError
+from crabray.backends.vm._settings import VmSettings
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """QEMU plumbing for the VM backend: the command line, QMP, and waiting for SSH.
 
-Kept apart from ``vm.py`` so the backend reads as a lifecycle (boot, snapshot,
+Kept apart from ``_backend.py`` so the backend reads as a lifecycle (boot, snapshot,
 revert, close) while the details of talking to QEMU live here: a small
 synchronous QMP client over the VM's unix socket, how the accelerator is
 chosen, and how to tell that the guest's SSH server answers (a TCP connect to

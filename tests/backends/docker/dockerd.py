@@ -18,7 +18,7 @@ import pytest
 
 logger = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUSYBOX_IMAGE = "crabray/busybox:latest"
 BUILD_SCRIPT = ROOT / "envs" / "busybox" / "build.sh"
 INSTALL_HINT = "apt-get install docker.io busybox-static and start dockerd (`dockerd &`)"

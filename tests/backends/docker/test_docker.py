@@ -24,24 +24,12 @@ from crabray.backends import create_backend
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError
-from tests.backends.dockerd import BUSYBOX_IMAGE, require_docker
+from tests.backends.docker.dockerd import BUSYBOX_IMAGE
 from tests.conftest import ROOT, crabray
 
 docker = pytest.importorskip("docker")
 
 Make = Callable[..., Any]
-
-
-@pytest.fixture(autouse=True)
-def _engine() -> None:
-    require_docker()
-
-
-@pytest.fixture
-def client() -> Iterator[Any]:
-    engine = docker.from_env()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

@@ -20,26 +20,14 @@ from typing import Any
 import pytest
 
 from crabray.backends import create_backend
-from crabray.backends.docker_engine import BUILD_REPOSITORY, from_images, substitute_from
+from crabray.backends.docker._engine import BUILD_REPOSITORY, from_images, substitute_from
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError
-from tests.backends.dockerd import BUSYBOX_IMAGE, require_docker, require_env_image
+from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_env_image
 
-docker = pytest.importorskip("docker")
+pytest.importorskip("docker")
 
 Make = Callable[..., Any]
-
-
-@pytest.fixture(autouse=True)
-def _engine() -> None:
-    require_docker()
-
-
-@pytest.fixture
-def client() -> Iterator[Any]:
-    engine = docker.from_env()
-    yield engine
-    engine.close()
 
 
 @pytest.fixture

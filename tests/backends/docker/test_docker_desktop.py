@@ -29,7 +29,7 @@ from crabray.backends.display import png_size
 from crabray.backends.environment import AgentSignals, Environment
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError
-from tests.backends.dockerd import BUSYBOX_IMAGE, require_docker, require_env_image
+from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_env_image
 
 WIDTH, HEIGHT = 640, 480
 
@@ -129,7 +129,6 @@ def test_default_screen_is_1280x800() -> None:
 
 
 def test_image_without_a_screen_says_which_has_one() -> None:
-    require_docker()
     config = EnvironmentConfig(
         name="noscreen", backend="docker", backend_settings={"image": BUSYBOX_IMAGE}
     )

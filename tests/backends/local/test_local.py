@@ -26,7 +26,7 @@ from crabray.backends import (
     create_backend,
     register_backend,
 )
-from crabray.backends.local import _remove
+from crabray.backends.local._backend import _remove
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
 from tests.backends.conftest import host_pid_alive, wait_until

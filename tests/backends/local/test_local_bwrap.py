@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-import crabray.backends.local_bwrap as local_bwrap
-from crabray.backends import LocalBackend, bwrap
+import crabray.backends.local._isolation as local_bwrap
+from crabray.backends import LocalBackend
+from crabray.backends.local import _bwrap as bwrap
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError
 from tests.backends.conftest import host_pid_alive, wait_until
@@ -247,7 +248,7 @@ def test_unconfined_mode_warns_once_per_process(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(local_bwrap, "_unconfined_warned", False)
-    caplog.set_level(logging.WARNING, logger="crabray.backends.local_bwrap")
+    caplog.set_level(logging.WARNING, logger="crabray.backends.local._isolation")
     for _ in range(2):
         backend = LocalBackend(make_config(tmp_path, isolation="none"))
         backend.start()
@@ -263,7 +264,7 @@ def test_auto_without_bwrap_falls_back_to_unconfined_with_a_warning(
 ) -> None:
     monkeypatch.setattr(local_bwrap, "_unconfined_warned", False)
     monkeypatch.setattr(bwrap, "probe", lambda: (False, "bwrap not found on PATH"))
-    caplog.set_level(logging.WARNING, logger="crabray.backends.local_bwrap")
+    caplog.set_level(logging.WARNING, logger="crabray.backends.local._isolation")
     backend = LocalBackend(make_config(tmp_path, isolation="auto"))
     backend.start()
     try:

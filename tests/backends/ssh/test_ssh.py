@@ -1,6 +1,6 @@
 """Rules of the SSH backend alone: host keys, credentials, reconnection, secrets, orphans.
 
-Run against a real OpenSSH server on loopback (``tests/backends/sshd.py``);
+Run against a real OpenSSH server on loopback (``tests/backends/ssh/sshd.py``);
 skipped with the install command when ``sshd`` is missing, failed under ``CI=true``.
 """
 
@@ -21,15 +21,14 @@ from typing import Any
 import pytest
 
 from crabray.backends import available_backends, create_backend
-from crabray.backends.ssh import SshBackend
-from crabray.backends.ssh_connection import SshRetryPolicy, SshSettings
-from crabray.backends.ssh_remote import EXEC_VAR, kill_exec_script
+from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
+from crabray.backends.ssh._remote import EXEC_VAR, kill_exec_script
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
 from tests.backends.conftest import host_pid_alive, wait_until
-from tests.backends.sshd import Sshd, running_sshd, shared_sshd, sshd_missing
+from tests.backends.ssh.sshd import Sshd, running_sshd, shared_sshd, sshd_missing
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module", autouse=True)

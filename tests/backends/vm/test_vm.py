@@ -20,12 +20,11 @@ from typing import Any
 import pytest
 
 from crabray.backends import create_backend
-from crabray.backends.ssh_remote import kill_exec_script
-from crabray.backends.vm import VmBackend
-from crabray.backends.vm_settings import parse_vm_settings
+from crabray.backends.ssh._remote import kill_exec_script
+from crabray.backends.vm import VmBackend, parse_vm_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
-from tests.backends.vmimage import qemu_running, vm_leftovers, vm_missing, vm_settings
+from tests.backends.vm.vmimage import qemu_running, vm_leftovers, vm_missing, vm_settings
 
 
 def _require_vm() -> None:
@@ -244,7 +243,7 @@ def test_qemu_dies_with_its_owner_and_cleanup_removes_the_folder(tmp_path: Path)
         capture_output=True,
         text=True,
         timeout=900,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )
     assert child.returncode == 3, child.stderr[-2000:]
     described = json.loads(child.stdout.strip().splitlines()[-1])

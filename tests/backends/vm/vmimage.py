@@ -16,9 +16,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from crabray.backends.vm_settings import IMAGE_HOST_KEY, IMAGE_INITRD, IMAGE_KERNEL, IMAGE_KEY
+from crabray.backends.vm import IMAGE_HOST_KEY, IMAGE_INITRD, IMAGE_KERNEL, IMAGE_KEY
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = REPO / "envs" / "vm" / "build.sh"
 IMAGE_DIR = Path(os.environ.get("CRABRAY_TEST_VM_DIR", REPO / "envs" / "vm" / "out"))
 INSTALL_HINT = "apt-get install qemu-system-x86 qemu-utils dropbear-bin busybox-static cpio"

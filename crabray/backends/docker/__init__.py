@@ -1,0 +1,23 @@
+"""The docker backend (kind ``docker``): one container per environment, through the docker SDK.
+
+This package's ``__init__`` is its whole public API; its ``_``-prefixed modules
+are the implementation: the backend (``_backend``), its settings
+(``_settings``), the engine connection, image builds and orphan pruning
+(``_engine``), commands (``_exec``) and file transfer as tar streams
+(``_archive``). Importing it needs the ``docker`` package.
+"""
+
+from __future__ import annotations
+
+from crabray.backends.docker._backend import DockerBackend
+from crabray.backends.docker._engine import connect, prune
+from crabray.backends.docker._settings import BindMount, DockerSettings, parse_docker_settings
+
+__all__ = [
+    "BindMount",
+    "DockerBackend",
+    "DockerSettings",
+    "connect",
+    "parse_docker_settings",
+    "prune",
+]

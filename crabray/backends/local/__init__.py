@@ -1,0 +1,25 @@
+"""The local backend (kind ``local``): a fresh directory on this host as the sandbox.
+
+Commands are confined with bubblewrap when it works here (the ``isolation``
+setting); see :class:`LocalBackend` for the sandbox's layout and rules. This
+package's ``__init__`` is its whole public API; its ``_``-prefixed modules are
+the implementation: the backend (``_backend``), its settings (``_settings``),
+choosing the confinement (``_isolation``) and running it (``_bwrap``),
+commands and their process groups (``_exec``) and the path mapping (``_paths``).
+"""
+
+from __future__ import annotations
+
+from crabray.backends.local._backend import LocalBackend
+from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
+from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
+
+__all__ = [
+    "HOME_DIR",
+    "TMP_DIR",
+    "WORK_DIR",
+    "Isolation",
+    "LocalBackend",
+    "LocalSettings",
+    "parse_local_settings",
+]
