@@ -8,74 +8,19 @@ checks each one against the real thing).
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
+from crabray.backends.settings import BackendSettings, parse_settings
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import ConfigError, SandboxError
+from crabray.core.errors import SandboxError
 
 RUN_ID_VAR = "CRABRAY_RUN_ID"
 """Environment variable holding the run a sandbox serves: the scheduler sets it on
 every environment actor, and backends label what they make with it (docker:
 the ``crabray.run`` label)."""
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def parse_settings(
-    model: type[M],
-    settings: Mapping[str, Any],
-    backend: str,
-    *,
-    whole_field: str | None = None,
-) -> M:
-    """Validate a backend's ``backend_settings`` so a typo fails before any sandbox exists.
-
-    Every backend parses its settings through this one function, so they all
-    report problems the same way: each bad field named, an unknown one with
-    the known names and a did-you-mean hint. The pydantic error is not chained
-    (``from None``): its text would echo the rejected input, which may be a
-    password.
-
-    Args:
-        model: The backend's settings model (``extra="forbid"`` to catch typos).
-        settings: The environment's ``backend_settings``.
-        backend: The backend's registry name, for the message.
-        whole_field: The field to name when a check concerns the settings as a
-            whole (a model validator, e.g. "neither image nor build"); without
-            it such a problem is named ``(settings)``.
-
-    Returns:
-        The validated settings.
-
-    Raises:
-        ConfigError: A setting is unknown, missing or has the wrong type; the
-            message names every bad field and ``field`` the first one.
-    """
-    try:
-        return model.model_validate(settings)
-    except ValidationError as exc:
-        errors = exc.errors(include_input=False)
-        known = sorted(model.model_fields)
-        problems: list[str] = []
-        for error in errors:
-            name = ".".join(str(part) for part in error["loc"]) or whole_field or "(settings)"
-            if error["type"] == "extra_forbidden":
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else ""
-                message = f"unknown setting (known: {', '.join(known)}){hint}"
-            else:
-                message = error["msg"]
-            problems.append(f"'{name}': {message}")
-        first = ".".join(str(part) for part in errors[0]["loc"]) or whole_field
-        raise ConfigError(
-            f"bad settings for the '{backend}' backend: {'; '.join(problems)}",
-            field=f"backend_settings.{first}" if first else "backend_settings",
-        ) from None
 
 
 class ExecResult(BaseModel):
@@ -107,6 +52,12 @@ class Backend(ABC):
 
     kind: ClassVar[str]
     """The registry name of the backend (``local``, ``docker``, ...)."""
+
+    settings_model: ClassVar[type[BackendSettings] | None] = None
+    """The model of the backend's ``backend_settings``; ``None`` accepts any settings.
+
+    :meth:`check_settings` validates against it, so a backend states its model
+    here and parses it with :func:`~crabray.backends.settings.parse_settings`."""
 
     def __init__(self, config: EnvironmentConfig) -> None:
         self.config = config
@@ -180,13 +131,14 @@ class Backend(ABC):
         """Validate ``backend_settings`` without making a sandbox.
 
         Called on every environment of a suite before a run, so a typo fails
-        the run at once instead of every episode's sandbox start. Backends
-        with a settings model parse it here; the default accepts anything.
+        the run at once instead of every episode's sandbox start. Checks
+        ``settings`` against :attr:`settings_model`; accepts anything without one.
 
         Raises:
             ConfigError: Naming each bad setting.
         """
-        return None
+        if cls.settings_model is not None:
+            parse_settings(cls.settings_model, settings, cls.kind)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

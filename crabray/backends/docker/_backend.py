@@ -95,6 +95,7 @@ class DockerBackend(Backend):
     """
 
     kind = "docker"
+    settings_model = DockerSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
@@ -328,10 +329,6 @@ class DockerBackend(Backend):
             "reset_mode": self.settings.reset,
             "workdir": self._workdir,
         }
-
-    @classmethod
-    def check_settings(cls, settings: dict[str, Any]) -> None:
-        parse_docker_settings(settings)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from docker.types import Mount
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from crabray.backends.base import RUN_ID_VAR, parse_settings
+from crabray.backends.base import RUN_ID_VAR
 from crabray.backends.envs import env_image
+from crabray.backends.settings import BackendSettings, parse_settings
 
 KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
 """The container's main process: does nothing, forever, with busybox alone."""
@@ -33,7 +34,7 @@ class BindMount(BaseModel):
         return value
 
 
-class DockerSettings(BaseModel):
+class DockerSettings(BackendSettings):
     """What the docker backend understands in ``backend_settings``.
 
     Isolation is the default: no network, limits on CPU, memory and
@@ -41,7 +42,8 @@ class DockerSettings(BaseModel):
     needs it.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    whole_field: ClassVar[str | None] = "image"
+    """Where "none of image, build and build_context" is reported."""
 
     image: str | None = Field(
         default=None, description="Image to run, e.g. 'crabray/busybox:latest'."
@@ -216,4 +218,4 @@ def parse_docker_settings(settings: dict[str, Any]) -> DockerSettings:
         ConfigError: A setting is unknown, has the wrong type, or none of
             ``image``, ``build`` and ``build_context`` is given; names the field.
     """
-    return parse_settings(DockerSettings, settings, "docker", whole_field="image")
+    return parse_settings(DockerSettings, settings, "docker")

@@ -66,7 +66,7 @@ from crabray.backends.local._paths import (
     resolve_unconfined,
     sandbox_abspath,
 )
-from crabray.backends.local._settings import Isolation, parse_local_settings
+from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
@@ -98,6 +98,7 @@ class LocalBackend(Backend):
     """
 
     kind = "local"
+    settings_model = LocalSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
@@ -422,10 +423,6 @@ class LocalBackend(Backend):
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             (sandbox / name).mkdir(exist_ok=True)
         write_owner(sandbox)
-
-    @classmethod
-    def check_settings(cls, settings: dict[str, Any]) -> None:
-        parse_local_settings(settings)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

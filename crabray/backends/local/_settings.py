@@ -5,19 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from crabray.backends.base import parse_settings
 from crabray.backends.display import DisplaySetting
+from crabray.backends.settings import BackendSettings, parse_settings
 
 Isolation = Literal["auto", "bwrap", "none"]
 """How a local sandbox's commands are confined (see :class:`LocalSettings`)."""
 
 
-class LocalSettings(BaseModel):
+class LocalSettings(BackendSettings):
     """The ``backend_settings`` the local backend understands."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     root_dir: Path | None = Field(
         default=None,

@@ -90,6 +90,7 @@ class SshBackend(Backend):
     """
 
     kind = "ssh"
+    settings_model = SshSettings
 
     def __init__(self, config: EnvironmentConfig, settings: SshSettings | None = None) -> None:
         super().__init__(config)
@@ -337,10 +338,6 @@ class SshBackend(Backend):
             "root": self._root,
             "workdir": posixpath.join(self._root, WORK_DIR) if self._root else None,
         }
-
-    @classmethod
-    def check_settings(cls, settings: dict[str, Any]) -> None:
-        parse_ssh_settings(settings)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

@@ -22,7 +22,7 @@ import paramiko
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from typing_extensions import override
 
-from crabray.backends.base import parse_settings
+from crabray.backends.settings import BackendSettings, parse_settings
 from crabray.core.errors import ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,7 @@ class SshRetryPolicy(BaseModel):
         )
 
 
-class SshSettings(BaseModel):
+class SshSettings(BackendSettings):
     """The ``backend_settings`` the SSH backend understands.
 
     Credentials: ``key_path`` (with ``key_passphrase`` if it is encrypted) is
@@ -61,8 +61,6 @@ class SshSettings(BaseModel):
     agent and the default keys (``~/.ssh/id_*``) are tried. ``password`` works
     but is discouraged: it is a secret in a config file.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     host: str = Field(min_length=1, description="Host name or address of the machine.")
     port: int = Field(default=22, ge=1, le=65535, description="SSH port.")

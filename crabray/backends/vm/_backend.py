@@ -95,6 +95,7 @@ class VmBackend(Backend):
     """
 
     kind = "vm"
+    settings_model = VmSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
@@ -229,10 +230,6 @@ class VmBackend(Backend):
             "workdir": inner.get("workdir"),
             **self._times,
         }
-
-    @classmethod
-    def check_settings(cls, settings: dict[str, Any]) -> None:
-        parse_vm_settings(settings)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from crabray.backends.base import parse_settings
+from crabray.backends.settings import BackendSettings, parse_settings
 
 IMAGE_KERNEL, IMAGE_INITRD, IMAGE_KEY, IMAGE_HOST_KEY = (
     "vmlinuz",
@@ -18,15 +18,13 @@ IMAGE_KERNEL, IMAGE_INITRD, IMAGE_KEY, IMAGE_HOST_KEY = (
 """File names ``envs/vm/build.sh`` writes into its output folder (``image_dir``)."""
 
 
-class VmSettings(BaseModel):
+class VmSettings(BackendSettings):
     """What to boot, how, and how to reach it.
 
     The machine is either a kernel plus initramfs (``kernel``/``initrd``, or
     ``image_dir`` holding what ``envs/vm/build.sh`` built) or a qcow2 ``disk``
     that is never written (each VM writes to its own overlay).
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     image_dir: Path | None = Field(
         default=None,
