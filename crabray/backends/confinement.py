@@ -1,7 +1,9 @@
-"""The one rule that keeps a sandbox's file paths inside its directory.
+"""The one layout and the one rule that keep a sandbox's file paths inside its directory.
 
 Every backend whose sandbox is a directory (local, ssh, and vm through ssh)
-checks a path in two steps, with the same refusals and the same messages:
+lays it out the same way (``work``, ``home`` and ``tmp`` under the sandbox
+root) and checks a path in two steps, with the same refusals and the same
+messages:
 
 1. lexically: the path, made absolute and with ``..`` folded, must be the
    sandbox root or below it (:func:`confine_lexically`);
@@ -18,6 +20,20 @@ from __future__ import annotations
 import posixpath
 
 from crabray.core.errors import SandboxFileError
+
+WORK_DIR = "work"
+"""Directory inside the sandbox root where commands start and relative paths resolve."""
+
+HOME_DIR = "home"
+"""Directory inside the sandbox root that ``HOME`` points to."""
+
+TMP_DIR = "tmp"
+"""Directory inside the sandbox root that ``TMPDIR`` points to.
+
+``HOME`` and ``TMPDIR`` sit beside the working directory on the host, not in
+it, so an agent listing its working directory sees only what it and the task
+put there.
+"""
 
 
 def within(path: str, root: str) -> bool:

@@ -35,6 +35,9 @@ import posixpath
 from pathlib import Path
 
 from crabray.backends.confinement import (
+    HOME_DIR,
+    TMP_DIR,
+    WORK_DIR,
     check_real,
     confine_lexically,
     lexical_reason,
@@ -52,20 +55,6 @@ SANDBOX_WORKDIR = "/home/user/work"
 
 SANDBOX_TMP = "/tmp"
 """``TMPDIR`` inside a sandbox."""
-
-WORK_DIR = "work"
-"""Directory inside the sandbox root where commands start and relative paths resolve."""
-
-HOME_DIR = "home"
-"""Directory inside the sandbox root that ``HOME`` points to."""
-
-TMP_DIR = "tmp"
-"""Directory inside the sandbox root that ``TMPDIR`` points to.
-
-``HOME`` and ``TMPDIR`` sit beside the working directory on the host, not in
-it, so an agent listing its working directory sees only what it and the task
-put there.
-"""
 
 MOUNTS: tuple[tuple[str, str], ...] = (
     (SANDBOX_WORKDIR, WORK_DIR),

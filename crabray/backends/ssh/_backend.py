@@ -50,10 +50,9 @@ from typing_extensions import override
 
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
-from crabray.backends.confinement import check_real, confine_lexically
+from crabray.backends.confinement import WORK_DIR, check_real, confine_lexically
 from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
 from crabray.backends.ssh._remote import (
-    WORK_DIR,
     abandoned_sandboxes,
     drive,
     exec_script,

@@ -17,11 +17,9 @@ from collections.abc import Callable
 
 import paramiko
 
+from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.ownership import OWNER_FILE, owner_record, record_is_abandoned
 from crabray.core.errors import SandboxError, SandboxTimeoutError
-
-WORK_DIR, HOME_DIR, TMP_DIR = "work", "home", "tmp"
-"""The sandbox layout, as in the local backend."""
 
 SANDBOX_PREFIX = "crabray-ssh-"
 """Name prefix of the sandbox directories under ``remote_root``; orphan cleanup sees only these."""
