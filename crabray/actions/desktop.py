@@ -28,6 +28,7 @@ from pydantic import Field
 
 from crabray.core import action, evaluator
 from crabray.core.errors import ActionError
+from crabray.core.images import downscale_png
 
 logger = logging.getLogger(__name__)
 
@@ -242,8 +243,6 @@ def screenshot(env: Any, max_width: Annotated[int, Field(ge=16)] | None = None) 
     """
     png = env.screenshot()
     if max_width is not None:
-        from crabray.backends.display import downscale_png
-
         png = downscale_png(png, max_width)
     return png
 

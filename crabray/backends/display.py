@@ -10,7 +10,8 @@ replaces it with a fresh server (no window survives an episode), and
 Screenshots are taken with ``xwd -root`` (Debian's ``x11-apps``, present in
 any X image) and turned into PNG here with Pillow, so a backend that can only
 fetch files from its sandbox (a container) can reuse :func:`xwd_to_png`.
-``downscale_png`` makes the smaller copies vision models are usually given.
+The smaller copies vision models are usually given are made by
+:func:`crabray.core.images.downscale_png`.
 
 Example:
     >>> parse_screen("1024x768x24")
@@ -346,48 +347,6 @@ def xwd_to_png(data: bytes) -> bytes:
     )
     out = io.BytesIO()
     image.save(out, format="PNG", compress_level=1)
-    return out.getvalue()
-
-
-def png_size(png: bytes) -> tuple[int, int]:
-    """Width and height of a PNG, read from its header.
-
-    Raises:
-        ValueError: The bytes are not a PNG.
-    """
-    if len(png) < 24 or not png.startswith(b"\x89PNG\r\n\x1a\n") or png[12:16] != b"IHDR":
-        raise ValueError("not a PNG image")
-    width, height = struct.unpack(">II", png[16:24])
-    return width, height
-
-
-def downscale_png(png: bytes, max_width: int, max_height: int | None = None) -> bytes:
-    """A smaller copy of a PNG that fits in ``max_width`` x ``max_height``, aspect kept.
-
-    An image that already fits is returned unchanged. Agents point at fractions
-    of the screen, so a downscaled screenshot loses detail, not coordinates.
-
-    Args:
-        png: The image.
-        max_width: Largest width of the copy, in pixels.
-        max_height: Largest height; unbounded when ``None``.
-
-    Raises:
-        ValueError: A bound is below 1, or the bytes are not an image.
-    """
-    from PIL import Image
-
-    if max_width < 1 or (max_height is not None and max_height < 1):
-        raise ValueError("downscale bounds must be at least 1 pixel")
-    width, height = png_size(png)
-    scale = min(max_width / width, (max_height or height) / height)
-    if scale >= 1:
-        return png
-    size = (max(1, round(width * scale)), max(1, round(height * scale)))
-    with Image.open(io.BytesIO(png)) as image:
-        small = image.convert("RGB").resize(size, Image.Resampling.LANCZOS)
-    out = io.BytesIO()
-    small.save(out, format="PNG")
     return out.getvalue()
 
 

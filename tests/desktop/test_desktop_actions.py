@@ -17,9 +17,9 @@ from crabray.actions.desktop import (
     scroll,
     type_text,
 )
-from crabray.backends.display import png_size
 from crabray.backends.environment import Environment
 from crabray.core.errors import ActionError, ActionParameterError
+from crabray.core.images import png_size
 from tests.desktop.conftest import HEIGHT, WIDTH
 
 

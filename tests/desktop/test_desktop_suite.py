@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crabray.backends.display import png_size
+from crabray.core.images import png_size
 from crabray.results import read_episodes, read_steps
 from tests.conftest import ROOT, crabray
 from tests.desktop.conftest import require_screen_tools

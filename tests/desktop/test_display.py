@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from crabray.backends.display import downscale_png, parse_screen, png_size
+from crabray.backends.display import parse_screen
 from crabray.backends.local import LocalBackend
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError
+from crabray.core.images import downscale_png, png_size
 from tests.backends.conftest import host_pid_alive
 from tests.desktop.conftest import HEIGHT, WIDTH, make_desktop
 

@@ -25,10 +25,10 @@ from crabray.actions.desktop import (
     window_exists,
 )
 from crabray.backends import create_backend
-from crabray.backends.display import png_size
 from crabray.backends.environment import AgentSignals, Environment
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError
+from crabray.core.images import png_size
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_env_image
 
 WIDTH, HEIGHT = 640, 480
