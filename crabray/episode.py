@@ -157,25 +157,36 @@ def check_suite(suite: Suite) -> None:
         SuiteErrors: One entry per task that would fail before its agent starts.
     """
     problems: list[ConfigError] = []
-    checked: set[int] = set()
+    checked: set[object] = set()
     for entry in suite.entries.values():
         try:
             check_task(entry.benchmark, entry.task, source=suite.ref.path)
         except ConfigError as exc:
             problems.append(exc)
         for env in entry.benchmark.task_environments(entry.task):
-            if id(env) not in checked:
-                checked.add(id(env))
+            # settings read from one file's table are checked (and reported) once
+            key = env.settings_source or id(env)
+            if key not in checked:
+                checked.add(key)
                 problems += _settings_problems(env, suite.ref.path)
     if problems:
         raise SuiteErrors(suite.ref.path, problems)
 
 
 def _settings_problems(env: EnvironmentConfig, source: str) -> list[ConfigError]:
-    """What is wrong with an environment's backend and its settings, checked without a sandbox."""
+    """What is wrong with an environment's backend and its settings, checked without a sandbox.
+
+    Settings a suite format read from a file of its own are reported against
+    that file and table (``env.settings_source``), else against the environment.
+    """
     try:
         backend_class(env.backend).check_settings(env.backend_settings)
     except ConfigError as exc:
+        origin = env.settings_source
+        if origin is not None:
+            setting = (exc.field or "").removeprefix("backend_settings").lstrip(".")
+            where = ".".join(part for part in (origin.field, setting) if part)
+            return [ConfigError(exc.reason, file=origin.file, field=where)]
         where = f"environments[{env.name}]" + (f".{exc.field}" if exc.field else "")
         return [ConfigError(exc.reason, file=source, field=where)]
     return []

@@ -13,6 +13,22 @@ ROOT_ENV = "root"
 """Name of the environment that holds submit/complete/fail and local evaluators."""
 
 
+class SettingsSource(BaseModel):
+    """Where an environment's ``backend_settings`` were written, when not in the suite's own files.
+
+    A suite format that reads the settings from a file of its own (task-JSON's
+    ``snapshots.toml``) records it here, so the check of every environment's
+    settings before a run names that file and table, not the environment.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    file: str = Field(description="The file holding the settings, e.g. a suite's snapshots.toml.")
+    field: str = Field(
+        description="Where in the file: the table holding the settings, e.g. 'docker.default'."
+    )
+
+
 class EnvironmentConfig(BaseModel):
     """One sandbox an agent acts in: its backend, actions and observations.
 
@@ -30,6 +46,8 @@ class EnvironmentConfig(BaseModel):
             kinds, such as an image family.
         label_selector: Node labels the hosting node must carry, e.g.
             ``{"crabray-image": "ubuntu-22.04"}``.
+        settings_source: Where ``backend_settings`` came from when a suite
+            format read them from a file of its own; problems are reported there.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -43,6 +61,7 @@ class EnvironmentConfig(BaseModel):
     backend_settings: dict[str, Any] = Field(default_factory=dict)
     host_kind: str | None = None
     label_selector: dict[str, str] = Field(default_factory=dict)
+    settings_source: SettingsSource | None = None
 
     @field_validator("host_kind")
     @classmethod

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from crabray.episode import check_suite
 from crabray.formats import SuiteErrors, load_suite, resolve_suite
 from crabray.results import read_episodes
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker
@@ -91,8 +92,26 @@ def test_settings_the_backend_rejects_name_the_snapshot_table(tmp_path: Path) ->
     root = suite(
         tmp_path, '[docker.default]\nimag = "crabray/busybox"\n\n[docker.unused]\ncpus = "x"\n'
     )
+    loaded = load_suite(resolve_suite(root, backend="docker"))
     with pytest.raises(SuiteErrors) as caught:
-        load_suite(resolve_suite(root, backend="docker"))
+        check_suite(loaded)
     (error,) = caught.value.errors
     assert (error.file, error.field) == (str(root / "snapshots.toml"), "docker.default.imag")
     assert "unknown setting" in error.reason and "did you mean 'image'?" in error.reason
+
+
+def test_the_cli_reports_a_bad_snapshot_setting_against_its_file_and_table(
+    tmp_path: Path,
+) -> None:
+    root = suite(tmp_path, '[docker.default]\nimag = "crabray/busybox"\n')
+    out = str(tmp_path / "out")
+    run = crabray("run", str(root), "--backend", "docker", "--agent", "oracle", "--out", out)
+    assert run.returncode == 1, run.stderr
+    assert f"{root / 'snapshots.toml'}: docker.default.imag:" in run.stderr
+    assert "did you mean 'image'?" in run.stderr and "1 problem(s)" in run.stderr
+
+    (root / "snapshots.toml").write_text('[local.default]\nroot_dirr = "/srv"\n')
+    validate = crabray("tasks", "validate", str(root))
+    assert validate.returncode == 1, validate.stderr
+    assert f"{root / 'snapshots.toml'}: local.default.root_dirr:" in validate.stderr
+    assert "did you mean 'root_dir'?" in validate.stderr

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, complete, fail, submit
 from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, Task
+from crabray.core.environment import SettingsSource
 from crabray.core.errors import ActionError, ConfigError
 from crabray.formats import python as python_format
 from crabray.formats.steps import closed_action
@@ -127,8 +128,6 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
             )
             continue
         loaded[task.id] = (task, {**raw, "_file": str(file)})
-    used = {task.metadata["snapshot"] for task, _ in loaded.values()}
-    errors += snapshot_settings.problems(backend, used)
     if not errors and not loaded:
         errors.append(
             ConfigError("holds no task files examples/<tool>/<id>/<id>.json", file=str(path))
@@ -141,7 +140,12 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
         name=root.name,
         tasks=tasks,
         environments=[
-            _environment(name, backend, snapshot_settings.for_snapshot(snapshots[name]))
+            _environment(
+                name,
+                backend,
+                snapshot_settings.for_snapshot(snapshots[name]),
+                snapshot_settings.source_of(backend, snapshots[name]),
+            )
             for name in sorted(snapshots)
         ],
     )
@@ -151,11 +155,14 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
     return suite
 
 
-def _environment(name: str, backend: str, settings: dict[str, Any]) -> EnvironmentConfig:
+def _environment(
+    name: str, backend: str, settings: dict[str, Any], source: SettingsSource | None
+) -> EnvironmentConfig:
     return EnvironmentConfig(
         name=name,
         backend=backend,
         backend_settings=settings,
+        settings_source=source,
         description="A Linux machine; the task's files are where its instruction says.",
         action_space=[*SHELL_ACTIONS, *FILE_ACTIONS],
     )

@@ -12,7 +12,9 @@ snapshot its settings on that kind, such as a docker image per snapshot::
     memory_mb = 2048
 
 A snapshot's own table replaces ``default`` (they are not merged), so what a
-snapshot runs with is read off one table.
+snapshot runs with is read off one table. Each environment built from a table
+carries its file and table (``EnvironmentConfig.settings_source``), so the
+backend's check of its settings before a run names them.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from crabray.backends import backend_class
+from crabray.core.environment import SettingsSource
 from crabray.core.errors import ConfigError
 
 SNAPSHOTS_FILE = "snapshots.toml"
@@ -46,22 +48,12 @@ class SnapshotSettings:
         table = self.table_of(snapshot)
         return {} if table is None else dict(self.tables[table])
 
-    def problems(self, backend: str, snapshots: set[str | None]) -> list[ConfigError]:
-        """What the ``backend`` finds wrong in the tables these snapshots use, by file and field."""
-        found: list[ConfigError] = []
-        for table in sorted({t for s in snapshots if (t := self.table_of(s)) is not None}):
-            try:
-                backend_class(backend).check_settings(dict(self.tables[table]))
-            except ConfigError as exc:
-                field = (exc.field or "").removeprefix("backend_settings").lstrip(".")
-                found.append(
-                    ConfigError(
-                        exc.reason,
-                        file=str(self.file),
-                        field=".".join(p for p in (backend, table, field) if p),
-                    )
-                )
-        return found
+    def source_of(self, backend: str, snapshot: str | None) -> SettingsSource | None:
+        """The file and table (``backend.table``) ``snapshot``'s settings come from, if any."""
+        table = self.table_of(snapshot)
+        if table is None or self.file is None:
+            return None
+        return SettingsSource(file=str(self.file), field=f"{backend}.{table}")
 
 
 def load_snapshot_settings(root: Path, backend: str) -> SnapshotSettings:
