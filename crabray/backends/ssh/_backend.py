@@ -76,7 +76,7 @@ _T = TypeVar("_T")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
 
-    Settings: see :class:`~crabray.backends.ssh._connection.SshSettings`
+    Settings: see :class:`~crabray.backends.ssh.SshSettings`
     (``host``, ``user``, ``key_path`` ... in ``config.backend_settings``), or
     pass a ready ``settings`` model when composing this backend in another.
 
