@@ -76,7 +76,7 @@ def one_sweep(
     from ray.cluster_utils import Cluster
 
     from crabray.agents import agent_spec
-    from crabray.cluster import RunOptions, run_suite
+    from crabray.run import RunOptions, run_suite
     from crabray.results import read_steps
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
