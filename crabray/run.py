@@ -27,7 +27,6 @@ from crabray.cluster.ray_runtime import connect
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import (
     ProgressCallback,
-    RetryPolicy,
     Scheduler,
     SchedulerSettings,
     SubmitCallback,
@@ -37,6 +36,7 @@ from crabray.cluster.scheduler import (
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeRecord
+from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, load_suite, resolve_suite
 from crabray.formats.validate import validate_suite
 from crabray.results import (

@@ -9,6 +9,7 @@ from crabray.core.environment import ROOT_ENV, EnvironmentConfig
 from crabray.core.evaluator import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator, GraphProgress
 from crabray.core.result import Checkpoint, Score
+from crabray.core.retry import RetryPolicy
 from crabray.core.task import Task
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "Evaluator",
     "GraphEvaluator",
     "GraphProgress",
+    "RetryPolicy",
     "Score",
     "Task",
     "action",
