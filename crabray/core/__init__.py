@@ -8,7 +8,7 @@ from crabray.core.benchmark import BenchmarkConfig, BoundAction
 from crabray.core.environment import ROOT_ENV, EnvironmentConfig
 from crabray.core.evaluator import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator, GraphProgress
-from crabray.core.result import Checkpoint, Score
+from crabray.core.result import CheckpointScore, Score
 from crabray.core.retry import RetryPolicy
 from crabray.core.task import Task
 
@@ -18,7 +18,7 @@ __all__ = [
     "Action",
     "BenchmarkConfig",
     "BoundAction",
-    "Checkpoint",
+    "CheckpointScore",
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
