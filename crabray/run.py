@@ -5,9 +5,10 @@ the run (new, or resumed: only episodes without a final row run again, infra
 failures as their next attempt); run the rest on Ray; write every batch of
 finished episodes atomically as it arrives.
 
-This is the one module that ties the layers below it together: suite loading
-(``crabray.formats``), the results dataset (``crabray.results``) and the Ray
-scheduler (``crabray.cluster``), which know nothing of one another.
+This is the one module that ties suite loading (``crabray.formats``), the
+results dataset (``crabray.results``) and the Ray scheduler
+(``crabray.cluster``) together: the Ray layer and the results layer know
+nothing of each other.
 """
 
 from __future__ import annotations
