@@ -158,7 +158,7 @@ def run(
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into OUT as they finish."""
     from crabray.agents import select_agents
-    from crabray.cluster import RunOptions, run_suite
+    from crabray.run import RunOptions, run_suite
 
     try:
         options = RunOptions(
@@ -441,7 +441,7 @@ def tasks_validate(
     services: ServicesOpt = None,
 ) -> None:
     """Check every task of SUITE; print every problem with its file and field."""
-    from crabray.episode import check_suite
+    from crabray.run import check_suite
 
     loaded = _load_suite(suite, suite_format, index, base_image, services)
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from crabray.actions.root import ROOT_ACTIONS, submit
+from crabray.actions.root import root_actions
 from crabray.agents.base import (
     ActionCall,
     Agent,
@@ -29,7 +29,6 @@ from crabray.agents.base import (
     StepInput,
     TaskBrief,
 )
-from crabray.backends import backend_class
 from crabray.backends.base import Backend
 from crabray.backends.environment import AgentSignals, Environment
 from crabray.core import (
@@ -61,7 +60,7 @@ from crabray.core.result import (
     TerminationReason,
     utcnow,
 )
-from crabray.formats import Suite, SuiteErrors
+from crabray.formats.validate import solution_bindings
 
 logger = logging.getLogger(__name__)
 
@@ -104,13 +103,6 @@ class _End(Exception):
         self.context = context
 
 
-def root_actions(task: Task) -> list[Action]:
-    """The root actions of ``task``: complete and fail, and submit when it is needed."""
-    extra_names = {a.name for a in task.extra_actions}
-    needs_submit = task.requires_submit and "submit" not in extra_names
-    return [*ROOT_ACTIONS, submit] if needs_submit else list(ROOT_ACTIONS)
-
-
 def solution_calls(
     benchmark: BenchmarkConfig, task: Task, space: list[BoundAction]
 ) -> list[ActionCall]:
@@ -119,77 +111,11 @@ def solution_calls(
     Raises:
         ConfigError: A solution step is not in the agent's action space.
     """
-    calls = []
-    for index, step in enumerate(task.solution):
-        env = benchmark.resolve_env(step, task)
-        match = next((b for b in space if b.env == env and b.action.name == step.name), None)
-        if match is None:
-            offered = ", ".join(b.call_name for b in space)
-            raise ConfigError(
-                f"step {index} calls '{step.name}' in environment '{env}', which the agent "
-                f"cannot call there; its action space: {offered}",
-                field=f"tasks[{task.id}].solution",
-            )
-        calls.append(ActionCall(name=match.call_name, arguments=dict(step.bound)))
-    return calls
-
-
-def check_task(benchmark: BenchmarkConfig, task: Task, source: str | None = None) -> None:
-    """Check what only an episode would otherwise find: the action space and the solution.
-
-    Raises:
-        ConfigError: Naming the task and what is wrong with it.
-    """
-    try:
-        space = benchmark.action_space(task, root_actions(task))
-    except ValueError as exc:
-        raise ConfigError(str(exc), file=source, field=f"tasks[{task.id}]") from exc
-    try:
-        solution_calls(benchmark, task, space)
-    except ConfigError as exc:
-        raise ConfigError(exc.reason, file=source, field=exc.field) from exc
-
-
-def check_suite(suite: Suite) -> None:
-    """Check every task of a loaded suite as an episode would; report all problems at once.
-
-    Raises:
-        SuiteErrors: One entry per task that would fail before its agent starts.
-    """
-    problems: list[ConfigError] = []
-    checked: set[object] = set()
-    for entry in suite.entries.values():
-        try:
-            check_task(entry.benchmark, entry.task, source=suite.ref.path)
-        except ConfigError as exc:
-            problems.append(exc)
-        for env in entry.benchmark.task_environments(entry.task):
-            # settings read from one file's table are checked (and reported) once
-            key = env.settings_source or id(env)
-            if key not in checked:
-                checked.add(key)
-                problems += _settings_problems(env, suite.ref.path)
-    if problems:
-        raise SuiteErrors(suite.ref.path, problems)
-
-
-def _settings_problems(env: EnvironmentConfig, source: str) -> list[ConfigError]:
-    """What is wrong with an environment's backend and its settings, checked without a sandbox.
-
-    Settings a suite format read from a file of its own are reported against
-    that file and table (``env.settings_source``), else against the environment.
-    """
-    try:
-        backend_class(env.backend).check_settings(env.backend_settings)
-    except ConfigError as exc:
-        origin = env.settings_source
-        if origin is not None:
-            setting = (exc.field or "").removeprefix("backend_settings").lstrip(".")
-            where = ".".join(part for part in (origin.field, setting) if part)
-            return [ConfigError(exc.reason, file=origin.file, field=where)]
-        where = f"environments[{env.name}]" + (f".{exc.field}" if exc.field else "")
-        return [ConfigError(exc.reason, file=source, field=where)]
-    return []
+    bindings = solution_bindings(benchmark, task, space)
+    return [
+        ActionCall(name=bound.call_name, arguments=dict(step.bound))
+        for step, bound in zip(task.solution, bindings, strict=True)
+    ]
 
 
 def run_episode(

@@ -76,8 +76,8 @@ def one_sweep(
     from ray.cluster_utils import Cluster
 
     from crabray.agents import agent_spec
-    from crabray.cluster import RunOptions, run_suite
     from crabray.results import read_steps
+    from crabray.run import RunOptions, run_suite
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(nodes):

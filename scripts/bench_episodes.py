@@ -96,7 +96,7 @@ def in_process(suite_path: Path, out: Path) -> Timing:
 def on_ray(suite_path: Path, out: Path, concurrency: int) -> Timing:
     """The real runner on the connected local Ray instance."""
     from crabray.agents import agent_spec
-    from crabray.cluster import RunOptions, run_suite
+    from crabray.run import RunOptions, run_suite
 
     options = RunOptions(
         suite=str(suite_path), agents=[agent_spec("oracle")], out_dir=out, concurrency=concurrency

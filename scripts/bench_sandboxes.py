@@ -527,7 +527,7 @@ def episodes_per_sec(
 ) -> Throughput:
     """Run the trivial suite with the oracle through the real runner; when episodes finished."""
     from crabray.agents import agent_spec
-    from crabray.cluster import RunOptions, run_suite
+    from crabray.run import RunOptions, run_suite
 
     if "backend=KIND" not in SUITE:
         raise RuntimeError("the suite of scripts/bench_episodes.py changed: adapt SUITE here")

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the whole test suite, with the lint checks CI applies.
+# Set up (if needed) and run the whole test suite, with the lint checks CI applies
+# (ruff, and lint-imports for the layer contract in pyproject.toml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/system-deps.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/lint-imports
 .venv/bin/python -m pytest "$@"

@@ -33,7 +33,7 @@ from crabray.agents import (
 )
 from crabray.backends import Backend, create_backend
 from crabray.core.errors import AgentError
-from crabray.core.result import Checkpoint, EpisodeRecord, Score, TerminationReason
+from crabray.core.result import CheckpointScore, EpisodeRecord, Score, TerminationReason
 from crabray.episode import EpisodeSettings, run_episode
 
 Reason = TerminationReason
@@ -636,8 +636,8 @@ def grade_by_process(env: Any, trajectory: str) -> Score:
     ran_echo = any("echo" in json.dumps(step["arguments"]) for step in steps)
     wrote = env.backend.exec("test -f hello.txt").exit_code == 0
     checkpoints = [
-        Checkpoint(total=1, result=int(wrote)),
-        Checkpoint(total=1, result=int(ran_echo)),
+        CheckpointScore(total=1, result=int(wrote)),
+        CheckpointScore(total=1, result=int(ran_echo)),
     ]
     earned = sum(c.result for c in checkpoints)
     return Score(value=earned / 2, checkpoints=checkpoints)
@@ -652,7 +652,7 @@ def test_a_scorer_reads_the_trajectory_and_records_its_checkpoints(
     record = run(bench, agent)
 
     assert record.result.score == 1.0 and record.result.success
-    assert record.result.checkpoints == [Checkpoint(total=1, result=1)] * 2
+    assert record.result.checkpoints == [CheckpointScore(total=1, result=1)] * 2
 
 
 def test_partial_checkpoints_give_a_partial_score(

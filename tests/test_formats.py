@@ -12,7 +12,7 @@ from crabray.agents import AgentSpec, NoopAgent, OracleAgent
 from crabray.backends import create_backend
 from crabray.core.errors import ConfigError, SuiteLoadError
 from crabray.core.result import TerminationReason
-from crabray.episode import EpisodeSettings, check_suite, run_episode
+from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import (
     Suite,
     SuiteErrors,
@@ -21,6 +21,7 @@ from crabray.formats import (
     load_suite,
     resolve_suite,
 )
+from crabray.run import check_suite
 
 DEMO = Path(__file__).resolve().parents[1] / "tasks" / "demo"
 

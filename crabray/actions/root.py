@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crabray.core import ROOT_ENV, action
+from crabray.core import ROOT_ENV, Action, Task, action
 
 
 @action(env_name=ROOT_ENV)
@@ -44,3 +44,10 @@ def fail(reason: str, env: Any) -> str:
 
 ROOT_ACTIONS = (complete, fail)
 """Root actions every task offers; ``submit`` is added when the task needs it."""
+
+
+def root_actions(task: Task) -> list[Action]:
+    """The root actions an episode of ``task`` offers: complete and fail, and submit when needed."""
+    extra_names = {a.name for a in task.extra_actions}
+    needs_submit = task.requires_submit and "submit" not in extra_names
+    return [*ROOT_ACTIONS, submit] if needs_submit else list(ROOT_ACTIONS)

@@ -25,7 +25,7 @@ from typing import Any
 
 from crabray.agents.base import ActionCall, AgentSpec, AgentUsage, CallResult, Observation
 from crabray.agents.config import LLMSettings, llm_settings, resolve_api_key
-from crabray.agents.llm_client import ChatClient, ChatResponse, ClientConfig, RetryPolicy
+from crabray.agents.llm_client import MODEL_API_RETRY, ChatClient, ChatResponse, ClientConfig
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,9 @@ class ModelCaller:
                     api_key=key,
                     key_source=source,
                     timeout_sec=self.settings.timeout_sec,
-                    retry=RetryPolicy(max_retries=self.settings.retries),
+                    retry=MODEL_API_RETRY.model_copy(
+                        update={"max_attempts": self.settings.retries + 1}
+                    ),
                 )
             )
         return self._client

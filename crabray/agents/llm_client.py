@@ -3,12 +3,12 @@
 Only what tool-calling agents need: one ``POST {base_url}/chat/completions``
 with messages and tools, a typed response, and the robustness a long sweep
 needs. Rate limits (429, honouring ``Retry-After``), server errors (5xx) and
-connection failures are retried with exponential backoff and jitter, as the
-``RetryPolicy`` data says; a refused key (401/403) fails at once with
-``AuthenticationError``; any other client error fails with the server's own
-message. The API key is a ``SecretStr``: it is sent in the ``Authorization``
-header and nowhere else, never logged, and scrubbed from any server message
-that echoes it.
+connection failures are retried with exponential backoff and jitter, as
+``ClientConfig`` and its ``RetryPolicy`` (``crabray.core.retry``) say; a
+refused key (401/403) fails at once with ``AuthenticationError``; any other
+client error fails with the server's own message. The API key is a
+``SecretStr``: it is sent in the ``Authorization`` header and nowhere else,
+never logged, and scrubbed from any server message that echoes it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
-import random
 import time
 from typing import Any
 
@@ -24,6 +23,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from crabray.core.errors import AuthenticationError, ModelAPIError
+from crabray.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -31,44 +31,8 @@ _AUTH_STATUSES = (401, 403)
 _SERVER_MESSAGE_CHARS = 500
 
 
-class RetryPolicy(BaseModel):
-    """Which failed requests are tried again, and how long to wait in between.
-
-    The wait before retry ``n`` (from 0) is ``backoff_initial_sec *
-    backoff_multiplier ** n``, capped at ``backoff_max_sec``, plus up to
-    ``jitter_fraction`` of it at random so that parallel episodes hitting the
-    same rate limit do not retry in lockstep. A server's ``Retry-After`` wins
-    over the computed wait, up to ``max_retry_after_sec``.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    max_retries: int = Field(default=4, ge=0, description="Retries after the first attempt.")
-    backoff_initial_sec: float = Field(default=1.0, ge=0)
-    backoff_multiplier: float = Field(default=2.0, ge=1)
-    backoff_max_sec: float = Field(default=30.0, ge=0)
-    jitter_fraction: float = Field(default=0.25, ge=0, le=1)
-    max_retry_after_sec: float = Field(
-        default=120.0, ge=0, description="Longest server-requested wait that is honoured."
-    )
-    retry_statuses: frozenset[int] = Field(
-        default=frozenset({408, 409, 429}),
-        description="Client statuses worth retrying; every 5xx is retried as well.",
-    )
-    retry_connection_errors: bool = Field(
-        default=True, description="Retry timeouts, refused connections and dropped sockets."
-    )
-
-    def retries_status(self, status: int) -> bool:
-        """Whether a response with this HTTP status is worth another try."""
-        return status in self.retry_statuses or status >= 500
-
-    def backoff_sec(self, retry: int, retry_after_sec: float | None = None) -> float:
-        """How long to wait before retry number ``retry`` (from 0)."""
-        if retry_after_sec is not None:
-            return min(max(retry_after_sec, 0.0), self.max_retry_after_sec)
-        base = min(self.backoff_initial_sec * self.backoff_multiplier**retry, self.backoff_max_sec)
-        return base + random.uniform(0, base * self.jitter_fraction)
+MODEL_API_RETRY = RetryPolicy(max_attempts=5, jitter_fraction=0.25)
+"""The client's default: four retries, waits from 1 s doubling up to 30 s, a quarter jitter."""
 
 
 class ClientConfig(BaseModel):
@@ -87,7 +51,33 @@ class ClientConfig(BaseModel):
     )
     timeout_sec: float = Field(default=120.0, gt=0, description="Per request (read and write).")
     connect_timeout_sec: float = Field(default=10.0, gt=0)
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    retry: RetryPolicy = Field(
+        default=MODEL_API_RETRY, description="Tries of a request that is worth retrying."
+    )
+    retry_statuses: frozenset[int] = Field(
+        default=frozenset({408, 409, 429}),
+        description="Client statuses worth retrying; every 5xx is retried as well.",
+    )
+    retry_connection_errors: bool = Field(
+        default=True, description="Retry timeouts, refused connections and dropped sockets."
+    )
+    max_retry_after_sec: float = Field(
+        default=120.0, ge=0, description="Longest server-requested wait that is honoured."
+    )
+
+    def retries_status(self, status: int) -> bool:
+        """Whether a response with this HTTP status is worth another try."""
+        return status in self.retry_statuses or status >= 500
+
+    def wait_sec(self, attempt: int, retry_after_sec: float | None = None) -> float:
+        """Seconds to wait before try ``attempt`` (1 for the first retry).
+
+        A server's ``Retry-After`` wins over the policy's backoff, up to
+        ``max_retry_after_sec``.
+        """
+        if retry_after_sec is not None:
+            return min(max(retry_after_sec, 0.0), self.max_retry_after_sec)
+        return self.retry.backoff_sec(attempt)
 
 
 class ToolCall(BaseModel):
@@ -197,13 +187,13 @@ class ChatClient:
             body["max_tokens"] = max_tokens
         policy = self.config.retry
         started = time.monotonic()
-        for attempt in range(policy.max_retries + 1):
-            last = attempt == policy.max_retries
+        for attempt in range(policy.max_attempts):
+            last = attempt == policy.max_attempts - 1
             try:
                 response = self._http.post("chat/completions", json=body)
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-                if last or not policy.retry_connection_errors:
+                if last or not self.config.retry_connection_errors:
                     raise ModelAPIError(self._describe(f"request failed: {problem}")) from exc
                 self._wait(attempt, None, problem)
                 continue
@@ -236,22 +226,23 @@ class ChatClient:
                 ),
                 status=status,
             )
-        if not self.config.retry.retries_status(status):
+        if not self.config.retries_status(status):
             raise ModelAPIError(self._describe(f"HTTP {status}: {message}"), status=status)
         if last:
-            tries = self.config.retry.max_retries + 1
+            tries = self.config.retry.max_attempts
             raise ModelAPIError(
                 self._describe(f"HTTP {status} after {tries} attempt(s): {message}"), status=status
             )
 
     def _wait(self, attempt: int, retry_after_sec: float | None, problem: str) -> None:
-        delay = self.config.retry.backoff_sec(attempt, retry_after_sec)
+        """Wait after try ``attempt`` (from 0) failed, before the next one."""
+        delay = self.config.wait_sec(attempt + 1, retry_after_sec)
         logger.warning(
             "model API at %s: %s; retry %d of %d in %.1f s",
             self.config.base_url,
             problem,
             attempt + 1,
-            self.config.retry.max_retries,
+            self.config.retry.max_attempts - 1,
             delay,
         )
         time.sleep(delay)

@@ -1,6 +1,9 @@
-"""The Ray layer: environment actors, pools, the episode job, the scheduler, the runner."""
+"""The Ray layer: environment actors, pools, the episode job, the scheduler.
 
-from crabray.cluster.runner import RunOptions, RunSummary, run_suite
+What a run does from a suite path to rows on disk (``run_suite``) lives one
+layer up, in ``crabray.run``: this package knows nothing of the results dataset.
+"""
+
 from crabray.cluster.scheduler import SweepProgress
 
-__all__ = ["RunOptions", "RunSummary", "SweepProgress", "run_suite"]
+__all__ = ["SweepProgress"]

@@ -34,6 +34,7 @@ from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import publish_status
 from crabray.core.errors import CrabrayError
 from crabray.core.result import EpisodeRecord, TerminationReason
+from crabray.core.retry import RetryPolicy
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
 
@@ -55,26 +56,15 @@ class SweepItem(BaseModel):
     attempt: int = 0
 
 
-class RetryPolicy(BaseModel):
-    """How infrastructure failures are retried."""
-
-    max_attempts: int = Field(default=3, gt=0, description="Tries per episode, the first included.")
-    backoff_initial_sec: float = Field(default=1.0, ge=0)
-    backoff_multiplier: float = Field(default=2.0, ge=1)
-    backoff_max_sec: float = Field(default=30.0, ge=0)
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait before ``attempt`` (1 for the first retry)."""
-        raw = self.backoff_initial_sec * self.backoff_multiplier ** max(attempt - 1, 0)
-        return min(raw, self.backoff_max_sec)
-
-
 class SchedulerSettings(BaseModel):
     """Knobs of the scheduler."""
 
     run_id: str
     concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy,
+        description="Tries of an episode whose infrastructure failed; agent failures never retry.",
+    )
     max_steps: int | None = Field(default=None, description="Overrides every task's step budget.")
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments started per configuration ahead.")
@@ -356,7 +346,7 @@ class Scheduler:
             if flight.item.attempt + 1 >= policy.max_attempts:
                 continue
             retry = flight.item.model_copy(update={"attempt": flight.item.attempt + 1})
-            delay = policy.delay(retry.attempt)
+            delay = policy.backoff_sec(retry.attempt)
             logger.info(
                 "retrying %s (%s) in %.1f s after infrastructure failure: %s",
                 result.task_id,

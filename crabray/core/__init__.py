@@ -8,7 +8,8 @@ from crabray.core.benchmark import BenchmarkConfig, BoundAction
 from crabray.core.environment import ROOT_ENV, EnvironmentConfig
 from crabray.core.evaluator import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator, GraphProgress
-from crabray.core.result import Checkpoint, Score
+from crabray.core.result import CheckpointScore, Score
+from crabray.core.retry import RetryPolicy
 from crabray.core.task import Task
 
 __all__ = [
@@ -17,11 +18,12 @@ __all__ = [
     "Action",
     "BenchmarkConfig",
     "BoundAction",
-    "Checkpoint",
+    "CheckpointScore",
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
     "GraphProgress",
+    "RetryPolicy",
     "Score",
     "Task",
     "action",

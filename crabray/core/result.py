@@ -103,14 +103,19 @@ class StepRecord(BaseModel):
     timestamp: datetime = Field(default_factory=utcnow)
 
 
-class Checkpoint(BaseModel):
-    """One graded checkpoint of a task: points earned out of points possible."""
+class CheckpointScore(BaseModel):
+    """One graded checkpoint of a task, as a result records it: points earned of points possible.
+
+    Not to be confused with the TAC-compatible ``scoring.Checkpoint`` a task
+    folder's evaluator builds inside its sandbox (it keeps TAC's name); the
+    grader turns those into these.
+    """
 
     total: int = Field(ge=0, description="Points the checkpoint is worth.")
     result: int = Field(ge=0, description="Points earned.")
 
     @model_validator(mode="after")
-    def _earned_at_most_total(self) -> Checkpoint:
+    def _earned_at_most_total(self) -> CheckpointScore:
         if self.result > self.total:
             raise ValueError(f"result {self.result} exceeds total {self.total}")
         return self
@@ -124,7 +129,7 @@ class Score(BaseModel):
     """
 
     value: float = Field(ge=0.0, le=1.0, description="The task score in [0, 1]; 1 is success.")
-    checkpoints: list[Checkpoint] = Field(default_factory=list)
+    checkpoints: list[CheckpointScore] = Field(default_factory=list)
     explanation: str | None = None
 
 
@@ -147,7 +152,7 @@ class EpisodeResult(BaseModel):
     success: bool = False
     score: float = Field(default=0.0, description="Task score in [0, 1].")
     completeness: float = Field(default=0.0, description="Evaluator-graph completeness.")
-    checkpoints: list[Checkpoint] = Field(
+    checkpoints: list[CheckpointScore] = Field(
         default_factory=list,
         description="Checkpoints the scorer graded (total and result points each), if any.",
     )

@@ -1,6 +1,7 @@
 """Renderings of leaderboard-like frames: Markdown, CSV, JSON, and terminal tables.
 
-Files keep everything: ``md`` rounds floats for reading, ``csv`` and ``json``
+Files keep everything: ``md`` rounds floats for reading (by the rules of
+``crabray.results.cells``, which the site follows too), ``csv`` and ``json``
 keep full precision for machines, and all three keep every column under its
 full name. The terminal gets a chosen subset: a leaderboard has more columns
 than fit 80 characters, so ``to_rich_table`` shows the most telling ones (who,
@@ -14,27 +15,19 @@ import json
 import logging
 import math
 import re
-from typing import Any, Literal
+from typing import Literal
 
 import pandas as pd
 from rich import box
 from rich.table import Table
 
 from crabray.core.errors import ResultsError
+from crabray.results.cells import format_cell, is_missing
 
 logger = logging.getLogger(__name__)
 
 TERMINAL_WIDTH = 80
 """Widest terminal table ``to_rich_table`` builds by default."""
-
-_DECIMALS = {
-    "mean_steps": 1,
-    "mean_steps_a": 1,
-    "mean_steps_b": 1,
-    "mean_wall_time_sec": 1,
-    "cost_usd": 2,
-}
-_DEFAULT_DECIMALS = 3
 
 _SHORT_HEADERS = {
     "episodes": "n",
@@ -100,19 +93,6 @@ _COLUMN_GAP = 3  # rich SIMPLE_HEAD: padding either side plus the (blank) divide
 _EDGES = 2
 
 
-def _is_missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def cell(column: str, value: Any) -> str:
-    """A value as shown to a person: floats rounded per column, missing values blank."""
-    if _is_missing(value):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.{_DECIMALS.get(column, _DEFAULT_DECIMALS)}f}"
-    return str(value)
-
-
 def _numeric(table: pd.DataFrame, column: str) -> bool:
     return pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(
         table[column]
@@ -130,7 +110,9 @@ def _markdown(table: pd.DataFrame) -> str:
     rule = "|" + "|".join("---:" if _numeric(table, c) else "---" for c in table.columns) + "|"
     lines = [header, rule]
     for row in table.itertuples(index=False, name=None):
-        cells = (escape(cell(column, value)) for column, value in zip(columns, row, strict=True))
+        cells = (
+            escape(format_cell(column, value)) for column, value in zip(columns, row, strict=True)
+        )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -198,7 +180,7 @@ def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.Da
             view = view.drop(columns=name)
     if {"success_ci_low", "success_ci_high", "success_rate"} <= set(view.columns):
         bounds = zip(table["success_ci_low"], table["success_ci_high"], strict=True)
-        merged = ["" if _is_missing(low) else f"{low:.2f}-{high:.2f}" for low, high in bounds]
+        merged = ["" if is_missing(low) else f"{low:.2f}-{high:.2f}" for low, high in bounds]
         view.insert(view.columns.get_loc("success_rate") + 1, "success_ci", merged)
     ks = [int(m[2]) for m in map(_PASS.match, view.columns) if m]
     max_k = max(ks, default=0)
@@ -210,7 +192,7 @@ def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.Da
     chosen: set[str] = set()
     for column in ranked:
         header = _SHORT_HEADERS.get(column, column)
-        needed = max([len(header), *(len(cell(column, v)) for v in view[column])])
+        needed = max([len(header), *(len(format_cell(column, v)) for v in view[column])])
         if _priority(column, max_k) >= 0 and width + _COLUMN_GAP + needed > max_width:
             continue
         width += _COLUMN_GAP + needed
@@ -242,6 +224,6 @@ def to_rich_table(
         )
     for row in table.itertuples(index=False, name=None):
         rich_table.add_row(
-            *(cell(column, value) for column, value in zip(columns, row, strict=True))
+            *(format_cell(column, value) for column, value in zip(columns, row, strict=True))
         )
     return rich_table

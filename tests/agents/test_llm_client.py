@@ -9,12 +9,13 @@ import time
 import pytest
 from pydantic import SecretStr
 
-from crabray.agents.llm_client import ChatClient, ClientConfig, RetryPolicy
+from crabray.agents.llm_client import MODEL_API_RETRY, ChatClient, ClientConfig
 from crabray.core.errors import AgentError, AuthenticationError, ModelAPIError
+from crabray.core.retry import RetryPolicy
 from tests.agents.fake_server import FakeChatServer, Reply, error, text, tool_call, tool_calls
 
 KEY = "sk-client-secret-77"
-FAST = RetryPolicy(max_retries=2, backoff_initial_sec=0.01, backoff_max_sec=0.05)
+FAST = RetryPolicy(max_attempts=3, backoff_initial_sec=0.01, backoff_max_sec=0.05)
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
@@ -177,10 +178,15 @@ def test_secrets_stay_out_of_reprs(server: FakeChatServer) -> None:
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:
-    policy = RetryPolicy(backoff_initial_sec=1, backoff_multiplier=2, backoff_max_sec=5)
-    assert 1 <= policy.backoff_sec(0) <= 1.25
-    assert 4 <= policy.backoff_sec(2) <= 5
-    assert 5 <= policy.backoff_sec(10) <= 6.25
-    assert policy.backoff_sec(0, retry_after_sec=500) == policy.max_retry_after_sec
-    assert policy.retries_status(429) and policy.retries_status(500)
-    assert not policy.retries_status(400)
+    policy = MODEL_API_RETRY.model_copy(
+        update={"backoff_initial_sec": 1, "backoff_multiplier": 2, "backoff_max_sec": 5}
+    )
+    assert policy.max_attempts == 5  # four retries after the first try
+    assert 1 <= policy.backoff_sec(1) <= 1.25
+    assert 4 <= policy.backoff_sec(3) <= 5
+    assert 5 <= policy.backoff_sec(11) <= 6.25
+    config = ClientConfig(base_url="http://127.0.0.1:1/v1", retry=policy)
+    assert 1 <= config.wait_sec(1) <= 1.25
+    assert config.wait_sec(1, retry_after_sec=500) == config.max_retry_after_sec
+    assert config.retries_status(429) and config.retries_status(500)
+    assert not config.retries_status(400)

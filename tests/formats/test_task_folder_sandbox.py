@@ -18,7 +18,7 @@ from crabray.backends import create_backend
 from crabray.backends.environment import AgentSignals, Environment
 from crabray.core import EnvironmentConfig, Task
 from crabray.core.errors import ActionError, EvaluatorError
-from crabray.core.result import Checkpoint, Score
+from crabray.core.result import CheckpointScore, Score
 from crabray.formats import load_suite, resolve_suite
 from tests.backends.docker.dockerd import require_env_image
 from tests.formats.conftest import write_task_folder
@@ -105,9 +105,9 @@ def test_solution_earns_every_point(tmp_path: Path, env: Environment) -> None:
     result = score(task, env, TRAJECTORY)
     assert result.value == 1.0
     assert result.checkpoints == [
-        Checkpoint(total=1, result=1),
-        Checkpoint(total=1, result=1),
-        Checkpoint(total=2, result=2),
+        CheckpointScore(total=1, result=1),
+        CheckpointScore(total=1, result=1),
+        CheckpointScore(total=2, result=2),
     ]
     assert env.get_file("/outputs/trajectory.json").decode() == TRAJECTORY
 

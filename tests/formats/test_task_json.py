@@ -15,9 +15,10 @@ from crabray.backends import create_backend
 from crabray.core import BenchmarkConfig, EnvironmentConfig, Task, action
 from crabray.core.errors import ConfigError
 from crabray.core.result import TerminationReason
-from crabray.episode import EpisodeSettings, check_suite, run_episode
+from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import SuiteErrors, load_suite, resolve_suite
 from crabray.formats.task_json import summary_path
+from crabray.run import check_suite
 from tests.conftest import ROOT, crabray
 
 DEMO = ROOT / "tasks" / "task_json_demo"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crabray.episode import check_suite
+from crabray.run import check_suite
 from crabray.formats import SuiteErrors, load_suite, resolve_suite
 from crabray.results import read_episodes
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker

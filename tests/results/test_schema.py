@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel
 
-from crabray.core.result import Checkpoint, EpisodeResult, StepRecord
+from crabray.core.result import CheckpointScore, EpisodeResult, StepRecord
 from crabray.results import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
 
 PAIRS = [(EPISODES_SCHEMA, EpisodeResult), (STEPS_SCHEMA, StepRecord)]
@@ -54,7 +54,7 @@ def test_types_follow_the_annotations(schema: pa.Schema, model: type[BaseModel])
             assert actual == pa.list_(pa.string()), name
         elif annotation == list[int]:
             assert actual == pa.list_(pa.int64()), name
-        elif annotation == list[Checkpoint]:
+        elif annotation == list[CheckpointScore]:
             points = pa.struct([("total", pa.int64()), ("result", pa.int64())])
             assert actual == pa.list_(points), name
         elif annotation in expected:
@@ -76,7 +76,10 @@ def test_tables_carry_the_schemas_and_enum_values(make_record):
 
 def test_checkpoints_round_trip_as_a_list_of_structs(make_record):
     record = make_record("t1")
-    record.result.checkpoints = [Checkpoint(total=2, result=1), Checkpoint(total=1, result=0)]
+    record.result.checkpoints = [
+        CheckpointScore(total=2, result=1),
+        CheckpointScore(total=1, result=0),
+    ]
     episodes = episodes_table([record.result])
     assert episodes.column("checkpoints").to_pylist() == [
         [{"total": 2, "result": 1}, {"total": 1, "result": 0}]
@@ -85,4 +88,4 @@ def test_checkpoints_round_trip_as_a_list_of_structs(make_record):
 
 def test_a_checkpoint_cannot_earn_more_than_it_is_worth():
     with pytest.raises(ValueError, match="result 3 exceeds total 2"):
-        Checkpoint(total=2, result=3)
+        CheckpointScore(total=2, result=3)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crabray.core.errors import ResultsError
-from crabray.core.result import Checkpoint, TerminationReason
+from crabray.core.result import CheckpointScore, TerminationReason
 from crabray.results import ResultSink
 from crabray.results.site import build_site
 from crabray.results.site._data import load, resolve_screenshot
@@ -282,7 +282,7 @@ def test_episode_page_lists_the_checkpoints_a_scorer_graded(tmp_path: Path) -> N
         "beta",
         steps=1,
         success=False,
-        checkpoints=[Checkpoint(total=1, result=1), Checkpoint(total=2, result=0)],
+        checkpoints=[CheckpointScore(total=1, result=1), CheckpointScore(total=2, result=0)],
     )
     plain = episode("t-plain", "beta", steps=1, success=True)
     ResultSink(out, RUN_ID).write([graded, plain])

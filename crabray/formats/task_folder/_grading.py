@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.core import Action
 from crabray.core.errors import EvaluatorError, SandboxFileError
-from crabray.core.result import Checkpoint, Score
+from crabray.core.result import CheckpointScore, Score
 from crabray.formats.steps import closed_action
 from crabray.formats.task_folder._checks import EVALUATOR, GRADER_FUNCTION
 from crabray.formats.task_folder._sandbox import UTILS_DIR, put_sandbox_modules
@@ -43,11 +43,11 @@ class EvalResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    checkpoints: list[Checkpoint] = Field(min_length=1)
-    final_score: Checkpoint
+    checkpoints: list[CheckpointScore] = Field(min_length=1)
+    final_score: CheckpointScore
 
 
-def checkpoint_score(final: Checkpoint) -> float:
+def checkpoint_score(final: CheckpointScore) -> float:
     """The format's score: half for the share of points, half for earning them all.
 
     Raises:

@@ -8,52 +8,21 @@ and even agent names are untrusted input.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from crabray.results.cells import format_cell, is_missing, plain
 from crabray.results.site._assets import CONTENT_SECURITY_POLICY, CSS, SCRIPT
 
-_DECIMALS = {"mean_steps": 1, "cost_usd": 4, "cost_per_success": 4}
-_DEFAULT_DECIMALS = 3
 NUMERIC_CLASS = ' class="num"'
 
 
 def esc(value: object) -> str:
     """``value`` as text safe inside an element or a quoted attribute."""
     return html.escape(str(value), quote=True)
-
-
-def plain(value: Any) -> Any:
-    """A numpy scalar as the Python value it holds (``numpy.bool_`` is not a ``bool``)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def is_missing(value: Any) -> bool:
-    """Whether a cell holds no value (None, NaN, NaT or pandas' NA)."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def format_value(column: str, value: Any) -> str:
-    """A value as a person reads it: floats rounded per column, times in UTC, blanks for none."""
-    value = plain(value)
-    if is_missing(value):
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.{_DECIMALS.get(column, _DEFAULT_DECIMALS)}f}"
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
-    if isinstance(value, (list, tuple)):
-        return ", ".join(str(item) for item in value)
-    return str(value)
 
 
 def sort_value(value: Any) -> str | None:
@@ -78,7 +47,7 @@ def cell(column: str, value: Any, *, link: str | None = None) -> str:
     attributes = NUMERIC_CLASS if numeric else ""
     if key is not None:
         attributes += f' data-sort="{esc(key)}"'
-    text = esc(format_value(column, value))
+    text = esc(format_cell(column, value))
     if column == "success" and isinstance(value, bool):
         text = f'<span class="{"ok" if value else "bad"}">{text}</span>'
     if link is not None:
@@ -129,10 +98,15 @@ def table_html(
     )
 
 
-def facts(pairs: Iterable[tuple[str, Any]]) -> str:
-    """A definition list of labelled values (the task and result boxes of an episode)."""
+def facts(rows: Iterable[tuple[str, str, Any]]) -> str:
+    """A definition list of labelled values (the task and result boxes of an episode).
+
+    Args:
+        rows: ``(label, column, value)``: the value is formatted by its column's rule.
+    """
     items = "".join(
-        f"<dt>{esc(label)}</dt><dd>{esc(format_value(label, value))}</dd>" for label, value in pairs
+        f"<dt>{esc(label)}</dt><dd>{esc(format_cell(column, value))}</dd>"
+        for label, column, value in rows
     )
     return f'<dl class="facts">{items}</dl>'
 

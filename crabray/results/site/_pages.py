@@ -17,10 +17,11 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from crabray.results.cells import is_missing
 from crabray.results.site import _plots
 from crabray.results.site._data import SiteData, breakdowns
 from crabray.results.site._graph import Graph, GraphFormatError, graph_svg, parse_graph
-from crabray.results.site._html import esc, facts, is_missing, page, table_html
+from crabray.results.site._html import esc, facts, page, table_html
 
 logger = logging.getLogger(__name__)
 
@@ -279,7 +280,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         else '<span class="muted">none</span>'
     )
     task = facts(
-        (label, _value(row, name))
+        (label, name, _value(row, name))
         for label, name in (
             ("task id", "task_id"),
             ("suite", "suite"),
@@ -296,7 +297,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         f'<p id="verdict" class="{"ok" if success else "bad"}">'
         f"{'solved' if success else 'not solved'}: {esc(row['termination_reason'])}</p>"
     )
-    result = facts((name.replace("_", " "), _value(row, name)) for name in _RESULT_FIELDS)
+    result = facts((name.replace("_", " "), name, _value(row, name)) for name in _RESULT_FIELDS)
     error = _value(row, "error")
     error_html = "" if is_missing(error) else "<h3>Error</h3>" + _pre(error, "error bad")
     final_passed = steps.iloc[-1]["graph_passed"] if len(steps) else []

@@ -4,6 +4,11 @@ Load and validate every task first (nothing starts on a broken suite); open
 the run (new, or resumed: only episodes without a final row run again, infra
 failures as their next attempt); run the rest on Ray; write every batch of
 finished episodes atomically as it arrives.
+
+This is the one module that ties suite loading (``crabray.formats``), the
+results dataset (``crabray.results``) and the Ray scheduler
+(``crabray.cluster``) together: the Ray layer and the results layer know
+nothing of each other.
 """
 
 from __future__ import annotations
@@ -16,23 +21,25 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec
+from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
 from crabray.cluster.ray_runtime import connect
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import (
     ProgressCallback,
-    RetryPolicy,
     Scheduler,
     SchedulerSettings,
     SubmitCallback,
     SweepItem,
     SweepProgress,
 )
+from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeRecord
-from crabray.episode import check_suite
+from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, load_suite, resolve_suite
+from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
     RunManifest,
@@ -177,6 +184,23 @@ def run_suite(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
     )
+
+
+def check_suite(suite: Suite) -> None:
+    """Check a loaded suite as a run does before anything starts; report all problems at once.
+
+    Every task as an episode would set it up (``validate_suite``), and every
+    environment's backend settings, without starting a sandbox.
+
+    Raises:
+        SuiteErrors: One entry per task or environment that would fail before its agent
+            starts.
+    """
+    validate_suite(suite, check_environment=_check_backend_settings)
+
+
+def _check_backend_settings(env: EnvironmentConfig) -> None:
+    backend_class(env.backend).check_settings(env.backend_settings)
 
 
 def _writer(suite: Suite, sink: ResultSink) -> Callable[[list[EpisodeRecord]], None]:

@@ -1,0 +1,114 @@
+"""What loading a suite does not check: every task as an episode would set it up.
+
+A loader validates each task's own fields. What only an episode would
+otherwise find out is checked here, for every task of a loaded suite at once,
+so that a run starts only on a suite without such problems: the agent's
+action space can be built (no two actions under one name), and every step of
+the task's reference solution calls an action the agent can call in the
+environment it names. Checks that need a layer this package must not import
+(a backend's settings) come in as ``check_environment`` from the caller,
+``crabray.run.check_suite``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from crabray.actions.root import root_actions
+from crabray.core import BenchmarkConfig, BoundAction, EnvironmentConfig, Task
+from crabray.core.errors import ConfigError
+from crabray.formats.suite import Suite, SuiteErrors
+
+EnvironmentCheck = Callable[[EnvironmentConfig], None]
+"""Checks one environment without starting it; raises ``ConfigError`` naming the field."""
+
+
+def solution_bindings(
+    benchmark: BenchmarkConfig, task: Task, space: list[BoundAction]
+) -> list[BoundAction]:
+    """The action of ``space`` each step of the task's reference solution calls, in order.
+
+    Raises:
+        ConfigError: A solution step is not in the agent's action space.
+    """
+    bindings = []
+    for index, step in enumerate(task.solution):
+        env = benchmark.resolve_env(step, task)
+        match = next((b for b in space if b.env == env and b.action.name == step.name), None)
+        if match is None:
+            offered = ", ".join(b.call_name for b in space)
+            raise ConfigError(
+                f"step {index} calls '{step.name}' in environment '{env}', which the agent "
+                f"cannot call there; its action space: {offered}",
+                field=f"tasks[{task.id}].solution",
+            )
+        bindings.append(match)
+    return bindings
+
+
+def check_task(benchmark: BenchmarkConfig, task: Task, source: str | None = None) -> None:
+    """Check what only an episode would otherwise find: the action space and the solution.
+
+    Raises:
+        ConfigError: Naming the task and what is wrong with it.
+    """
+    try:
+        space = benchmark.action_space(task, root_actions(task))
+    except ValueError as exc:
+        raise ConfigError(str(exc), file=source, field=f"tasks[{task.id}]") from exc
+    try:
+        solution_bindings(benchmark, task, space)
+    except ConfigError as exc:
+        raise ConfigError(exc.reason, file=source, field=exc.field) from exc
+
+
+def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = None) -> None:
+    """Check every task of a loaded suite as an episode would; report all problems at once.
+
+    Args:
+        suite: A loaded suite.
+        check_environment: Also run on each environment once (e.g. its backend's
+            settings); a ``ConfigError`` it raises is reported under the environment.
+
+    Raises:
+        SuiteErrors: One entry per task or environment that would fail before its agent
+            starts.
+    """
+    problems: list[ConfigError] = []
+    checked: set[object] = set()
+    for entry in suite.entries.values():
+        try:
+            check_task(entry.benchmark, entry.task, source=suite.ref.path)
+        except ConfigError as exc:
+            problems.append(exc)
+        if check_environment is None:
+            continue
+        for env in entry.benchmark.task_environments(entry.task):
+            # settings read from one file's table are checked (and reported) once
+            key = env.settings_source or id(env)
+            if key not in checked:
+                checked.add(key)
+                problems += _environment_problems(env, check_environment, suite.ref.path)
+    if problems:
+        raise SuiteErrors(suite.ref.path, problems)
+
+
+def _environment_problems(
+    env: EnvironmentConfig, check: EnvironmentCheck, source: str
+) -> list[ConfigError]:
+    """Problems ``check`` finds in ``env``, reported where its settings were written.
+
+    Settings a suite format read from a file of its own are reported against
+    that file and table (``env.settings_source``), else against the environment.
+    """
+    try:
+        check(env)
+    except ConfigError as exc:
+        origin = env.settings_source
+        if origin is not None:
+            setting = (exc.field or "").removeprefix("backend_settings").lstrip(".")
+            where = ".".join(part for part in (origin.field, setting) if part)
+            return [ConfigError(exc.reason, file=origin.file, field=where)]
+        where = f"environments[{env.name}]" + (f".{exc.field}" if exc.field else "")
+        return [ConfigError(exc.reason, file=source, field=where)]
+    return []
