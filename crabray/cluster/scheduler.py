@@ -30,6 +30,7 @@ from crabray.agents import AgentSpec
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, slot_key
+from crabray.cluster.progress import SweepProgress
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import publish_status
 from crabray.core.errors import CrabrayError
@@ -87,19 +88,6 @@ class SchedulerSettings(BaseModel):
     host_wait_sec: float = Field(
         default=60.0, ge=0, description="How long to wait for a lost host kind to come back."
     )
-
-
-@dataclass
-class SweepProgress:
-    """Counts the driver shows while a sweep runs."""
-
-    total: int
-    done: int = 0
-    successes: int = 0
-    retries: int = 0
-    infra_failures: int = 0
-    timeouts: int = 0
-    in_flight: int = 0
 
 
 @dataclass

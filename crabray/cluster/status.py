@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
 import ray
 from pydantic import BaseModel, Field
 from ray.experimental import internal_kv
 
 from crabray.cluster.placement import RESOURCE_PREFIX
-
-if TYPE_CHECKING:
-    from crabray.cluster.scheduler import SweepProgress
+from crabray.cluster.progress import SweepProgress
 
 logger = logging.getLogger(__name__)
 
