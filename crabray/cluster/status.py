@@ -194,6 +194,10 @@ class NodeStatus(BaseModel):
 
 def node_statuses() -> list[NodeStatus]:
     """Every node of the connected cluster with its sandbox slots and their use."""
+    # The one private Ray call left (tests/test_ray_public_api.py lists it): Ray
+    # has no public per-node free resources without its dashboard (ray.util.state
+    # needs it; crabray's nodes run without one); ray.available_resources() sums
+    # the whole cluster.
     available = ray.state.available_resources_per_node()
     nodes = []
     for node in ray.nodes():
