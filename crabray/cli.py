@@ -158,9 +158,12 @@ def run(
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into OUT as they finish."""
     from crabray.agents import select_agents
-    from crabray.run import RunOptions, run_suite
+    from crabray.cluster.nodes import use_token_auth
 
     try:
+        use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+        from crabray.run import RunOptions, run_suite
+
         options = RunOptions(
             suite=str(suite),
             format=suite_format,

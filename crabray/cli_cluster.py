@@ -140,10 +140,13 @@ def status(
     address: Annotated[str, typer.Option(help="The cluster's address, HOST:PORT.")],
 ) -> None:
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
-    from crabray.cluster.ray_runtime import connect
-    from crabray.cluster.status import node_statuses, run_statuses
+    from crabray.cluster.nodes import use_token_auth
 
     try:
+        use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+        from crabray.cluster.ray_runtime import connect
+        from crabray.cluster.status import node_statuses, run_statuses
+
         connect(address)
         nodes, runs = node_statuses(), run_statuses()
     except CrabrayError as exc:

@@ -2,8 +2,27 @@
 
 What a run does from a suite path to rows on disk (``run_suite``) lives one
 layer up, in ``crabray.run``: this package knows nothing of the results dataset.
+
+The names below load on first use: importing ``crabray.cluster.nodes`` must
+not import Ray, because Ray reads ``RAY_AUTH_MODE`` once, when it is
+imported, and ``nodes.use_token_auth`` has to set it first.
 """
 
-from crabray.cluster.scheduler import SweepProgress
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from crabray.cluster.progress import SweepProgress
+
+_LAZY = {"SweepProgress": "crabray.cluster.progress"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'crabray.cluster' has no attribute '{name}'")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
 
 __all__ = ["SweepProgress"]

@@ -7,6 +7,10 @@ family). An environment actor asks for one slot of its kind and, if its
 config says so, for nodes whose labels match a selector. Ray then never
 places an actor on a node that does not host its kind and never puts more
 environments of a kind on a node than it has slots.
+
+Ray is imported only by the functions that ask the cluster, so that
+``crabray.cluster.nodes`` can use the resource and label names before Ray is
+imported (see ``nodes.use_token_auth``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from typing import Any
-
-import ray
 
 from crabray.core.errors import ConfigError
 
@@ -63,6 +65,8 @@ def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
 
 def capacity(kind: str, label_selector: dict[str, str] | None = None) -> int:
     """Slots of ``kind`` on the alive nodes whose labels match ``label_selector``."""
+    import ray
+
     resource = slot_resource(kind)
     total = 0.0
     for node in ray.nodes():
@@ -73,6 +77,8 @@ def capacity(kind: str, label_selector: dict[str, str] | None = None) -> int:
 
 def hosted_kinds() -> dict[str, int]:
     """Every sandbox kind the alive nodes host, with its total slots."""
+    import ray
+
     kinds: dict[str, int] = {}
     for node in ray.nodes():
         if not node.get("Alive"):

@@ -13,6 +13,7 @@ import socket
 
 import ray
 
+from crabray.cluster.nodes import use_token_auth
 from crabray.cluster.placement import node_labels, node_resources
 from crabray.core.errors import CrabrayError
 
@@ -53,7 +54,7 @@ def connect(
         kwargs["labels"] = node_labels(hosts or {}, labels)
     else:
         _check_reachable(address)
-        _use_token_if_available(address)
+        use_token_auth(address)
         kwargs["address"] = address
     try:
         ray.init(**kwargs)
@@ -85,38 +86,6 @@ def _check_reachable(address: str) -> None:
             f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc}); "
             "start one with `ray start --head` or `crabray` without --address for a local one"
         ) from exc
-
-
-def _use_token_if_available(address: str) -> None:
-    """Use Ray's token authentication to join a cluster crabray started on this machine.
-
-    ``crabray cluster`` always starts nodes with token authentication, and a
-    driver joining them must say so explicitly. Forcing the token on a cluster
-    that does not use one breaks it (its GCS cannot call the driver back), so
-    for other clusters the user's ``RAY_AUTH_MODE`` decides.
-    """
-    from crabray.cluster.nodes import started_nodes
-
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    host, _, port = address.rpartition(":")
-    ours = {n.address for n in started_nodes() if n.role == "head"}
-    if _is_this_machine(host) and f"127.0.0.1:{port}" in ours:
-        os.environ["RAY_AUTH_MODE"] = "token"
-        # Ray read its configuration when it was imported; make it read the mode
-        # again, as Ray itself does when it turns token mode on for a local start.
-        from ray._raylet import Config
-
-        Config.initialize("")
-
-
-def _is_this_machine(host: str) -> bool:
-    names = {"127.0.0.1", "localhost", socket.gethostname()}
-    try:
-        names.add(socket.gethostbyname(socket.gethostname()))
-    except OSError as exc:
-        logger.debug("cannot resolve this host's name: %s", exc)
-    return host in names
 
 
 def disconnect() -> None:

@@ -30,8 +30,9 @@ from crabray.agents import AgentSpec
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, slot_key
+from crabray.cluster.progress import SweepProgress
 from crabray.cluster.sandbox import SandboxSpec
-from crabray.cluster.status import publish_status
+from crabray.cluster.status import StatusPublisher
 from crabray.core.errors import CrabrayError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.core.retry import RetryPolicy
@@ -80,19 +81,6 @@ class SchedulerSettings(BaseModel):
 
 
 @dataclass
-class SweepProgress:
-    """Counts the driver shows while a sweep runs."""
-
-    total: int
-    done: int = 0
-    successes: int = 0
-    retries: int = 0
-    infra_failures: int = 0
-    timeouts: int = 0
-    in_flight: int = 0
-
-
-@dataclass
 class _InFlight:
     item: SweepItem
     submitted: float
@@ -131,6 +119,7 @@ class Scheduler:
         self.on_progress = on_progress or (lambda _: None)
         self.on_submit = on_submit or (lambda _item, _t: None)
         self.pool = EnvironmentPool(pooling=settings.pooling, run_id=settings.run_id)
+        self.status = StatusPublisher(settings.run_id)
         self._specs: dict[str, list[SandboxSpec]] = {}
         self._capacity: dict[SlotKey, int] = {}
         self._starved_since: dict[SlotKey, float] = {}
@@ -162,7 +151,7 @@ class Scheduler:
                 self._enforce_deadlines(in_flight)
                 if self._poll_cluster(progress):
                     self._check_hosts(queue, in_flight)
-            publish_status(self.settings.run_id, progress)
+            self.status.publish(progress, final=True)
         finally:
             # Interrupted: the episodes still running cannot finish cleanly, and a
             # running actor task cannot be force-cancelled; their actors go.
@@ -301,7 +290,7 @@ class Scheduler:
         self._last_poll = now
         keys = {slot_key(spec) for specs in self._specs.values() for spec in specs}
         self._capacity = {key: capacity(key[0], dict(key[1])) for key in keys}
-        publish_status(self.settings.run_id, progress)
+        self.status.publish(progress)
         return True
 
     def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
