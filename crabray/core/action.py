@@ -262,10 +262,9 @@ def _combined(
         raise ActionError(
             f"cannot combine actions of different environments {sorted(env_names)} into '{name}'"
         )
+    definitions: dict[str, Any] = {n: (f.annotation, f) for n, f in fields.items()}
     parameters = create_model(
-        _model_name(name, "Parameters"),
-        __config__=ConfigDict(extra="forbid"),
-        **{n: (f.annotation, f) for n, f in fields.items()},
+        _model_name(name, "Parameters"), __config__=ConfigDict(extra="forbid"), **definitions
     )
     return type(parts[0])(
         name=name,

@@ -105,7 +105,9 @@ def _combined_evaluator(
             f"cannot combine evaluators of different environments {sorted(env_names)} into "
             f"'{name}'; put them in a graph instead"
         )
-    fields = {n: (f.annotation, f) for p in parts for n, f in p.open_parameters.items()}
+    fields: dict[str, Any] = {
+        n: (f.annotation, f) for p in parts for n, f in p.open_parameters.items()
+    }
     parameters: type[BaseModel] = create_model(
         "".join(ch if ch.isalnum() else "_" for ch in name) + "Parameters",
         __config__=ConfigDict(extra="forbid"),
