@@ -15,7 +15,8 @@ from crabray.core.errors import SandboxFileError
 
 def _read(env: Any, path: str) -> str | None:
     try:
-        return env.get_file(path).decode("utf-8", errors="replace")
+        data: bytes = env.get_file(path)
+        return data.decode("utf-8", errors="replace")
     except SandboxFileError:
         return None
 
@@ -27,7 +28,8 @@ def path_exists(path: str, env: Any) -> bool:
     Args:
         path: The path to check.
     """
-    return env.exec(["test", "-e", path]).exit_code == 0
+    exit_code: int = env.exec(["test", "-e", path]).exit_code
+    return exit_code == 0
 
 
 @evaluator
@@ -64,7 +66,8 @@ def command_succeeds(command: str, env: Any) -> bool:
     Args:
         command: The command line.
     """
-    return env.exec(command, timeout_sec=60).ok
+    ok: bool = env.exec(command, timeout_sec=60).ok
+    return ok
 
 
 @evaluator

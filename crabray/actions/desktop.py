@@ -59,7 +59,8 @@ def _xdotool(env: Any, *args: str) -> str:
     unknown = [line for line in result.stderr.splitlines() if "No such key name" in line]
     if unknown:  # xdotool skips an unknown key and still exits 0
         raise ActionError(f"unknown key name: {unknown[0].strip()}")
-    return result.stdout
+    stdout: str = result.stdout
+    return stdout
 
 
 def screen_size(env: Any) -> tuple[int, int]:
@@ -240,7 +241,7 @@ def screenshot(env: Any, max_width: Annotated[int, Field(ge=16)] | None = None) 
     Args:
         max_width: Downscale the picture to at most this many pixels wide (aspect kept).
     """
-    png = env.screenshot()
+    png: bytes = env.screenshot()
     if max_width is not None:
         from crabray.backends.display import downscale_png
 

@@ -21,7 +21,8 @@ def read_file(path: str, env: Any) -> str:
     Args:
         path: Path of the file, absolute or relative to the working directory.
     """
-    return env.get_file(path).decode("utf-8", errors="replace")
+    data: bytes = env.get_file(path)
+    return data.decode("utf-8", errors="replace")
 
 
 @action
@@ -56,4 +57,5 @@ def file_exists(path: str, env: Any) -> bool:
     Args:
         path: The path to check.
     """
-    return env.exec(f"test -e {shlex.quote(path)}").exit_code == 0
+    exit_code: int = env.exec(f"test -e {shlex.quote(path)}").exit_code
+    return exit_code == 0
