@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 import ray
 
@@ -39,7 +40,7 @@ def connect(
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    kwargs: dict[str, object] = {
+    kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
         "logging_level": logging.ERROR,
@@ -105,7 +106,7 @@ def _use_token_if_available(address: str) -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
         # Ray read its configuration when it was imported; make it read the mode
         # again, as Ray itself does when it turns token mode on for a local start.
-        from ray._raylet import Config
+        from ray._raylet import Config  # type: ignore[attr-defined]  # not in its stub
 
         Config.initialize("")
 
