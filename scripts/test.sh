@@ -6,4 +6,6 @@ bash scripts/setup.sh
 bash scripts/system-deps.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# Types: default mode over crabray, strict on core and the public API (pyproject.toml).
+.venv/bin/mypy
 .venv/bin/python -m pytest "$@"
