@@ -20,6 +20,7 @@ def read_file(path: str, env: Any) -> str:
 
     Args:
         path: Path of the file, absolute or relative to the working directory.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     data: bytes = env.get_file(path)
     return data.decode("utf-8", errors="replace")
@@ -32,6 +33,7 @@ def write_file(path: str, content: str, env: Any) -> str:
     Args:
         path: Path of the file, absolute or relative to the working directory.
         content: The full new content of the file.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     env.put_file(path, content.encode("utf-8"))
     return f"wrote {len(content)} characters to {path}"
@@ -43,6 +45,7 @@ def list_files(env: Any, path: str = ".") -> list[str]:
 
     Args:
         path: The directory, absolute or relative to the working directory.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(["ls", "-1Ap", "--", path])
     if not result.ok:
@@ -56,6 +59,7 @@ def file_exists(path: str, env: Any) -> bool:
 
     Args:
         path: The path to check.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     exit_code: int = env.exec(f"test -e {shlex.quote(path)}").exit_code
     return exit_code == 0

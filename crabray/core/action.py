@@ -70,14 +70,16 @@ class Action(BaseModel):
 
     _decorator_args: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-    # Actions are graph nodes and setup steps: identity, not field equality.
     def __eq__(self, other: object) -> bool:
+        """Identity, not field equality: actions are graph nodes and setup steps."""
         return self is other
 
     def __hash__(self) -> int:
+        """The object's identity, as ``__eq__`` compares."""
         return id(self)
 
     def __repr__(self) -> str:
+        """The class and the label, e.g. ``Evaluator(path_exists(path='a.txt'))``."""
         return f"{type(self).__name__}({self.label})"
 
     @property
