@@ -10,6 +10,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -233,8 +234,13 @@ class _RunDisplay:
             rate=f"{progress.done / elapsed:.2f} ep/s",
         )
 
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.progress.__exit__(exc_type, exc, traceback)
 
 
 @app.command()

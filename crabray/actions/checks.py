@@ -15,7 +15,8 @@ from crabray.core.errors import SandboxFileError
 
 def _read(env: Any, path: str) -> str | None:
     try:
-        return env.get_file(path).decode("utf-8", errors="replace")
+        data: bytes = env.get_file(path)
+        return data.decode("utf-8", errors="replace")
     except SandboxFileError:
         return None
 
@@ -26,8 +27,10 @@ def path_exists(path: str, env: Any) -> bool:
 
     Args:
         path: The path to check.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    return env.exec(["test", "-e", path]).exit_code == 0
+    exit_code: int = env.exec(["test", "-e", path]).exit_code
+    return exit_code == 0
 
 
 @evaluator
@@ -38,6 +41,7 @@ def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
         path: The file.
         content: The expected text.
         strip: Ignore leading and trailing white space on both sides.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     text = _read(env, path)
     if text is None:
@@ -52,6 +56,7 @@ def file_contains(path: str, text: str, env: Any) -> bool:
     Args:
         path: The file.
         text: The text to find.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     found = _read(env, path)
     return found is not None and text in found
@@ -63,8 +68,10 @@ def command_succeeds(command: str, env: Any) -> bool:
 
     Args:
         command: The command line.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    return env.exec(command, timeout_sec=60).ok
+    ok: bool = env.exec(command, timeout_sec=60).ok
+    return ok
 
 
 @evaluator
@@ -74,6 +81,7 @@ def command_output_contains(command: str, text: str, env: Any) -> bool:
     Args:
         command: The command line.
         text: The text to find in its output.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(command, timeout_sec=60)
     return result.ok and text in result.stdout
@@ -85,6 +93,7 @@ def submission_equals(expected: str, submission: Any, strip: bool = True) -> boo
 
     Args:
         expected: The right answer.
+        submission: The agent's submitted answer, injected at run time (not part of the schema).
         strip: Ignore surrounding white space and letter case.
     """
     given = str(submission)

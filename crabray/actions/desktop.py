@@ -60,7 +60,8 @@ def _xdotool(env: Any, *args: str) -> str:
     unknown = [line for line in result.stderr.splitlines() if "No such key name" in line]
     if unknown:  # xdotool skips an unknown key and still exits 0
         raise ActionError(f"unknown key name: {unknown[0].strip()}")
-    return result.stdout
+    stdout: str = result.stdout
+    return stdout
 
 
 def screen_size(env: Any) -> tuple[int, int]:
@@ -115,6 +116,7 @@ def mouse_move(x: Fraction, y: Fraction, env: Any) -> str:
     Args:
         x: Horizontal position as a fraction of the screen width (0 = left edge, 1 = right).
         y: Vertical position as a fraction of the screen height (0 = top edge, 1 = bottom).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     px, py, at = _point(env, x, y)
     _xdotool(env, "mousemove", "--sync", px, py)
@@ -128,6 +130,7 @@ def click(x: Fraction, y: Fraction, env: Any) -> str:
     Args:
         x: Horizontal position as a fraction of the screen width (0 = left edge, 1 = right).
         y: Vertical position as a fraction of the screen height (0 = top edge, 1 = bottom).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     return f"clicked at {_click_at(env, x, y, _BUTTONS['left'])}"
 
@@ -139,6 +142,7 @@ def double_click(x: Fraction, y: Fraction, env: Any) -> str:
     Args:
         x: Horizontal position as a fraction of the screen width (0 = left edge, 1 = right).
         y: Vertical position as a fraction of the screen height (0 = top edge, 1 = bottom).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     return f"double-clicked at {_click_at(env, x, y, _BUTTONS['left'], repeat=2)}"
 
@@ -150,6 +154,7 @@ def right_click(x: Fraction, y: Fraction, env: Any) -> str:
     Args:
         x: Horizontal position as a fraction of the screen width (0 = left edge, 1 = right).
         y: Vertical position as a fraction of the screen height (0 = top edge, 1 = bottom).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     return f"right-clicked at {_click_at(env, x, y, _BUTTONS['right'])}"
 
@@ -163,6 +168,7 @@ def drag(from_x: Fraction, from_y: Fraction, to_x: Fraction, to_y: Fraction, env
         from_y: Start, as a fraction of the screen height.
         to_x: End, as a fraction of the screen width.
         to_y: End, as a fraction of the screen height.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     x1, y1, start = _point(env, from_x, from_y)
     x2, y2, end = _point(env, to_x, to_y)
@@ -189,6 +195,7 @@ def scroll(
         y: Vertical position as a fraction of the screen height.
         direction: Which way to scroll.
         amount: How many wheel steps (1 to 50).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     at = _click_at(env, x, y, _SCROLL_BUTTONS[direction], repeat=amount)
     return f"scrolled {direction} {amount} steps at {at}"
@@ -200,6 +207,7 @@ def type_text(text: Annotated[str, Field(min_length=1, max_length=10_000)], env:
 
     Args:
         text: The characters to type; a newline presses Return.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     _xdotool(env, "type", "--delay", str(_TYPE_DELAY_MS), "--", text)
     return f"typed {len(text)} characters"
@@ -212,6 +220,7 @@ def key_press(key: KeyName, env: Any) -> str:
     Args:
         key: An X key name, e.g. Return, Escape, Tab, BackSpace, Delete, Up, Down, Left,
             Right, Home, End, Page_Up, Page_Down, F1..F12, space, a, Z, 5.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     _xdotool(env, "key", "--", key)
     return f"pressed {key}"
@@ -224,6 +233,7 @@ def hotkey(keys: Annotated[list[KeyName], Field(min_length=1, max_length=6)], en
     Args:
         keys: Key names held down in order and released together: modifiers (ctrl, alt,
             shift, super) first, then the key.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     combo = "+".join(keys)
     _xdotool(env, "key", "--", combo)
@@ -240,8 +250,9 @@ def screenshot(env: Any, max_width: Annotated[int, Field(ge=16)] | None = None) 
 
     Args:
         max_width: Downscale the picture to at most this many pixels wide (aspect kept).
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    png = env.screenshot()
+    png: bytes = env.screenshot()
     if max_width is not None:
         png = downscale_png(png, max_width)
     return png
@@ -260,6 +271,7 @@ def launch_app(
         command: The command line, run by `sh -c` in the sandbox's working directory.
         window_title: A regular expression matching the title of the window to wait for.
         timeout_sec: Seconds to wait for the window before giving up.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     started = f"({command}) </dev/null >/dev/null 2>&1 &"
     if window_title is None:
@@ -287,6 +299,7 @@ def pointer_within(
         top: Top edge, as a fraction of the screen height.
         right: Right edge, as a fraction of the screen width.
         bottom: Bottom edge, as a fraction of the screen height.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     out = _xdotool(env, "getmouselocation", "--shell")
     where = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -301,6 +314,7 @@ def window_exists(title: str, env: Any) -> bool:
 
     Args:
         title: A regular expression matched against window titles.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(["xdotool", "search", "--name", title], timeout_sec=XDOTOOL_TIMEOUT_SEC)
     if result.exit_code not in (0, 1) or result.timed_out:

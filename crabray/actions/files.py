@@ -20,8 +20,10 @@ def read_file(path: str, env: Any) -> str:
 
     Args:
         path: Path of the file, absolute or relative to the working directory.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    return env.get_file(path).decode("utf-8", errors="replace")
+    data: bytes = env.get_file(path)
+    return data.decode("utf-8", errors="replace")
 
 
 @action
@@ -31,6 +33,7 @@ def write_file(path: str, content: str, env: Any) -> str:
     Args:
         path: Path of the file, absolute or relative to the working directory.
         content: The full new content of the file.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     env.put_file(path, content.encode("utf-8"))
     return f"wrote {len(content)} characters to {path}"
@@ -42,6 +45,7 @@ def list_files(env: Any, path: str = ".") -> list[str]:
 
     Args:
         path: The directory, absolute or relative to the working directory.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(["ls", "-1Ap", "--", path])
     if not result.ok:
@@ -55,5 +59,7 @@ def file_exists(path: str, env: Any) -> bool:
 
     Args:
         path: The path to check.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    return env.exec(f"test -e {shlex.quote(path)}").exit_code == 0
+    exit_code: int = env.exec(f"test -e {shlex.quote(path)}").exit_code
+    return exit_code == 0

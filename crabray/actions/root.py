@@ -17,6 +17,7 @@ def submit(content: str, env: Any) -> str:
 
     Args:
         content: The answer, as text.
+        env: The episode's root environment, injected at run time (not part of the schema).
     """
     env.signals.submitted = True
     env.signals.submission = content
@@ -36,6 +37,7 @@ def fail(reason: str, env: Any) -> str:
 
     Args:
         reason: Why the task cannot be done.
+        env: The episode's root environment, injected at run time (not part of the schema).
     """
     env.signals.failed = True
     env.signals.reason = reason

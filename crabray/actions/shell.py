@@ -17,6 +17,7 @@ def run_command(command: str, env: Any, timeout_sec: float = DEFAULT_TIMEOUT_SEC
     Args:
         command: The command line, run by `sh -c` in the sandbox's working directory.
         timeout_sec: Seconds before the command is killed.
+        env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(command, timeout_sec=timeout_sec)
     status = "timed out" if result.timed_out else f"exit code {result.exit_code}"

@@ -195,7 +195,7 @@ def select_agents(names: list[str], config_path: str | Path | None = None) -> li
     available: dict[str, AgentSpec] = {n: AgentSpec(name=n, kind=n) for n in BUILTIN_KINDS}
     if config_path is not None:
         available.update(load_agents(config_path))
-    specs = []
+    specs: list[AgentSpec] = []
     for name in names:
         if name not in available:
             hint = "" if config_path is not None else " (configure more with --agent-config)"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from typing import Any
 
 import ray
 
@@ -40,7 +41,7 @@ def connect(
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    kwargs: dict[str, object] = {
+    kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,
         "logging_level": logging.ERROR,

@@ -70,14 +70,16 @@ class Action(BaseModel):
 
     _decorator_args: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-    # Actions are graph nodes and setup steps: identity, not field equality.
     def __eq__(self, other: object) -> bool:
+        """Identity, not field equality: actions are graph nodes and setup steps."""
         return self is other
 
     def __hash__(self) -> int:
+        """The object's identity, as ``__eq__`` compares."""
         return id(self)
 
     def __repr__(self) -> str:
+        """The class and the label, e.g. ``Evaluator(path_exists(path='a.txt'))``."""
         return f"{type(self).__name__}({self.label})"
 
     @property
@@ -262,10 +264,9 @@ def _combined(
         raise ActionError(
             f"cannot combine actions of different environments {sorted(env_names)} into '{name}'"
         )
+    definitions: dict[str, Any] = {n: (f.annotation, f) for n, f in fields.items()}
     parameters = create_model(
-        _model_name(name, "Parameters"),
-        __config__=ConfigDict(extra="forbid"),
-        **{n: (f.annotation, f) for n, f in fields.items()},
+        _model_name(name, "Parameters"), __config__=ConfigDict(extra="forbid"), **definitions
     )
     return type(parts[0])(
         name=name,

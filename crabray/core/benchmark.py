@@ -8,6 +8,7 @@ task has several environments, root actions (``submit``, ``complete``,
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -176,7 +177,6 @@ class BenchmarkConfig(BaseModel):
 
 
 def _unique(what: str, names: list[str]) -> None:
-    seen: set[str] = set()
-    doubled = sorted({n for n in names if n in seen or seen.add(n)})
+    doubled = sorted(n for n, count in Counter(names).items() if count > 1)
     if doubled:
         raise ValueError(f"duplicate {what}s: {', '.join(doubled)}")

@@ -52,12 +52,25 @@ class Evaluator(Action):
         return verdict
 
     def __and__(self, other: Evaluator) -> Evaluator:
+        """``a & b``: passes when both pass; ``b`` is not run once ``a`` failed.
+
+        Raises:
+            ActionError: ``other`` is not an evaluator, the two run in different
+                environments, or both take the same open parameter.
+        """
         return _combine("&", (self, other), all)
 
     def __or__(self, other: Evaluator) -> Evaluator:
+        """``a | b``: passes when either passes; ``b`` is not run once ``a`` passed.
+
+        Raises:
+            ActionError: ``other`` is not an evaluator, the two run in different
+                environments, or both take the same open parameter.
+        """
         return _combine("|", (self, other), any)
 
     def __invert__(self) -> Evaluator:
+        """``~a``: passes when ``a`` fails."""
         inner = self
 
         def negated(**values: Any) -> bool:
@@ -105,7 +118,9 @@ def _combined_evaluator(
             f"cannot combine evaluators of different environments {sorted(env_names)} into "
             f"'{name}'; put them in a graph instead"
         )
-    fields = {n: (f.annotation, f) for p in parts for n, f in p.open_parameters.items()}
+    fields: dict[str, Any] = {
+        n: (f.annotation, f) for p in parts for n, f in p.open_parameters.items()
+    }
     parameters: type[BaseModel] = create_model(
         "".join(ch if ch.isalnum() else "_" for ch in name) + "Parameters",
         __config__=ConfigDict(extra="forbid"),

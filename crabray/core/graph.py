@@ -37,7 +37,7 @@ class GraphEvaluator:
             node is not an evaluator.
     """
 
-    def __init__(self, graph: nx.DiGraph | Evaluator | Iterable[Evaluator]) -> None:
+    def __init__(self, graph: nx.DiGraph[Evaluator] | Evaluator | Iterable[Evaluator]) -> None:
         self.graph = _as_digraph(graph)
         _validate(self.graph)
         (self.sink,) = [n for n in self.graph.nodes if self.graph.out_degree(n) == 0]
@@ -116,21 +116,23 @@ class GraphProgress:
         )
 
 
-def _as_digraph(graph: nx.DiGraph | Evaluator | Iterable[Evaluator]) -> nx.DiGraph:
+def _as_digraph(
+    graph: nx.DiGraph[Evaluator] | Evaluator | Iterable[Evaluator],
+) -> nx.DiGraph[Evaluator]:
     if isinstance(graph, nx.DiGraph):
         return graph
     if isinstance(graph, Evaluator):
-        single = nx.DiGraph()
+        single: nx.DiGraph[Evaluator] = nx.DiGraph()
         single.add_node(graph)
         return single
-    chain = nx.DiGraph()
+    chain: nx.DiGraph[Evaluator] = nx.DiGraph()
     nodes = list(graph)
     chain.add_nodes_from(nodes)
     chain.add_edges_from(itertools.pairwise(nodes))
     return chain
 
 
-def _validate(graph: nx.DiGraph) -> None:
+def _validate(graph: nx.DiGraph[Evaluator]) -> None:
     if graph.number_of_nodes() == 0:
         raise GraphError("the evaluator graph is empty: give it at least one evaluator")
     strangers = [n for n in graph.nodes if not isinstance(n, Evaluator)]

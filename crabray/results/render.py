@@ -181,7 +181,7 @@ def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.Da
     if {"success_ci_low", "success_ci_high", "success_rate"} <= set(view.columns):
         bounds = zip(table["success_ci_low"], table["success_ci_high"], strict=True)
         merged = ["" if is_missing(low) else f"{low:.2f}-{high:.2f}" for low, high in bounds]
-        view.insert(view.columns.get_loc("success_rate") + 1, "success_ci", merged)
+        view.insert(list(view.columns).index("success_rate") + 1, "success_ci", merged)
     ks = [int(m[2]) for m in map(_PASS.match, view.columns) if m]
     max_k = max(ks, default=0)
     ranked = sorted(

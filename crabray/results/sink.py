@@ -133,7 +133,11 @@ class ResultSink:
             if Path(relative).is_absolute() or not target.is_relative_to(root):
                 raise ResultsError(f"artifact path {relative!r} leaves the output directory")
             target.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(target, lambda handle, data=data: handle.write(data))
+
+            def write(handle: BinaryIO, data: bytes = data) -> None:
+                handle.write(data)
+
+            atomic_write(target, write)
 
     def compact(self) -> None:
         """Merge the run's part files into one file per table.

@@ -79,6 +79,9 @@ logger = logging.getLogger(__name__)
 SCREENSHOT_TIMEOUT_SEC = 30.0
 """Longest ``xwd`` may take to dump the screen."""
 
+_SPARE_ERRORS: tuple[type[Exception], ...] = (CrabrayError, *ENGINE_ERRORS)
+"""What a warm spare's start may have failed with: crabray's own errors or the engine's."""
+
 
 @register_backend("docker")
 class DockerBackend(Backend):
@@ -185,7 +188,7 @@ class DockerBackend(Backend):
         )
         return run_exec(
             self._api(),
-            container.id,
+            str(container.id),
             argv,
             workdir=posixpath.normpath(workdir),
             environment=env or {},
@@ -263,7 +266,7 @@ class DockerBackend(Backend):
         container = self._require_started("take a screenshot")
         result = run_exec_raw(
             self._api(),
-            container.id,
+            str(container.id),
             ["xwd", "-root", "-silent"],
             workdir="/",
             environment={},
@@ -447,7 +450,7 @@ class DockerBackend(Backend):
         """
         result = run_exec(
             self._api(),
-            container.id,
+            str(container.id),
             [self.settings.shell, "-c", command],
             workdir=workdir,
             environment={},
@@ -495,7 +498,7 @@ class DockerBackend(Backend):
             return None
         try:
             container = spare.result()
-        except (CrabrayError, *ENGINE_ERRORS) as exc:
+        except _SPARE_ERRORS as exc:
             logger.warning(
                 "warm spare of '%s' failed (%s); starting one now", self.config.name, exc
             )

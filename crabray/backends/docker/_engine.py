@@ -119,10 +119,11 @@ def prune(*, everything: bool) -> list[str]:
             if not everything and not owner_tag_is_dead(labels.get(LABEL_OWNER, "")):
                 continue
             try:
-                client.images.remove(image.id, force=True)
+                client.images.remove(str(image.id), force=True)
             except NotFound:
                 continue
-            removed.append(f"snapshot image {image.id[7:19]} (env {labels.get(LABEL_ENV, '?')})")
+            short_id = str(image.id)[7:19]
+            removed.append(f"snapshot image {short_id} (env {labels.get(LABEL_ENV, '?')})")
     except ENGINE_ERRORS as exc:
         raise SandboxError(f"cannot list or remove crabray containers: {exc}") from exc
     finally:

@@ -62,6 +62,9 @@ _EXIT_CODE_POLL_SEC = 0.025
 
 _OCI_PREFIX = b"OCI runtime exec failed"
 
+_STREAM_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, *ENGINE_ERRORS)
+"""What reading an exec's output stream raises when the socket or the engine fails."""
+
 
 @dataclass
 class _Output:
@@ -231,7 +234,7 @@ def _read_frames(sock: Any, output: _Output) -> None:
     try:
         for stream, data in frames_iter(sock, tty=False):
             (output.stderr if stream == 2 else output.stdout).append(data)
-    except (OSError, ValueError, *ENGINE_ERRORS) as exc:
+    except _STREAM_ERRORS as exc:
         output.error = exc
     finally:
         output.done.set()

@@ -59,8 +59,8 @@ MASKED_FILES = ("/etc/shadow", "/etc/gshadow")
 START_TIMEOUT_SEC = 10.0
 """How long a new holder may take to report that its namespaces are ready."""
 
-_NAMESPACES = (("user", "-U"), ("mnt", "-m"), ("uts", "-u"), ("ipc", "-i"))
-_NAMESPACES += (("net", "-n"), ("pid", "-p"), ("cgroup", "-C"))
+_NAMESPACES: tuple[tuple[str, str], ...] = (("user", "-U"), ("mnt", "-m"), ("uts", "-u"))
+_NAMESPACES += (("ipc", "-i"), ("net", "-n"), ("pid", "-p"), ("cgroup", "-C"))
 """(``/proc/PID/ns`` name, ``nsenter`` flag) of every namespace a holder may own."""
 
 _READY = b"crabray-sandbox-ready\n"

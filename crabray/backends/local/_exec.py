@@ -96,8 +96,8 @@ def communicate(proc: subprocess.Popen[bytes], deadline: float | None) -> tuple[
     timed_out = False
     stop_at: float | None = None
     with selectors.DefaultSelector() as selector:
-        for stream in chunks:
-            selector.register(stream, selectors.EVENT_READ)
+        for stream, received in chunks.items():
+            selector.register(stream, selectors.EVENT_READ, received)
         while selector.get_map():
             now = time.monotonic()
             if stop_at is None and proc.poll() is not None:
@@ -112,12 +112,11 @@ def communicate(proc: subprocess.Popen[bytes], deadline: float | None) -> tuple[
             wake = [now + _POLL_SEC]
             wake += [t for t in (deadline, stop_at) if t is not None]
             for key, _ in selector.select(max(0.0, min(wake) - now)):
-                stream = key.fileobj
                 data = os.read(key.fd, _READ_CHUNK)
                 if data:
-                    chunks[stream].append(data)  # type: ignore[index]
+                    key.data.append(data)
                 else:
-                    selector.unregister(stream)
+                    selector.unregister(key.fileobj)
     proc.stdout.close()
     proc.stderr.close()
     proc.wait()

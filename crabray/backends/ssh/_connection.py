@@ -169,7 +169,9 @@ def load_key(settings: SshSettings) -> paramiko.PKey | None:
     path = settings.key_path.expanduser()
     passphrase = settings.key_passphrase.get_secret_value() if settings.key_passphrase else None
     try:
-        return paramiko.PKey.from_path(path, password=passphrase.encode() if passphrase else None)
+        # paramiko annotates the password as str but hands it to cryptography, which takes bytes.
+        password = passphrase.encode() if passphrase else None
+        return paramiko.PKey.from_path(path, password=password)  # type: ignore[arg-type]
     except (paramiko.PasswordRequiredException, TypeError):
         # cryptography reports a missing passphrase as a TypeError.
         reason = "the key is encrypted; set key_passphrase (or use the SSH agent)"

@@ -16,6 +16,7 @@ from pathlib import Path
 from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS
 from crabray.core import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.core.errors import ConfigError
+from crabray.core.task import graded_by_scorer
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 from crabray.formats.task_folder._checks import (
     DOCKERFILE,
@@ -152,6 +153,7 @@ def _benchmark(name: str, files: TaskFiles, registry: ServiceRegistry | None) ->
         environments=[ENV_NAME],
         setup=setup_actions(files, registry),
         teardown=teardown_actions(files, registry),
+        evaluator=graded_by_scorer,
         scorer=grading_action(files.folder),
         solution=solution_actions(files),
         metadata={

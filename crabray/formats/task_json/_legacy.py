@@ -218,7 +218,7 @@ def plan_evaluator(
             continue
         opts, bad = function.validate(options[i] or {}, task_dir)
         problems += [(f"{at('options')}.{f}".rstrip("."), m) for f, m in bad]
-        getters = []
+        getters: list[_Get | None] = []
         for role, spec in (("result", results[i]), ("expected", expecteds[i])):
             if spec is None:
                 getters.append(None)

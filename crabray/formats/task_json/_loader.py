@@ -19,6 +19,7 @@ from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, complete, fail, submit
 from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, Task
 from crabray.core.environment import SettingsSource
 from crabray.core.errors import ActionError, ConfigError
+from crabray.core.task import graded_by_scorer
 from crabray.formats import python as python_format
 from crabray.formats.steps import closed_action
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
@@ -293,6 +294,7 @@ class _TaskBuilder:
                 description=doc.instruction,
                 environments=[_env_name(doc.snapshot)],
                 setup=[a for a in setup if a is not None],
+                evaluator=graded_by_scorer,
                 scorer=scorer,
                 max_steps=doc.action_number,
                 tags=doc.tags,

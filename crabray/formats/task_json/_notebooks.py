@@ -118,9 +118,8 @@ def _sanitized(cells: list[dict[str, Any]]) -> list[tuple[Any, str, str]]:
 
 
 def _indices(expected: list[int] | dict[str, Any] | None) -> list[int]:
-    if isinstance(expected, dict):
-        expected = expected.get("expected", [])
-    return sorted(expected or [])
+    indices = expected.get("expected", []) if isinstance(expected, dict) else expected
+    return sorted(indices or [])
 
 
 @evaluation_function

@@ -12,7 +12,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 import pandas as pd
@@ -305,7 +305,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         []
         if steps.empty
         else [
-            _step_html(int(number), calls, graph, screenshots)
+            _step_html(int(cast(int, number)), calls, graph, screenshots)  # step holds ints
             for number, calls in steps.groupby("step", sort=True)
         ]
     )

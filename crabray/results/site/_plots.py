@@ -14,17 +14,22 @@ import logging
 import math
 import re
 import threading
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
 
 logger = logging.getLogger(__name__)
 
 Z_95 = 1.959963984540054
 """The standard normal quantile of a two-sided 95% interval."""
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "svg.hashsalt": "crabray-site",
     "svg.fonttype": "path",  # glyphs as paths: the page needs no font to look the same
     "text.parse_math": False,  # an agent named "$x$" is text, not TeX
@@ -216,7 +221,9 @@ def steps_histogram(episodes: pd.DataFrame) -> str | None:
             )
         axes.set_xlabel("steps per episode")
         axes.set_ylabel("episodes")
-        axes.xaxis.get_major_locator().set_params(integer=True)
-        axes.yaxis.get_major_locator().set_params(integer=True)
+        for axis in (axes.xaxis, axes.yaxis):
+            locator = axis.get_major_locator()
+            if isinstance(locator, MaxNLocator):  # the default AutoLocator is one
+                locator.set_params(integer=True)
         axes.legend(fontsize=8)
         return _to_inline_svg(figure, "steps")

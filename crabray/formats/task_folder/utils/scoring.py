@@ -117,7 +117,8 @@ class Result:
                 raise ValueError(
                     f"checkpoint {index} must be an object with 'total' and 'result', got {item!r}"
                 )
-            checkpoints.append(Checkpoint(item.get("total"), item.get("result")))
+            # A missing value goes in as None for __post_init__ to reject with a clear message.
+            checkpoints.append(Checkpoint(item.get("total"), item.get("result")))  # type: ignore[arg-type]
         return cls(checkpoints, scoring_strategy)
 
 
