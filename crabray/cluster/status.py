@@ -144,7 +144,7 @@ class StatusPublisher:
     def _connect(self) -> None:
         """Find or create the board, then send the counts published meanwhile."""
         try:
-            board = _RemoteStatusBoard.options(
+            board: Any = _RemoteStatusBoard.options(
                 name=BOARD_NAME,
                 namespace=NAMESPACE,
                 lifetime="detached",

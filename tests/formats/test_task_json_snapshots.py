@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from crabray.run import check_suite
 from crabray.formats import SuiteErrors, load_suite, resolve_suite
 from crabray.results import read_episodes
+from crabray.run import check_suite
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker
 from tests.conftest import crabray
 from tests.formats.test_task_json import write_task
