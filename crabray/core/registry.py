@@ -272,11 +272,12 @@ class Registry(Generic[T]):
         try:
             obj: Any = importlib.import_module(module_name.strip())
         except ImportError as exc:
-            if _is_internal(exc.name, module_name.strip()):
+            if _is_internal(exc, module_name.strip()):
                 raise
             hint = f"; install it with: {entry.install_hint}" if entry.install_hint else ""
+            where = "" if entry.origin == "crabray" else f" ({entry.origin})"
             raise MissingDependencyError(
-                f"{self.label} '{name}' needs the missing package '{exc.name}'{hint}",
+                f"{self.label} '{name}'{where} needs the missing package '{exc.name}'{hint}",
                 name=name,
                 missing=exc.name,
                 install_hint=entry.install_hint,
@@ -294,13 +295,17 @@ class Registry(Generic[T]):
         return obj
 
 
-def _is_internal(missing: str | None, module_name: str) -> bool:
+def _is_internal(exc: ImportError, module_name: str) -> bool:
     """Whether a failed import is a bug in crabray or in the target's own package.
 
     Those propagate as they are; anything else is a package that is not installed.
     """
+    missing = exc.name
     if missing is None:
         return False
     if missing == "crabray" or missing.startswith("crabray."):
         return True
-    return missing.startswith(module_name.partition(".")[0] + ".")
+    top = module_name.partition(".")[0]
+    if missing == top:
+        return not isinstance(exc, ModuleNotFoundError)
+    return missing.startswith(top + ".")
