@@ -234,12 +234,10 @@ class Registry(Generic[T]):
         if path == self._scanned:
             return
         for point in importlib.metadata.entry_points(group=self.group):
+            origin = f"entry point '{point.name}'"
             dist = getattr(point, "dist", None)
-            origin = (
-                f"entry point '{point.name}' of package '{dist.name}'"
-                if dist
-                else (f"entry point '{point.name}'")
-            )
+            if dist is not None:
+                origin += f" of package '{dist.name}'"
             entry = LazyEntry(point.value, origin=origin)
             if self._plugin_modules:
                 self._import(point.name, entry)
@@ -247,14 +245,14 @@ class Registry(Generic[T]):
             lazy = self._lazy.get(point.name)
             if lazy is not None and lazy.target == entry.target:
                 continue
-            if point.name in self._loaded:
-                self.register(point.name, self._import(point.name, entry))
-            elif lazy is not None:
+            if lazy is not None:
                 raise DuplicateNameError(
                     f"{self.label} '{point.name}' is declared by {origin} ({entry.target}) and "
                     f"by {lazy.origin} ({lazy.target}); uninstall one of them",
                     field=self.field,
                 )
+            if point.name in self._loaded:
+                self.register(point.name, self._import(point.name, entry))
             else:
                 self._lazy[point.name] = entry
                 self._order.setdefault(point.name, None)
