@@ -33,7 +33,11 @@ PLUGIN = "crabray_plugin_example"
 
 @pytest.fixture(scope="module")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The plugin installed by pip into a folder of its own (built from a copy of its source)."""
+    """The plugin installed by pip into a folder of its own (built from a copy of its source).
+
+    pip builds it in isolation with ``flit_core`` (small, pure Python) from the
+    configured package index or pip's cache; the copy keeps build files out of ``tests/``.
+    """
     work = tmp_path_factory.mktemp("plugin")
     source = work / "source"
     shutil.copytree(PLUGIN_SOURCE, source)
