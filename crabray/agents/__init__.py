@@ -14,66 +14,37 @@ from crabray.agents.base import (
     TaskBrief,
 )
 from crabray.agents.config import (
-    BUILTIN_KINDS,
     AgentConfig,
     LLMSettings,
+    bare_kinds,
     load_agents,
     select_agents,
 )
 from crabray.agents.multi_agent import PerEnvironmentAgent, PlannerAgent
 from crabray.agents.openai_agent import OpenAIAgent
+from crabray.agents.registry import available_agents, create_agent, register_agent
 from crabray.agents.scripted import NoopAgent, OracleAgent
 from crabray.core.errors import ConfigError
 
-_KINDS: dict[str, type[Agent]] = {
-    cls.kind: cls
-    for cls in (OracleAgent, NoopAgent, OpenAIAgent, PlannerAgent, PerEnvironmentAgent)
-}
-
-
-def register_agent(cls: type[Agent]) -> type[Agent]:
-    """Class decorator: make an agent kind available by its ``kind`` name."""
-    _KINDS[cls.kind] = cls
-    return cls
-
-
-def available_agents() -> list[str]:
-    """The names of the registered agent kinds."""
-    return sorted(_KINDS)
-
 
 def agent_spec(name: str) -> AgentSpec:
-    """The spec of a built-in agent given by name on the command line (``oracle``, ``noop``).
+    """The spec of an agent given by kind alone on the command line (``oracle``, ``noop``).
 
     LLM agents need a model and an endpoint, so they come from an agents file
-    (``select_agents``), never from a bare kind name.
+    (``select_agents``), never from a bare kind name; a plugin's kind (see
+    ``docs/plugins.md``) may be given bare.
 
     Raises:
-        ConfigError: No built-in agent has that name.
+        ConfigError: No such agent kind can be given bare.
     """
-    if name not in BUILTIN_KINDS:
+    kinds = bare_kinds()
+    if name not in kinds:
         raise ConfigError(
-            f"unknown agent '{name}'; built-in agents: {', '.join(BUILTIN_KINDS)} "
+            f"unknown agent '{name}'; built-in agents: {', '.join(kinds)} "
             "(configure LLM agents with --agent-config)",
             field="--agent",
         )
     return AgentSpec(name=name, kind=name)
-
-
-def create_agent(spec: AgentSpec) -> Agent:
-    """Build the agent ``spec`` describes.
-
-    Raises:
-        ConfigError: The kind is not registered.
-    """
-    cls = _KINDS.get(spec.kind)
-    if cls is None:
-        raise ConfigError(
-            f"agent '{spec.name}' has unknown kind '{spec.kind}'; known: "
-            f"{', '.join(available_agents())}",
-            field="kind",
-        )
-    return cls(spec)
 
 
 __all__ = [

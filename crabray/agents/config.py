@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from crabray.agents.base import AgentSpec
+from crabray.agents.registry import available_agents
 from crabray.core.errors import AuthenticationError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -172,6 +173,15 @@ def read_agent_configs(path: str | Path) -> dict[str, AgentConfig]:
     return configs
 
 
+def bare_kinds() -> list[str]:
+    """Agent kinds given by name alone (``--agent oracle``): the built-ins, then plugins' kinds.
+
+    LLM kinds need a model and an endpoint, so they come from an agents file.
+    """
+    plugins = (k for k in available_agents() if k not in BUILTIN_KINDS and k not in LLM_KINDS)
+    return [*BUILTIN_KINDS, *plugins]
+
+
 def load_agents(path: str | Path) -> dict[str, AgentSpec]:
     """The agents an agents file configures, as specs by name.
 
@@ -192,7 +202,7 @@ def select_agents(names: list[str], config_path: str | Path | None = None) -> li
         ConfigError: A name is unknown (the message lists the available names), a name is
             given twice, the agents file is invalid, or a key variable is not set.
     """
-    available: dict[str, AgentSpec] = {n: AgentSpec(name=n, kind=n) for n in BUILTIN_KINDS}
+    available: dict[str, AgentSpec] = {n: AgentSpec(name=n, kind=n) for n in bare_kinds()}
     if config_path is not None:
         available.update(load_agents(config_path))
     specs: list[AgentSpec] = []

@@ -29,6 +29,7 @@ from crabray.agents.openai_agent import (
     system_prompt,
     task_message,
 )
+from crabray.agents.registry import register_agent
 from crabray.core.naming import split_qualified
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ logger = logging.getLogger(__name__)
 DELEGATE = "delegate"
 
 
+@register_agent
 class PlannerAgent(LLMAgent):
     """A planner that writes sub-goals and a tool caller that carries them out."""
 
@@ -96,6 +98,7 @@ class PlannerAgent(LLMAgent):
         return AgentStep(calls=calls, message=message)
 
 
+@register_agent
 class PerEnvironmentAgent(LLMAgent):
     """A planner that delegates each step to one environment's sub-agent."""
 

@@ -26,6 +26,7 @@ from crabray.agents.conversation import (
     tool_names,
 )
 from crabray.agents.llm_client import ChatResponse
+from crabray.agents.registry import register_agent
 from crabray.core.errors import AgentError
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ class LLMAgent(Agent):
             )
 
 
+@register_agent
 class OpenAIAgent(LLMAgent):
     """One model, all the task's tools: CRAB's single-agent setting (kind ``openai``).
 

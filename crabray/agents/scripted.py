@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from crabray.agents.base import ActionCall, Agent, AgentStep, StepInput, TaskBrief
+from crabray.agents.registry import register_agent
 from crabray.core.errors import AgentError
 
 
+@register_agent
 class OracleAgent(Agent):
     """Replays the task's reference solution, one call per step, then declares completion.
 
@@ -28,6 +30,7 @@ class OracleAgent(Agent):
         return AgentStep(calls=[ActionCall(name="complete")], message="solution replayed")
 
 
+@register_agent
 class NoopAgent(Agent):
     """Declares itself done without acting: the failing baseline every task must reject."""
 

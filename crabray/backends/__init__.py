@@ -4,7 +4,9 @@ A backend is chosen by ``EnvironmentConfig.backend`` (a kind such as
 ``local``) and built with :func:`create_backend`. Shipped kinds are imported
 lazily from a module path, so a kind whose optional dependency is missing
 fails with an install hint when it is asked for, not when crabray is imported.
-Third-party backends register themselves with :func:`register_backend`.
+Other backends register themselves with :func:`register_backend`, or are
+declared by an installed package in the ``crabray.backends`` entry-point group
+(see ``docs/plugins.md``).
 
 Example:
     >>> from crabray.backends import create_backend
@@ -16,15 +18,14 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from crabray.backends.base import Backend, ExecResult
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import ConfigError
+from crabray.core.errors import ConfigError, MissingDependencyError, UnknownNameError
+from crabray.core.registry import Registry
 
 if TYPE_CHECKING:
     from crabray.backends.local import LocalBackend
@@ -43,29 +44,31 @@ logger = logging.getLogger(__name__)
 
 BackendT = TypeVar("BackendT", bound=type[Backend])
 
-
-@dataclass(frozen=True)
-class _KnownBackend:
-    """A shipped backend: where its class lives and how to get what it needs."""
-
-    target: str
-    """``module:Class`` of the backend."""
-    install_hint: str
-    """What to install when importing the module fails on a missing dependency."""
+ENTRY_POINT_GROUP = "crabray.backends"
+"""Where an installed package declares ``kind = "module:BackendClass"``."""
 
 
-_KNOWN_BACKENDS: dict[str, _KnownBackend] = {
-    "local": _KnownBackend("crabray.backends.local:LocalBackend", install_hint=""),
-    "docker": _KnownBackend(
-        "crabray.backends.docker:DockerBackend", install_hint="pip install docker"
-    ),
-    "ssh": _KnownBackend("crabray.backends.ssh:SshBackend", install_hint="pip install paramiko"),
-    "vm": _KnownBackend("crabray.backends.vm:VmBackend", install_hint="pip install paramiko"),
-}
-"""Shipped kinds, imported only when asked for (docker, ssh and vm join here)."""
+def _accept(kind: str, cls: Any) -> type[Backend]:
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise TypeError(f"backend '{kind}' must be a Backend subclass, got {cls!r}")
+    return cls
 
-_REGISTRY: dict[str, type[Backend]] = {}
-"""Backend classes already imported or registered, by kind."""
+
+def _name_class(kind: str, cls: type[Backend]) -> None:
+    """The registry name and the class's ``kind`` never disagree."""
+    cls.kind = kind
+
+
+_BACKENDS: Registry[type[Backend]] = Registry(
+    "backend", group=ENTRY_POINT_GROUP, field="backend", accept=_accept, on_register=_name_class
+)
+"""Backend classes by kind: shipped kinds are imported only when asked for."""
+_BACKENDS.add_lazy("local", "crabray.backends.local:LocalBackend")
+_BACKENDS.add_lazy(
+    "docker", "crabray.backends.docker:DockerBackend", install_hint="pip install docker"
+)
+_BACKENDS.add_lazy("ssh", "crabray.backends.ssh:SshBackend", install_hint="pip install paramiko")
+_BACKENDS.add_lazy("vm", "crabray.backends.vm:VmBackend", install_hint="pip install paramiko")
 
 
 def register_backend(kind: str) -> Callable[[BackendT], BackendT]:
@@ -81,22 +84,14 @@ def register_backend(kind: str) -> Callable[[BackendT], BackendT]:
 
     Raises:
         TypeError: The decorated object is not a ``Backend`` subclass.
-        ConfigError: Another class is already registered under ``kind``.
+        DuplicateNameError: Another class is already registered under ``kind``
+            (a ``ConfigError``).
     """
 
     def decorate(cls: BackendT) -> BackendT:
         if not (isinstance(cls, type) and issubclass(cls, Backend)):
             raise TypeError(f"@register_backend({kind!r}) needs a Backend subclass, got {cls!r}")
-        existing = _REGISTRY.get(kind)
-        if existing is not None and _qualname(existing) != _qualname(cls):
-            raise ConfigError(
-                f"backend kind '{kind}' is already registered by {_qualname(existing)}; "
-                f"cannot register {_qualname(cls)} too",
-                field="backend",
-            )
-        cls.kind = kind
-        _REGISTRY[kind] = cls
-        logger.debug("registered backend '%s': %s", kind, _qualname(cls))
+        _BACKENDS.register(kind, cls)
         return cls
 
     return decorate
@@ -109,7 +104,7 @@ def available_backends() -> list[str]:
     kind whose optional dependency is missing is listed, and fails with an
     install hint in :func:`create_backend`.
     """
-    return sorted(set(_KNOWN_BACKENDS) | set(_REGISTRY))
+    return _BACKENDS.available()
 
 
 def create_backend(config: EnvironmentConfig) -> Backend:
@@ -139,37 +134,21 @@ def backend_class(kind: str) -> type[Backend]:
 
 
 def _backend_class(kind: str, env_name: str) -> type[Backend]:
-    if kind in _REGISTRY:
-        return _REGISTRY[kind]
-    known = _KNOWN_BACKENDS.get(kind)
-    if known is None:
+    try:
+        return _BACKENDS.get(kind)
+    except UnknownNameError as exc:
         raise ConfigError(
             f"environment '{env_name}' asks for unknown backend '{kind}'; "
-            f"known backends: {', '.join(available_backends())}",
+            f"known backends: {', '.join(exc.known)}",
             field="backend",
-        )
-    module_name, _, class_name = known.target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        if exc.name is not None and (exc.name == "crabray" or exc.name.startswith("crabray.")):
-            raise
-        hint = f"; install it with: {known.install_hint}" if known.install_hint else ""
+        ) from None
+    except MissingDependencyError as exc:
+        hint = f"; install it with: {exc.install_hint}" if exc.install_hint else ""
         raise ConfigError(
             f"backend '{kind}' of environment '{env_name}' needs the missing package "
-            f"'{exc.name}'{hint}",
+            f"'{exc.missing}'{hint}",
             field="backend",
         ) from exc
-    cls = getattr(module, class_name)
-    if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise TypeError(f"{known.target} is not a Backend subclass")
-    if _REGISTRY.get(kind) is not cls:
-        register_backend(kind)(cls)
-    return cls
-
-
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def __getattr__(name: str) -> Any:

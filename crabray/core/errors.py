@@ -8,7 +8,10 @@ are translated at the boundary with ``raise ... from exc``.
 
     CrabrayError
     ├── ConfigError              bad input: a suite, task file, field (names file, field, reason)
-    │   └── SuiteLoadError       a suite that cannot be imported or parsed
+    │   ├── SuiteLoadError       a suite that cannot be imported or parsed
+    │   ├── UnknownNameError     a registry has no entry of that name (lists the known ones)
+    │   ├── MissingDependencyError  a registered entry needs a package that is not installed
+    │   └── DuplicateNameError   two different objects claim one name in a registry
     ├── ActionError              an action that cannot be built, combined or called
     │   └── ActionParameterError bad parameters for an action call (names action, parameter)
     ├── EvaluatorError           an evaluator that raised or returned a non-bool
@@ -52,6 +55,54 @@ class ConfigError(CrabrayError):
 
 class SuiteLoadError(ConfigError):
     """A suite file that cannot be imported or parsed."""
+
+
+class UnknownNameError(ConfigError):
+    """A registry (backends, agents, formats, task functions) has no entry of that name.
+
+    Args:
+        reason: The message; it lists the known names.
+        name: The name asked for.
+        known: Every name the registry knows, sorted.
+        field: The option or field that named it, if any.
+    """
+
+    def __init__(
+        self, reason: str, *, name: str, known: list[str], field: str | None = None
+    ) -> None:
+        self.name = name
+        self.known = known
+        super().__init__(reason, field=field)
+
+
+class MissingDependencyError(ConfigError):
+    """A registered entry cannot be imported because a package it needs is not installed.
+
+    Args:
+        reason: The message; it names the package and, when known, what to install.
+        name: The registry name whose import failed.
+        missing: The module that could not be imported.
+        install_hint: The command that installs it (``pip install ...``), or empty.
+        field: The option or field that named the entry, if any.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        name: str,
+        missing: str | None,
+        install_hint: str = "",
+        field: str | None = None,
+    ) -> None:
+        self.name = name
+        self.missing = missing
+        self.install_hint = install_hint
+        super().__init__(reason, field=field)
+
+
+class DuplicateNameError(ConfigError):
+    """Two different objects were registered under one name of one registry."""
 
 
 class ActionError(CrabrayError):

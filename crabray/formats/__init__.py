@@ -2,7 +2,9 @@
 
 ``load_suite`` detects the format (or takes it), loads and validates every
 task, and reports all problems at once. Workers call it with the same
-``SuiteRef`` the driver used; a loaded suite is cached per process.
+``SuiteRef`` the driver used; a loaded suite is cached per process. A format
+is a ``SuiteFormat`` registered with ``register_format`` (``formats/base.py``);
+another package adds one through the ``crabray.formats`` entry-point group.
 """
 
 from __future__ import annotations
@@ -11,20 +13,17 @@ import functools
 from pathlib import Path
 
 from crabray.core.errors import ConfigError
-from crabray.formats import python, task_folder, task_json
+from crabray.formats.base import (
+    SuiteFormat,
+    available_formats,
+    detect_format,
+    register_format,
+    suite_format,
+)
 from crabray.formats.suite import Suite, SuiteEntry, SuiteErrors, SuiteRef
 
-_LOADERS = {task_json.FORMAT: task_json, task_folder.FORMAT: task_folder, python.FORMAT: python}
-"""Loaders in detection order (a task folder holds ``evaluator.py``, so it must be
-tried before Python suites). A loader that defines ``DEFAULT_BACKEND`` takes a
-``backend`` (its format names no sandbox) and may refuse some with
-``check_backend``; one that defines ``SUPPORTS_INDEX`` takes an ``index`` file,
-``SUPPORTS_BASE_IMAGE`` a ``base_image``, ``SUPPORTS_SERVICES`` a ``services`` file."""
-
-
-def available_formats() -> list[str]:
-    """The names of the suite formats crabray reads."""
-    return sorted(_LOADERS)
+_OPTION_FLAGS = {"index": "--index", "base_image": "--base-image", "services": "--services"}
+"""The options a format may refuse, and the command-line flag each comes from."""
 
 
 def resolve_suite(
@@ -55,38 +54,28 @@ def resolve_suite(
     resolved = Path(path).resolve()
     if not resolved.exists():
         raise ConfigError("no such file or folder", file=str(path))
-    if format is not None and format not in _LOADERS:
-        raise ConfigError(
-            f"unknown format '{format}'; known: {', '.join(available_formats())}",
-            field="--format",
-        )
-    if format is None:
-        format = next((n for n, loader in _LOADERS.items() if loader.detect(resolved)), None)
-    if format is None:
+    loader = suite_format(format) if format is not None else detect_format(resolved)
+    if loader is None:
         raise ConfigError(
             f"is not a suite in any known format ({', '.join(available_formats())})",
             file=str(path),
         )
-    loader = _LOADERS[format]
-    default_backend = getattr(loader, "DEFAULT_BACKEND", None)
-    if backend is not None and default_backend is None:
+    format = loader.name
+    if backend is not None and "backend" not in loader.options:
         raise ConfigError(
             f"{format} suites name their own backends in their environments", field="--backend"
         )
-    if backend is not None and hasattr(loader, "check_backend"):
+    if backend is not None:
         loader.check_backend(backend)
-    options = {"--index": index, "--base-image": base_image, "--services": services}
-    for option, supported in (
-        ("--index", "SUPPORTS_INDEX"),
-        ("--base-image", "SUPPORTS_BASE_IMAGE"),
-        ("--services", "SUPPORTS_SERVICES"),
-    ):
-        if options[option] is not None and not getattr(loader, supported, False):
-            raise ConfigError(f"{format} suites take no {option[2:]} option", field=option)
+    given = {"index": index, "base_image": base_image, "services": services}
+    for option, value in given.items():
+        if value is not None and option not in loader.options:
+            flag = _OPTION_FLAGS[option]
+            raise ConfigError(f"{format} suites take no {flag[2:]} option", field=flag)
     return SuiteRef(
         path=str(resolved),
         format=format,
-        backend=backend or default_backend,
+        backend=backend or loader.default_backend,
         index=None if index is None else _find_file(Path(index), resolved, "--index"),
         base_image=base_image,
         services=None if services is None else _find_file(Path(services), resolved, "--services"),
@@ -120,15 +109,17 @@ def _load_cached(
     services: str | None,
 ) -> Suite:
     options = {"backend": backend, "index": index, "base_image": base_image, "services": services}
-    return _LOADERS[format].load(Path(path), **{k: v for k, v in options.items() if v})
+    return suite_format(format).load(Path(path), **{k: v for k, v in options.items() if v})
 
 
 __all__ = [
     "Suite",
     "SuiteEntry",
     "SuiteErrors",
+    "SuiteFormat",
     "SuiteRef",
     "available_formats",
     "load_suite",
+    "register_format",
     "resolve_suite",
 ]

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from crabray.core import BenchmarkConfig
 from crabray.core.errors import ConfigError, SuiteLoadError
+from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,20 @@ def load(path: Path) -> Suite:
     if errors:
         raise SuiteErrors(str(path), errors)
     return suite
+
+
+@register_format(FORMAT)
+class PythonFormat(SuiteFormat):
+    """Python suites; tried last, since any ``.py`` file would do. They take no options:
+    their environments name their own backends."""
+
+    detect_priority = 90
+
+    def detect(self, path: Path) -> bool:
+        return detect(path)
+
+    def load(self, path: Path, **options: str) -> Suite:
+        return load(path, **options)
 
 
 def _modules(folder: Path) -> list[Path]:

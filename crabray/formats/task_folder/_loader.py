@@ -17,6 +17,7 @@ from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS
 from crabray.core import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.core.errors import ConfigError
 from crabray.core.task import graded_by_scorer
+from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 from crabray.formats.task_folder._checks import (
     DOCKERFILE,
@@ -39,8 +40,6 @@ FORMAT = "task-folder"
 DEFAULT_BACKEND = "docker"
 BACKENDS = ("docker",)
 """The only backend: each task's Dockerfile defines its sandbox."""
-SUPPORTS_BASE_IMAGE = True
-SUPPORTS_SERVICES = True
 ENV_NAME = "sandbox"
 WORKDIR = "/workspace"
 
@@ -104,6 +103,25 @@ def check_backend(backend: str) -> None:
             f"defines its sandbox), not '{backend}': omit --backend or pass --backend docker",
             field="--backend",
         )
+
+
+@register_format(FORMAT)
+class TaskFolderFormat(SuiteFormat):
+    """Task-folder suites: docker only; a base image may replace every ``FROM``, and a
+    service registry file may replace the suite's ``services.yml``."""
+
+    options = frozenset({"backend", "base_image", "services"})
+    default_backend = DEFAULT_BACKEND
+    detect_priority = 20
+
+    def detect(self, path: Path) -> bool:
+        return detect(path)
+
+    def load(self, path: Path, **options: str) -> Suite:
+        return load(path, **options)
+
+    def check_backend(self, backend: str) -> None:
+        check_backend(backend)
 
 
 def _subfolders(path: Path) -> list[Path]:

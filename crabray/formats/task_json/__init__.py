@@ -11,8 +11,8 @@ with the decorators exported here. See ``seeds/task-json-format.md``.
 from crabray.formats.task_json._loader import (
     DEFAULT_BACKEND,
     FORMAT,
-    SUPPORTS_INDEX,
     TaskDocument,
+    TaskJsonFormat,
     detect,
     load,
 )
@@ -32,11 +32,11 @@ from crabray.formats.task_json._summary import summary, summary_path
 __all__ = [
     "DEFAULT_BACKEND",
     "FORMAT",
-    "SUPPORTS_INDEX",
     "LocalPath",
     "TaskContext",
     "TaskDocument",
     "TaskFunction",
+    "TaskJsonFormat",
     "detect",
     "evaluation_function",
     "getter",

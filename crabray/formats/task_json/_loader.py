@@ -21,6 +21,7 @@ from crabray.core.environment import SettingsSource
 from crabray.core.errors import ActionError, ConfigError
 from crabray.core.task import graded_by_scorer
 from crabray.formats import python as python_format
+from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.steps import closed_action
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
 from crabray.formats.task_json import _evaluation, _notebooks, _setup  # noqa: F401 (registers)
@@ -33,7 +34,6 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "task-json"
 DEFAULT_BACKEND = "local"
-SUPPORTS_INDEX = True
 EXAMPLES_DIR = "examples"
 DEFAULT_ENV = "sandbox"
 
@@ -154,6 +154,22 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
     suite = Suite(ref, root.name, record_files=summary_files(raws))
     suite.add(benchmark, str(path))
     return suite
+
+
+@register_format(FORMAT)
+class TaskJsonFormat(SuiteFormat):
+    """Task-JSON suites: run on one backend (``local`` unless given), optionally through an
+    index file selecting tasks."""
+
+    options = frozenset({"backend", "index"})
+    default_backend = DEFAULT_BACKEND
+    detect_priority = 10
+
+    def detect(self, path: Path) -> bool:
+        return detect(path)
+
+    def load(self, path: Path, **options: str) -> Suite:
+        return load(path, **options)
 
 
 def _environment(

@@ -14,6 +14,12 @@ load time and a bad one is an error naming the file and the field. A
 parameter annotated ``LocalPath`` is a path relative to the task folder; one
 that escapes it, or names no file there, is refused at load time.
 
+A suite adds functions in a Python file at its root; an installed package adds
+them for every suite by naming, in the ``crabray.task_json_functions``
+entry-point group, a module that registers them with these decorators. Those
+modules are imported the first time a name is not found or the names are
+listed (see ``docs/plugins.md``).
+
 Example (in a suite's ``functions.py``):
     >>> from crabray.formats.task_json import evaluation_function
     >>> @evaluation_function
@@ -33,7 +39,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from crabray.core.errors import ActionError, ConfigError, SandboxFileError
+from crabray.core.errors import ActionError, SandboxFileError
+from crabray.core.registry import Registry
 
 logger = logging.getLogger(__name__)
 
@@ -171,30 +178,33 @@ def _message(err: Any, function: TaskFunction) -> str:
     return err["msg"]
 
 
-_REGISTRY: dict[Kind, dict[str, TaskFunction]] = {
-    "setup": {},
-    "evaluation": {},
-    "getter": {},
-    "metric": {},
+ENTRY_POINT_GROUP = "crabray.task_json_functions"
+"""Where an installed package names a module whose import registers task-JSON functions."""
+
+_FUNCTIONS: dict[Kind, Registry[TaskFunction]] = {
+    kind: Registry(
+        f"{kind} function",
+        group=ENTRY_POINT_GROUP,
+        identity=lambda entry: entry.source,
+        plugin_modules=True,
+    )
+    for kind in typing.get_args(Kind)
 }
+"""One registry per kind; a plugin's functions are imported on a miss or a listing."""
 
 
 def lookup(kind: Kind, name: str) -> TaskFunction:
     """The registered ``kind`` function called ``name``.
 
     Raises:
-        ConfigError: None is registered; the message lists the known names.
+        UnknownNameError: None is registered (a ``ConfigError`` listing the known names).
     """
-    try:
-        return _REGISTRY[kind][name]
-    except KeyError:
-        known = ", ".join(sorted(_REGISTRY[kind]))
-        raise ConfigError(f"unknown {kind} function '{name}'; known: {known}") from None
+    return _FUNCTIONS[kind].get(name)
 
 
 def registered(kind: Kind) -> list[str]:
     """Names of the registered ``kind`` functions, sorted."""
-    return sorted(_REGISTRY[kind])
+    return _FUNCTIONS[kind].available()
 
 
 def _register(
@@ -227,15 +237,7 @@ def _register(
     )
     source = f"{func.__module__}.{func.__qualname__}"
     entry = TaskFunction(name, kind, func, model, tuple(local), check, source)
-    known = _REGISTRY[kind].get(name)
-    if known is not None and known.source != source:
-        raise ConfigError(
-            f"{kind} function '{name}' is already registered by {known.source}; "
-            f"{source} must choose another name"
-        )
-    _REGISTRY[kind][name] = entry
-    logger.debug("registered %s function %s from %s", kind, name, source)
-    return entry
+    return _FUNCTIONS[kind].register(name, entry)
 
 
 def _decorator(kind: Kind, skip: int) -> Callable[..., Any]:

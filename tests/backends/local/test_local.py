@@ -256,11 +256,12 @@ def test_unknown_kind_is_a_config_error_listing_known_kinds() -> None:
 
 
 def test_missing_optional_dependency_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    known = dict(backends._KNOWN_BACKENDS)
-    known["fancy"] = backends._KnownBackend(
-        "crabray_test_missing_dependency:FancyBackend", install_hint="pip install 'crabray[fancy]'"
+    monkeypatch.setattr(backends, "_BACKENDS", backends._BACKENDS.copy())
+    backends._BACKENDS.add_lazy(
+        "fancy",
+        "crabray_test_missing_dependency:FancyBackend",
+        install_hint="pip install 'crabray[fancy]'",
     )
-    monkeypatch.setattr(backends, "_KNOWN_BACKENDS", known)
     assert "fancy" in available_backends()
     with pytest.raises(ConfigError) as raised:
         create_backend(EnvironmentConfig(name="e", backend="fancy"))
@@ -272,7 +273,7 @@ def test_missing_optional_dependency_gives_an_install_hint(monkeypatch: pytest.M
 def test_register_backend_makes_a_new_kind_creatable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(backends, "_REGISTRY", dict(backends._REGISTRY))
+    monkeypatch.setattr(backends, "_BACKENDS", backends._BACKENDS.copy())
 
     @register_backend("scratch")
     class ScratchBackend(LocalBackend):

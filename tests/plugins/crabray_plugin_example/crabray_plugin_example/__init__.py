@@ -1,0 +1,1 @@
+"""An example crabray plugin; crabray finds its parts through entry points, never by import."""
