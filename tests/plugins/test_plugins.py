@@ -35,14 +35,14 @@ PLUGIN = "crabray_plugin_example"
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The plugin installed by pip into a folder of its own (built from a copy of its source).
 
-    pip builds it in isolation with ``flit_core`` (small, pure Python) from the
-    configured package index or pip's cache; the copy keeps build files out of ``tests/``.
+    pip builds it with the ``flit_core`` of the test venv (the ``dev`` extra), so
+    the test needs no package index; the copy keeps build files out of ``tests/``.
     """
     work = tmp_path_factory.mktemp("plugin")
     source = work / "source"
     shutil.copytree(PLUGIN_SOURCE, source)
     site = work / "site"
-    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
     done = subprocess.run(
         [*pip, "--target", str(site), str(source)],
         capture_output=True,
