@@ -11,7 +11,8 @@ directory. Every command carries two environment markers
 
 Composing it (the VM backend does this for its forwarded port)::
 
-    from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
+    from crabray.backends.ssh import SshBackend, SshSettings
+from crabray.core.retry import RetryPolicy
 
     ssh = SshBackend(
         config,  # the VM's EnvironmentConfig: name used in messages and dir names
@@ -19,7 +20,7 @@ Composing it (the VM backend does this for its forwarded port)::
             host="127.0.0.1", port=forwarded_port, user="root", key_path=vm_key,
             known_hosts=vm_dir / "known_hosts",   # or accept_unknown_host_keys=True
             remote_root="/tmp",
-            retry=SshRetryPolicy(attempts=60, initial_backoff_sec=0.25, max_backoff_sec=1),
+            retry=RetryPolicy(max_attempts=60, backoff_initial_sec=0.25, backoff_max_sec=1),
         ),
     )
     ssh.start()           # waits (bounded) for sshd while the guest boots

@@ -6,7 +6,7 @@ bounded retries) read in one screen, and so the VM backend can build an
 
 Which failures retry: a refused, reset or timed-out TCP connection and a
 missing SSH banner (a machine still booting, a dropped link) retry with
-backoff, at most ``retry.attempts`` times. A refused credential, an unknown or
+backoff, at most ``retry.max_attempts`` times. A refused credential, an unknown or
 changed host key and an unreadable key file never retry: waiting does not
 fix them, so they are a ``ConfigError`` at once.
 """
@@ -19,38 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import paramiko
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import Field, SecretStr
 from typing_extensions import override
 
 from crabray.backends.settings import BackendSettings, parse_settings
 from crabray.core.errors import ConfigError, SandboxError
+from crabray.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
 
-class SshRetryPolicy(BaseModel):
-    """How often and how patiently to (re)connect after a transport failure.
-
-    Only transport failures retry (see the module docstring); the delay before
-    attempt ``n + 1`` is ``min(max_backoff_sec, initial_backoff_sec * multiplier ** (n - 1))``.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    attempts: int = Field(
-        default=4, ge=1, description="Connection attempts in all, first included."
-    )
-    initial_backoff_sec: float = Field(
-        default=0.5, ge=0, description="Delay after the first failure."
-    )
-    multiplier: float = Field(default=2.0, ge=1, description="Growth of the delay per failure.")
-    max_backoff_sec: float = Field(default=8.0, ge=0, description="Cap on one delay.")
-
-    def delay_sec(self, failures: int) -> float:
-        """The pause after ``failures`` failed attempts (1 for the first)."""
-        return min(
-            self.max_backoff_sec, self.initial_backoff_sec * self.multiplier ** (failures - 1)
-        )
+SSH_RECONNECT = RetryPolicy(max_attempts=4, backoff_initial_sec=0.5, backoff_max_sec=8)
+"""The default reconnection policy: four connection attempts, 0.5 s to 8 s apart."""
 
 
 class SshSettings(BackendSettings):
@@ -103,8 +83,8 @@ class SshSettings(BackendSettings):
     shell: str = Field(
         default="/bin/sh", min_length=1, description="Remote shell that runs string commands."
     )
-    retry: SshRetryPolicy = Field(
-        default_factory=SshRetryPolicy, description="Reconnection after transport failures."
+    retry: RetryPolicy = Field(
+        default=SSH_RECONNECT, description="Reconnection after transport failures."
     )
 
     @property
@@ -200,7 +180,7 @@ def connect(settings: SshSettings, key: paramiko.PKey | None, purpose: str) -> p
     """
     policy = settings.retry
     last: BaseException | None = None
-    for attempt in range(1, policy.attempts + 1):
+    for attempt in range(1, policy.max_attempts + 1):
         client = paramiko.SSHClient()
         known_hosts = settings.known_hosts.expanduser()
         try:
@@ -255,15 +235,15 @@ def connect(settings: SshSettings, key: paramiko.PKey | None, purpose: str) -> p
         except (OSError, EOFError, paramiko.SSHException) as exc:
             client.close()
             last = exc
-            if attempt == policy.attempts:
+            if attempt == policy.max_attempts:
                 break
-            delay = policy.delay_sec(attempt)
+            delay = policy.backoff_sec(attempt)
             logger.warning(
                 "cannot reach %s for %s (attempt %d of %d): %s; retrying in %.1f s",
                 settings.address,
                 purpose,
                 attempt,
-                policy.attempts,
+                policy.max_attempts,
                 _without_secrets(str(exc), settings) or type(exc).__name__,
                 delay,
             )
@@ -276,7 +256,8 @@ def connect(settings: SshSettings, key: paramiko.PKey | None, purpose: str) -> p
         return client
     reason = _without_secrets(str(last), settings) or type(last).__name__
     raise SandboxError(
-        f"cannot reach {settings.address} for {purpose} after {policy.attempts} attempts: {reason}"
+        f"cannot reach {settings.address} for {purpose} "
+        f"after {policy.max_attempts} attempts: {reason}"
     )
 
 

@@ -40,7 +40,7 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.ownership import is_abandoned, write_owner
-from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
+from crabray.backends.ssh import SshBackend, SshSettings
 from crabray.backends.vm._cache import cache_file, restore_cache, save_cache
 from crabray.backends.vm._qemu import (
     Qmp,
@@ -56,6 +56,7 @@ from crabray.backends.vm._qemu import (
 from crabray.backends.vm._settings import VmSettings, parse_vm_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError
+from crabray.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -391,7 +392,7 @@ class VmBackend(Backend):
             accept_unknown_host_keys=host_key is None,
             connect_timeout_sec=30,
             remote_root=self.settings.remote_root,
-            retry=SshRetryPolicy(attempts=20, initial_backoff_sec=0.25, max_backoff_sec=2),
+            retry=RetryPolicy(max_attempts=20, backoff_initial_sec=0.25, backoff_max_sec=2),
         )
 
     def _check_files(self) -> None:

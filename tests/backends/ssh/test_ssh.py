@@ -21,10 +21,11 @@ from typing import Any
 import pytest
 
 from crabray.backends import available_backends, create_backend
-from crabray.backends.ssh import SshBackend, SshRetryPolicy, SshSettings
+from crabray.backends.ssh import SshBackend, SshSettings
 from crabray.backends.ssh._remote import EXEC_VAR, kill_exec_script
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
+from crabray.core.retry import RetryPolicy
 from tests.backends.conftest import host_pid_alive, wait_until
 from tests.backends.ssh.sshd import Sshd, running_sshd, shared_sshd, sshd_missing
 
@@ -119,7 +120,7 @@ def test_a_changed_host_key_is_refused_even_when_accepting_unknown_ones(
 def test_a_wrong_key_fails_at_once_without_retries(
     sshd: Sshd, make: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    backend = make(sshd, key_path=str(sshd.wrong_key), retry={"attempts": 5})
+    backend = make(sshd, key_path=str(sshd.wrong_key), retry={"max_attempts": 5})
     started = time.monotonic()
     with caplog.at_level(logging.DEBUG), pytest.raises(ConfigError, match="refused the login"):
         backend.start()
@@ -133,7 +134,7 @@ def test_an_unreachable_host_retries_a_bounded_number_of_times(
     closed_port = sshd.port  # a port nobody listens on: a fresh server's, after it stops
     with running_sshd(sshd.directory.parent / f"gone-{os.getpid()}") as gone:
         closed_port = gone.port
-    retry = {"attempts": 3, "initial_backoff_sec": 0.05, "max_backoff_sec": 0.1}
+    retry = {"max_attempts": 3, "backoff_initial_sec": 0.05, "backoff_max_sec": 0.1}
     backend = make(sshd, port=closed_port, retry=retry)
     with caplog.at_level(logging.WARNING), pytest.raises(SandboxError, match="after 3 attempts"):
         backend.start()
@@ -141,8 +142,8 @@ def test_an_unreachable_host_retries_a_bounded_number_of_times(
 
 
 def test_the_retry_policy_backs_off_up_to_its_cap() -> None:
-    policy = SshRetryPolicy(initial_backoff_sec=0.5, multiplier=2, max_backoff_sec=3)
-    assert [policy.delay_sec(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    policy = RetryPolicy(backoff_initial_sec=0.5, backoff_multiplier=2, backoff_max_sec=3)
+    assert [policy.backoff_sec(n) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
 
 
 def test_a_dropped_connection_reconnects(
