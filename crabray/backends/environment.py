@@ -51,6 +51,10 @@ class Environment:
         """Run ``action`` in this environment (CRAB's API; not recorded in ``trajectory``)."""
         return action.run(self, **(parameters or {}))
 
+    def _action_endpoint(self, action: Any, parameters: dict[str, Any]) -> Any:
+        """CRAB's private name for ``take_action``, which CRAB's shipped evaluators call."""
+        return self.take_action(action, parameters)
+
     @property
     def backend(self) -> Backend:
         """The sandbox behind this environment.

@@ -136,11 +136,17 @@ class BenchmarkConfig(BaseModel):
         return space
 
     def _home_env(self, act: Action, envs: list[EnvironmentConfig]) -> str:
-        """The environment an action outside an action space runs in."""
-        if act.local or act.env_name == ROOT_ENV:
-            return ROOT_ENV
+        """The environment an action outside an action space runs in.
+
+        Its ``env_name`` when it names one, also when it is ``local`` (as in CRAB:
+        a local evaluator of environment X runs in the episode with ``env`` the
+        environment X, e.g. to read X's ``trajectory``); else the root environment
+        for a local action, else the task's only environment.
+        """
         if act.env_name:
             return act.env_name
+        if act.local:
+            return ROOT_ENV
         if len(envs) == 1:
             return envs[0].name
         raise ValueError(
@@ -151,10 +157,8 @@ class BenchmarkConfig(BaseModel):
     def reset_env(self, act: Action, env: EnvironmentConfig) -> str:
         """The environment a reset action of ``env`` runs in.
 
-        ``env`` itself, unless the action names another, or is local or a root action.
+        ``env`` itself, unless the action names another environment.
         """
-        if act.local or act.env_name == ROOT_ENV:
-            return ROOT_ENV
         return act.env_name or env.name
 
     def resolve_env(self, act: Action, task: Task) -> str:

@@ -197,6 +197,10 @@ class Environment:
         """Run ``action`` here (``env`` is this environment), without recording it."""
         return action.run(self, **(parameters or {}))
 
+    def _action_endpoint(self, action: Action, parameters: dict[str, Any]) -> Any:
+        """CRAB's private name for ``take_action``, which CRAB's shipped evaluators call."""
+        return self.take_action(action, parameters)
+
     def observe(self) -> dict[str, Any]:
         """Run every observation action; their results by name."""
         result = {o.name: self.take_action(o) for o in self._observation_space}

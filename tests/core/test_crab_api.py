@@ -284,3 +284,14 @@ def test_reset_naming_an_environment_the_task_lacks_is_rejected() -> None:
     task = Task(id="0", description="d", evaluator=check_submit("x"), environments=["one"])
     with pytest.raises(ValidationError, match="reset 'set_flag' of environment 'one' runs in"):
         BenchmarkConfig(name="b", environments=envs, tasks=[task])
+
+
+def test_a_local_evaluator_naming_an_environment_gets_that_environment() -> None:
+    @evaluator(env_name="box", local=True)
+    def typed_in_box(env: Environment) -> bool:
+        return bool(env.trajectory)
+
+    task = Task(id="0", description="d", evaluator=typed_in_box)
+    config = BenchmarkConfig(name="b", environments=[EnvironmentConfig(name="box")], tasks=[task])
+    assert config.resolve_env(typed_in_box, task) == "box"
+    assert config.resolve_env(wait, task) == "root"

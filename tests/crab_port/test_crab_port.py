@@ -3,8 +3,9 @@
 The fixture (``template/``) is written in the style of CRAB's
 ``benchmarks/template.py`` and ``environments/template.py``: an environment with a
 reset action, a second benchmark that shares task id "0" and runs three copies of
-that environment, evaluators reading ``env.trajectory`` of the root environment, and
-CRAB's root actions (``submit``, ``check_submit``, ``complete``, ``wait``).
+that environment, evaluators reading ``env.trajectory`` (of the root environment, and
+a local evaluator of the sandbox environment), and CRAB's root actions (``submit``,
+``check_submit``, ``complete``, ``wait``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from crabray.results import read_episodes, read_steps
 from tests.conftest import ROOT, crabray
 
 SUITE = ROOT / "tests" / "crab_port" / "template"
-TASKS = {"template_benchmark/0", "1", "multienv_template_benchmark/0", "answer"}
+TASKS = {"template_benchmark/0", "1", "multienv_template_benchmark/0", "answer", "trail"}
 
 
 def test_the_ported_file_validates_with_shared_ids_qualified() -> None:
     done = crabray("tasks", "validate", str(SUITE), check=True)
-    assert "4 tasks" in done.stdout
+    assert "5 tasks" in done.stdout
     listed = crabray("tasks", "list", str(SUITE), check=True)
     for task_id in TASKS:
         assert task_id in listed.stdout
@@ -51,3 +52,5 @@ def test_oracle_solves_every_task_and_noop_none(tmp_path: Path) -> None:
         "_submit",
     ]
     assert multienv.error.isna().all()
+    trail = steps[(steps.agent == "oracle") & (steps.task_id == "trail")]
+    assert list(trail.graph_passed_nodes) == [1, 2]

@@ -103,6 +103,14 @@ multienv_template_benchmark_config = BenchmarkConfig(
     multienv=True,
 )
 
+
+@evaluator(env_name="template_env", local=True)
+def state_was_set_true(env) -> bool:
+    if env.trajectory:
+        return any(name == "set_state" and params["value"] for name, params, _ in env.trajectory)
+    return False
+
+
 root_actions_benchmark_config = BenchmarkConfig(
     name="root_actions_benchmark",
     environments=[template_environment_config],
@@ -114,6 +122,13 @@ root_actions_benchmark_config = BenchmarkConfig(
             evaluator=check_submit("apple"),
             extra_action=[submit],
             solution=[submit("apple")],
-        )
+        ),
+        Task(
+            id="trail",
+            description="Set the state to True, then submit the word apple.",
+            evaluator=[state_was_set_true, check_submit("apple")],
+            extra_action=[submit],
+            solution=[set_state(True), submit("apple")],
+        ),
     ],
 )
