@@ -12,7 +12,6 @@ through the backend interface instead.
 
 from __future__ import annotations
 
-import base64
 import string
 import time
 from enum import Enum
@@ -204,14 +203,18 @@ def search_application(name: str) -> None:
 
 
 @action
-def screenshot() -> str:
-    """The current screen as a base64-encoded PNG."""
+def screenshot() -> bytes:
+    """Get the current screenshot.
+
+    Returns PNG bytes, which an episode shows the agent as an image observation
+    (CRAB returned the same PNG base64-encoded, as text).
+    """
     from mss import mss, tools
 
     with mss() as grabber:
         shot = grabber.grab(grabber.monitors[1])
-        png = tools.to_png(shot.rgb, shot.size)
-    return base64.b64encode(png).decode("ascii")
+        png: bytes = tools.to_png(shot.rgb, shot.size)
+    return png
 
 
 __all__ = [

@@ -69,6 +69,10 @@ def test_element_actions_run_in_the_episode_with_env() -> None:
         assert act.kept_params == ()
 
 
+def test_screenshot_returns_png_bytes_an_episode_shows_as_an_image() -> None:
+    assert screenshot.returns.model_fields["returns"].annotation is bytes
+
+
 def test_keys_validate_as_the_agent_sends_them() -> None:
     parsed = press_hotkey.validate_arguments({"keys": ["ctrl", "c"]})
     assert [k.value for k in parsed["keys"]] == ["ctrl", "c"]
