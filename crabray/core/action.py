@@ -347,7 +347,7 @@ def build_action(
     """Turn ``func`` into an action of class ``cls`` from its signature and docstring.
 
     Raises:
-        ActionError: A parameter has no type hint, or a hint cannot be resolved.
+        ActionError: A hint cannot be resolved, or the function takes ``*args``/``**kwargs``.
     """
     name = func.__name__
     try:
@@ -364,11 +364,9 @@ def build_action(
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ActionError(f"action '{name}': *args and **kwargs cannot be described to agents")
-        if param.name not in hints:
-            raise ActionError(f"action '{name}': parameter '{param.name}' has no type hint")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (
-            hints[param.name],
+            hints.get(param.name, Any),  # CRAB's rule: a parameter without a hint takes anything
             Field(default, description=param_docs.get(param.name)),
         )
     parameters = create_model(

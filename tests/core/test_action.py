@@ -123,12 +123,15 @@ def test_env_cannot_be_passed_as_an_argument() -> None:
         where.run("ENV", path="a.txt", env="other")
 
 
-def test_missing_type_hint_is_an_action_error_naming_the_parameter() -> None:
-    with pytest.raises(ActionError, match=r"action 'untyped': parameter 'x' has no type hint"):
+def test_parameter_without_type_hint_takes_anything_as_in_crab() -> None:
+    @action
+    def untyped(x) -> int:  # type: ignore[no-untyped-def]
+        return len(x)
 
-        @action
-        def untyped(x) -> int:  # type: ignore[no-untyped-def]
-            return 1
+    assert untyped.run(None, x=[1, 2]) == 2
+    assert untyped.run(None, x="abc") == 3
+    assert untyped.required_parameters == ["x"]
+    assert "type" not in untyped.to_openai_json_schema()["parameters"]["properties"]["x"]
 
 
 def test_var_args_are_refused() -> None:
