@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from crabray.core.action import Action
 from crabray.core.environment import ROOT_ENV, EnvironmentConfig
@@ -49,6 +49,8 @@ class BenchmarkConfig(BaseModel):
         step_limit: Step budget of tasks that set none.
         time_limit_sec: Time budget of tasks that set none.
         common_setup: Closed actions run before every task's own setup.
+        prompting_tools: CRAB's field, refused when set: observations are shown to
+            agents as they are.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -62,6 +64,19 @@ class BenchmarkConfig(BaseModel):
     step_limit: int = Field(default=DEFAULT_STEP_LIMIT, gt=0)
     time_limit_sec: float | None = Field(default=None, gt=0)
     common_setup: list[Action] = Field(default_factory=list)
+    prompting_tools: dict[str, dict[str, Action]] = Field(default_factory=dict)
+
+    @field_validator("prompting_tools")
+    @classmethod
+    def _no_prompting_tools(
+        cls, value: dict[str, dict[str, Action]]
+    ) -> dict[str, dict[str, Action]]:
+        if value:
+            raise ValueError(
+                "CRAB's prompting tools (observations rewritten before the agent sees them) "
+                "are not supported; leave it empty"
+            )
+        return {}
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchmarkConfig:

@@ -63,6 +63,8 @@ class EnvironmentConfig(BaseModel):
             format read them from a file of its own; problems are reported there.
         extra_attributes: Attributes set on the environment object actions receive
             as ``env`` at the start of each episode (CRAB's field).
+        remote_url: CRAB's field, refused when set: ``backend`` says where the
+            sandbox is.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -78,6 +80,17 @@ class EnvironmentConfig(BaseModel):
     label_selector: dict[str, str] = Field(default_factory=dict)
     settings_source: SettingsSource | None = None
     extra_attributes: dict[str, Any] = Field(default_factory=dict)
+    remote_url: str | None = None
+
+    @field_validator("remote_url")
+    @classmethod
+    def _no_remote_url(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(
+                "is CRAB's unauthenticated action server, which crabray does not use; give the "
+                "environment a backend instead (backend='ssh' or 'vm' with backend_settings)"
+            )
+        return None
 
     @field_validator("reset", mode="before")
     @classmethod

@@ -295,3 +295,15 @@ def test_a_local_evaluator_naming_an_environment_gets_that_environment() -> None
     config = BenchmarkConfig(name="b", environments=[EnvironmentConfig(name="box")], tasks=[task])
     assert config.resolve_env(typed_in_box, task) == "box"
     assert config.resolve_env(wait, task) == "root"
+
+
+def test_crab_fields_crabray_does_not_support_are_refused_by_name() -> None:
+    with pytest.raises(ValidationError, match=r"remote_url\n.*crabray does not use"):
+        EnvironmentConfig(name="box", remote_url="http://192.168.0.2:8000")
+    with pytest.raises(ValidationError, match=r"prompting_tools\n.*not supported"):
+        BenchmarkConfig(
+            name="b",
+            environments=[EnvironmentConfig(name="box")],
+            tasks=[Task(id="0", description="d", evaluator=check_submit("x"))],
+            prompting_tools={"box": {"current_state": plus}},
+        )
