@@ -10,11 +10,16 @@ Example:
 from crabray.core import (
     Action,
     BenchmarkConfig,
+    ClosedAction,
+    Environment,
     EnvironmentConfig,
     Evaluator,
     GraphEvaluator,
+    SubTask,
     Task,
     action,
+    create_benchmark,
+    create_environment,
     evaluator,
 )
 from crabray.core.errors import CrabrayError
@@ -24,12 +29,17 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "BenchmarkConfig",
+    "ClosedAction",
     "CrabrayError",
+    "Environment",
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
+    "SubTask",
     "Task",
     "__version__",
     "action",
+    "create_benchmark",
+    "create_environment",
     "evaluator",
 ]

@@ -150,6 +150,9 @@ class _Episode:
         self.signals = AgentSignals()
         self.envs = {name: Environment(name, b, self.signals) for name, b in backends.items()}
         self.envs[ROOT_ENV] = Environment(ROOT_ENV, None, self.signals)
+        for config in benchmark.task_environments(task):
+            for key, value in config.extra_attributes.items():
+                setattr(self.envs[config.name], key, value)
         self.result = EpisodeResult(
             run_id=settings.run_id,
             suite=settings.suite,
@@ -198,11 +201,14 @@ class _Episode:
     def _setup(self) -> None:
         t_setup = time.monotonic()
         envs = self.benchmark.task_environments(self.task)
-        steps = [a for env in envs for a in env.reset]
-        steps += [*self.benchmark.common_setup, *self.task.setup]
-        for act in steps:
+        steps = [(a, self.benchmark.reset_env(a, env)) for env in envs for a in env.reset]
+        steps += [
+            (a, self.benchmark.resolve_env(a, self.task))
+            for a in [*self.benchmark.common_setup, *self.task.setup]
+        ]
+        for act, env_name in steps:
             try:
-                act.run(self._env_for(act))
+                act.run(self.envs[env_name])
             except SandboxError as exc:
                 raise _End(TerminationReason.ENV_ERROR, exc) from exc
             except Exception as exc:
@@ -288,7 +294,13 @@ class _Episode:
                 raise ActionError(
                     f"no action '{call.name}'; available: {', '.join(sorted(self.space))}"
                 )
-            output = _short(bound.action.run(self.envs[bound.env], **call.arguments))
+            returned = bound.action.run(self.envs[bound.env], **call.arguments)
+            self.envs[bound.env].trajectory.append(
+                (bound.action.name, dict(call.arguments), returned)
+            )
+            if bound.env == ROOT_ENV and bound.action.name == "complete":
+                self.signals.completed = True  # CRAB ends the task on any root `complete`
+            output = _short(returned)
             self.consecutive_errors = 0
         except SandboxError as exc:
             raise _End(TerminationReason.ENV_ERROR, exc) from exc
@@ -522,7 +534,7 @@ def _observation_text(observations: list[Observation]) -> str | None:
 
 
 def _tool(bound: BoundAction) -> dict[str, Any]:
-    schema = bound.action.to_openai_json_schema()
+    schema = bound.action.to_openai_tool()
     schema["function"]["name"] = bound.call_name
     return schema
 

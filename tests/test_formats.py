@@ -252,12 +252,23 @@ def test_module_without_benchmark_is_an_error(tmp_path: Path) -> None:
     assert str(path) in str(errors)
 
 
-def test_duplicate_task_ids_across_benchmarks_is_an_error(tmp_path: Path) -> None:
+def test_task_ids_two_benchmarks_share_are_qualified_by_benchmark_name(tmp_path: Path) -> None:
     folder = tmp_path / "dups"
     write(folder, "one.py", good_module("one", "shared", "x"))
-    second = write(folder, "two.py", good_module("two", "y", "shared"))
+    write(folder, "two.py", good_module("two", "y", "shared"))
+    suite = load(folder)
+    assert suite.task_ids == ["one/shared", "x", "y", "two/shared"]
+    assert suite.entry("two/shared").benchmark.name == "two"
+    assert suite.entry("two/shared").task.id == "two/shared"
+    assert suite.entry("one/shared").task.description == "make shared"
+
+
+def test_same_task_id_in_two_benchmarks_of_one_name_is_an_error(tmp_path: Path) -> None:
+    folder = tmp_path / "dups"
+    write(folder, "one.py", good_module("same", "shared"))
+    second = write(folder, "two.py", good_module("same", "shared"))
     message = str(load_errors(folder))
-    assert "task id 'shared' is declared by benchmarks 'one' and 'two'" in message
+    assert "task id 'shared' is declared twice by benchmarks named 'same'" in message
     assert str(second) in message
 
 

@@ -43,6 +43,17 @@ class Environment:
         self.name = name
         self._backend = backend
         self.signals = signals
+        self.trajectory: list[tuple[str, dict[str, Any], Any]] = []
+        """The agent's calls in this environment, as CRAB records them: (action name,
+        arguments, return value); CRAB's evaluators read the root environment's."""
+
+    def take_action(self, action: Any, parameters: dict[str, Any] | None = None) -> Any:
+        """Run ``action`` in this environment (CRAB's API; not recorded in ``trajectory``)."""
+        return action.run(self, **(parameters or {}))
+
+    def _action_endpoint(self, action: Any, parameters: dict[str, Any]) -> Any:
+        """CRAB's private name for ``take_action``, which CRAB's shipped evaluators call."""
+        return self.take_action(action, parameters)
 
     @property
     def backend(self) -> Backend:

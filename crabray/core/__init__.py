@@ -4,12 +4,14 @@ Pure Python (pydantic and networkx): nothing here imports Ray or Docker.
 """
 
 from crabray.core.action import KEPT_PARAMS, Action, action
-from crabray.core.benchmark import BenchmarkConfig, BoundAction
-from crabray.core.environment import ROOT_ENV, EnvironmentConfig
+from crabray.core.benchmark import BenchmarkConfig, BoundAction, create_benchmark
+from crabray.core.environment import ROOT_ENV, Environment, EnvironmentConfig, create_environment
 from crabray.core.evaluator import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator, GraphProgress
+from crabray.core.models.action import ClosedAction
 from crabray.core.result import CheckpointScore, Score
 from crabray.core.retry import RetryPolicy
+from crabray.core.subtask import SubTask
 from crabray.core.task import Task
 
 __all__ = [
@@ -19,13 +21,18 @@ __all__ = [
     "BenchmarkConfig",
     "BoundAction",
     "CheckpointScore",
+    "ClosedAction",
+    "Environment",
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
     "GraphProgress",
     "RetryPolicy",
     "Score",
+    "SubTask",
     "Task",
     "action",
+    "create_benchmark",
+    "create_environment",
     "evaluator",
 ]

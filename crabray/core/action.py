@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import typing
 from collections.abc import Callable
@@ -121,7 +122,27 @@ class Action(BaseModel):
         problems += [(n, f"no such open parameter; open: {open_names}") for n in unknown]
         if problems:
             raise ActionParameterError(self.name, problems)
-        return self.model_copy(update={"bound": {**self.bound, **positional, **kwargs}})
+        bound = {**self.bound, **positional, **kwargs}
+        return self.model_copy(
+            update={"bound": bound, "entry": functools.partial(self.entry, **positional, **kwargs)}
+        )
+
+    def set_kept_param(self, **params: Any) -> Self:
+        """A copy with kept parameters fixed (CRAB's API): e.g. ``set_kept_param(env=my_env)``.
+
+        The parameters given leave ``kept_params``; others are ignored, as in CRAB.
+        """
+        fixed = {k: v for k, v in params.items() if k in self.kept_params}
+        return self.model_copy(
+            update={
+                "entry": functools.partial(self.entry, **fixed),
+                "kept_params": tuple(k for k in self.kept_params if k not in fixed),
+            }
+        )
+
+    def get_required_params(self) -> dict[str, Any]:
+        """CRAB's name for the open parameters without a default, with their fields."""
+        return {n: self.open_parameters[n] for n in self.required_parameters}
 
     def on(self, env_name: str) -> Self:
         """A copy of this action that runs in the environment ``env_name``."""
@@ -162,10 +183,27 @@ class Action(BaseModel):
         return self.entry(**values)
 
     def to_openai_json_schema(self) -> dict[str, Any]:
+        """CRAB's schema of the action: ``{"name", "description", "parameters"}``.
+
+        ``parameters`` is the JSON schema of the open parameters (bound ones are
+        left out). For the tool definition a chat-completions API accepts, use
+        ``to_openai_tool``.
+        """
+        return {
+            "name": self.name,
+            "description": self.description or self.name,
+            "parameters": self._parameters_schema(),
+        }
+
+    def to_openai_tool(self) -> dict[str, Any]:
         """The tool definition an OpenAI-compatible chat-completions API accepts.
 
-        Bound parameters are left out: the agent cannot (and need not) set them.
+        ``{"type": "function", "function": {"name", "description", "parameters"}}``;
+        bound parameters are left out: the agent cannot (and need not) set them.
         """
+        return {"type": "function", "function": self.to_openai_json_schema()}
+
+    def _parameters_schema(self) -> dict[str, Any]:
         schema = self.parameters.model_json_schema()
         properties = {k: v for k, v in schema.get("properties", {}).items() if k not in self.bound}
         for prop in properties.values():
@@ -176,17 +214,12 @@ class Action(BaseModel):
             parameters["required"] = required
         if "$defs" in schema:
             parameters["$defs"] = schema["$defs"]
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description or self.name,
-                "parameters": parameters,
-            },
-        }
+        return parameters
 
     def __rshift__(self, other: Action) -> Action:
         """Pipe: run ``self``, feed its return value to ``other``'s one required parameter.
+
+        The result is named ``<self>_pipe_<other>`` (CRAB's name, a valid tool name).
 
         Raises:
             ActionError: ``other`` does not have exactly one required open parameter,
@@ -207,14 +240,16 @@ class Action(BaseModel):
                 f"{_type_name(produced)} but parameter '{target}' takes {_type_name(wanted)}"
             )
         first, second = self, other
+        order = list(self.open_parameters)
 
-        def piped(**values: Any) -> Any:
+        def piped(*args: Any, **values: Any) -> Any:
+            values.update(zip(order, args, strict=False))
             context = {k: values.pop(k) for k in KEPT_PARAMS if k in values}
             value = first.invoke(context, values)
             return second.invoke(context, {target: value})
 
         return _combined(
-            f"{self.name} >> {other.name}",
+            f"{self.name}_pipe_{other.name}",
             piped,
             self.open_parameters,
             second.returns,
@@ -223,6 +258,8 @@ class Action(BaseModel):
 
     def __add__(self, other: Action) -> Action:
         """Sequence: run ``self`` then ``other``; returns ``other``'s result.
+
+        The result is named ``<self>_then_<other>`` (CRAB's name, a valid tool name).
 
         Raises:
             ActionError: Both actions have an open parameter of the same name.
@@ -243,7 +280,7 @@ class Action(BaseModel):
             )
 
         return _combined(
-            f"{self.name} + {other.name}",
+            f"{self.name}_then_{other.name}",
             sequenced,
             {**self.open_parameters, **other.open_parameters},
             second.returns,
@@ -310,7 +347,7 @@ def build_action(
     """Turn ``func`` into an action of class ``cls`` from its signature and docstring.
 
     Raises:
-        ActionError: A parameter has no type hint, or a hint cannot be resolved.
+        ActionError: A hint cannot be resolved, or the function takes ``*args``/``**kwargs``.
     """
     name = func.__name__
     try:
@@ -327,11 +364,9 @@ def build_action(
             continue
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ActionError(f"action '{name}': *args and **kwargs cannot be described to agents")
-        if param.name not in hints:
-            raise ActionError(f"action '{name}': parameter '{param.name}' has no type hint")
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (
-            hints[param.name],
+            hints.get(param.name, Any),  # CRAB's rule: a parameter without a hint takes anything
             Field(default, description=param_docs.get(param.name)),
         )
     parameters = create_model(

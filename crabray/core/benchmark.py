@@ -3,7 +3,10 @@
 ``action_space`` computes exactly what an agent may call in a task, under the
 names it calls them by: sandbox actions qualified ``<env>-<action>`` when the
 task has several environments, root actions (``submit``, ``complete``,
-``fail``) always bare.
+``fail``) always bare. Root actions the suite gives (``root_action_space``,
+a task's ``extra_actions``) take the place of crabray's defaults of the same
+name, and a task's extra action replaces a benchmark root action of its name,
+as CRAB's ``set_action`` does.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from crabray.core.action import Action
 from crabray.core.environment import ROOT_ENV, EnvironmentConfig
@@ -41,10 +44,13 @@ class BenchmarkConfig(BaseModel):
         default_env: The environment of tasks that name none (the only one if
             there is one).
         multienv: Tasks that name no environment use all of them.
-        root_action_space: Extra actions of the root environment for every task.
+        root_action_space: Extra actions of the root environment for every task;
+            they replace crabray's default root actions of the same name.
         step_limit: Step budget of tasks that set none.
         time_limit_sec: Time budget of tasks that set none.
         common_setup: Closed actions run before every task's own setup.
+        prompting_tools: CRAB's field, refused when set: observations are shown to
+            agents as they are.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -58,6 +64,19 @@ class BenchmarkConfig(BaseModel):
     step_limit: int = Field(default=DEFAULT_STEP_LIMIT, gt=0)
     time_limit_sec: float | None = Field(default=None, gt=0)
     common_setup: list[Action] = Field(default_factory=list)
+    prompting_tools: dict[str, dict[str, Action]] = Field(default_factory=dict)
+
+    @field_validator("prompting_tools")
+    @classmethod
+    def _no_prompting_tools(
+        cls, value: dict[str, dict[str, Action]]
+    ) -> dict[str, dict[str, Action]]:
+        if value:
+            raise ValueError(
+                "CRAB's prompting tools (observations rewritten before the agent sees them) "
+                "are not supported; leave it empty"
+            )
+        return {}
 
     @model_validator(mode="after")
     def _consistent(self) -> BenchmarkConfig:
@@ -122,7 +141,7 @@ class BenchmarkConfig(BaseModel):
             for act in env.action_space:
                 name = qualify(env.name, act.name) if qualified else act.name
                 space.append(BoundAction(call_name=name, env=env.name, action=act))
-        for act in [*task.extra_actions, *self.root_action_space, *root_actions]:
+        for act in _merged(task.extra_actions, self.root_action_space, list(root_actions)):
             env_name = self._home_env(act, envs)
             name = (
                 act.name if env_name == ROOT_ENV or not qualified else qualify(env_name, act.name)
@@ -132,17 +151,30 @@ class BenchmarkConfig(BaseModel):
         return space
 
     def _home_env(self, act: Action, envs: list[EnvironmentConfig]) -> str:
-        """The environment an action outside an action space runs in."""
-        if act.local or act.env_name == ROOT_ENV:
-            return ROOT_ENV
+        """The environment an action outside an action space runs in.
+
+        Its ``env_name`` when it names one, also when it is ``local`` (as in CRAB:
+        a local evaluator of environment X runs in the episode with ``env`` the
+        environment X, e.g. to read X's ``trajectory``); else the root environment
+        for a local action, else the task's only environment.
+        """
         if act.env_name:
             return act.env_name
+        if act.local:
+            return ROOT_ENV
         if len(envs) == 1:
             return envs[0].name
         raise ValueError(
             f"action '{act.name}' must say where it runs (env_name=... or .on(ENV)): "
             f"the task has environments {[e.name for e in envs]}"
         )
+
+    def reset_env(self, act: Action, env: EnvironmentConfig) -> str:
+        """The environment a reset action of ``env`` runs in.
+
+        ``env`` itself, unless the action names another environment.
+        """
+        return act.env_name or env.name
 
     def resolve_env(self, act: Action, task: Task) -> str:
         """The environment a setup action, evaluator or solution step of ``task`` runs in."""
@@ -157,6 +189,14 @@ class BenchmarkConfig(BaseModel):
         if not envs:
             raise ValueError("the benchmark declares no environment for it to run in")
         names = {e.name for e in envs} | {ROOT_ENV}
+        for env in envs:
+            for act in env.reset:
+                if self.reset_env(act, env) not in names:
+                    raise ValueError(
+                        f"reset '{act.name}' of environment '{env.name}' runs in environment "
+                        f"'{act.env_name}', which the task does not use "
+                        f"({sorted(names - {ROOT_ENV})})"
+                    )
         for role, acts in (
             ("setup", [*self.common_setup, *task.setup]),
             ("teardown", task.teardown),
@@ -174,6 +214,34 @@ class BenchmarkConfig(BaseModel):
         for act in task.extra_actions:
             check_identifier(act.name, "action name")
         self.action_space(task)
+
+
+def _merged(
+    task_actions: list[Action], suite_actions: list[Action], defaults: list[Action]
+) -> list[Action]:
+    """Root and extra actions by precedence.
+
+    The task's, then the benchmark's, then crabray's defaults; a later one whose
+    name an earlier list has is left out.
+    """
+    task_names = {a.name for a in task_actions}
+    suite = [a for a in suite_actions if a.name not in task_names]
+    given = task_names | {a.name for a in suite}
+    return [*task_actions, *suite, *(a for a in defaults if a.name not in given)]
+
+
+def create_benchmark(config: BenchmarkConfig) -> BenchmarkConfig:
+    """CRAB's factory, kept so that a CRAB module calling it loads: returns ``config``.
+
+    A crabray benchmark runs with ``crabray run FILE``, which finds every
+    ``BenchmarkConfig`` of the file; there is no in-process benchmark object.
+
+    Raises:
+        TypeError: ``config`` is not a ``BenchmarkConfig``.
+    """
+    if not isinstance(config, BenchmarkConfig):
+        raise TypeError(f"create_benchmark takes a BenchmarkConfig, not {type(config).__name__}")
+    return config
 
 
 def _unique(what: str, names: list[str]) -> None:

@@ -1,13 +1,25 @@
-"""``EnvironmentConfig``: how to make one sandbox and what an agent may do and see there."""
+"""``EnvironmentConfig``: how to make one sandbox and what an agent may do and see there.
+
+``Environment`` is CRAB's in-process environment, for code written against
+CRAB's API (constructing one directly, ``step``, ``take_action``); an episode
+gives actions its own environment objects, with the same ``trajectory``.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crabray.core.action import Action
+from crabray.core.errors import ActionError
 from crabray.core.naming import check_identifier
+
+logger = logging.getLogger(__name__)
+
+TrajectoryEntry = tuple[str, dict[str, Any], Any]
+"""One step as CRAB records it: the action's name, its arguments, its return value."""
 
 ROOT_ENV = "root"
 """Name of the environment that holds submit/complete/fail and local evaluators."""
@@ -38,7 +50,8 @@ class EnvironmentConfig(BaseModel):
         action_space: Actions the agent may call here.
         observation_space: Actions run after every step whose results the agent sees.
         description: Shown to the agent, so it knows what this machine is.
-        reset: Actions run after the sandbox is reset, before task setup.
+        reset: Actions run in this environment after its sandbox is reset, before task
+            setup: one action (CRAB's form), a list, or ``None``.
         backend: Registry name of the sandbox backend (``local``, ``docker``, ...).
         backend_settings: The backend's own options (image, limits, host, ...).
         host_kind: The kind of host the sandbox needs (a node must advertise slots
@@ -48,6 +61,10 @@ class EnvironmentConfig(BaseModel):
             ``{"crabray-image": "ubuntu-22.04"}``.
         settings_source: Where ``backend_settings`` came from when a suite
             format read them from a file of its own; problems are reported there.
+        extra_attributes: Attributes set on the environment object actions receive
+            as ``env`` at the start of each episode (CRAB's field).
+        remote_url: CRAB's field, refused when set: ``backend`` says where the
+            sandbox is.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -62,6 +79,25 @@ class EnvironmentConfig(BaseModel):
     host_kind: str | None = None
     label_selector: dict[str, str] = Field(default_factory=dict)
     settings_source: SettingsSource | None = None
+    extra_attributes: dict[str, Any] = Field(default_factory=dict)
+    remote_url: str | None = None
+
+    @field_validator("remote_url")
+    @classmethod
+    def _no_remote_url(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(
+                "is CRAB's unauthenticated action server, which crabray does not use; give the "
+                "environment a backend instead (backend='ssh' or 'vm' with backend_settings)"
+            )
+        return None
+
+    @field_validator("reset", mode="before")
+    @classmethod
+    def _reset_as_list(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return [value] if isinstance(value, Action) else value
 
     @field_validator("host_kind")
     @classmethod
@@ -94,3 +130,124 @@ class EnvironmentConfig(BaseModel):
     def action(self, name: str) -> Action | None:
         """The action of this environment called ``name``, if any."""
         return next((a for a in self.action_space if a.name == name), None)
+
+
+class Environment:
+    """CRAB's environment, in this process: runs actions with ``env`` set to itself.
+
+    For code written against CRAB's API (its tests construct one directly). It
+    records every ``step`` in ``trajectory``, as the environments of an episode
+    do, and ``extra_attributes`` become attributes, as in CRAB.
+
+    Args:
+        name: The environment's name.
+        action_space: Actions ``step`` may run, by name.
+        observation_space: Closed actions ``observe`` runs.
+        description: What this environment is.
+        reset: An action (or list of them) ``reset`` runs.
+        remote_url: Not supported: a crabray environment is a sandbox named by an
+            ``EnvironmentConfig``'s backend, not a URL.
+        extra_attributes: Set as attributes of the environment.
+
+    Raises:
+        ActionError: ``remote_url`` was given.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        action_space: list[Action],
+        observation_space: list[Action],
+        description: str = "",
+        reset: Action | list[Action] | None = None,
+        remote_url: str | None = None,
+        extra_attributes: dict[str, Any] | None = None,
+    ) -> None:
+        if remote_url is not None:
+            raise ActionError(
+                f"environment '{name}': remote_url is not supported; give its EnvironmentConfig "
+                "a backend (local, docker, ssh, vm) and run it with `crabray run`"
+            )
+        self.name = name
+        self.description = description
+        self.trajectory: list[TrajectoryEntry] = []
+        self.observation_history: list[dict[str, Any]] = []
+        self._origin_action_space = list(action_space)
+        self._action_map = {a.name: a for a in action_space}
+        self._observation_space = list(observation_space)
+        self._reset = [] if reset is None else [reset] if isinstance(reset, Action) else reset
+        for key, value in (extra_attributes or {}).items():
+            setattr(self, key, value)
+
+    @property
+    def action_space(self) -> list[Action]:
+        """The actions ``step`` may run."""
+        return list(self._action_map.values())
+
+    @property
+    def observation_space(self) -> list[Action]:
+        """The actions ``observe`` runs."""
+        return list(self._observation_space)
+
+    def step(self, action_name: str, parameters: dict[str, Any] | None = None) -> Any:
+        """Run the action called ``action_name`` and record it in ``trajectory``.
+
+        Raises:
+            ActionError: No action of the action space has that name.
+        """
+        action = self._action_map.get(action_name)
+        if action is None:
+            raise ActionError(
+                f"environment '{self.name}' has no action '{action_name}'; "
+                f"its actions: {sorted(self._action_map)}"
+            )
+        arguments = dict(parameters or {})
+        result = self.take_action(action, arguments)
+        self.trajectory.append((action.name, arguments, result))
+        return result
+
+    def take_action(self, action: Action, parameters: dict[str, Any] | None = None) -> Any:
+        """Run ``action`` here (``env`` is this environment), without recording it."""
+        return action.run(self, **(parameters or {}))
+
+    def _action_endpoint(self, action: Action, parameters: dict[str, Any]) -> Any:
+        """CRAB's private name for ``take_action``, which CRAB's shipped evaluators call."""
+        return self.take_action(action, parameters)
+
+    def observe(self) -> dict[str, Any]:
+        """Run every observation action; their results by name."""
+        result = {o.name: self.take_action(o) for o in self._observation_space}
+        self.observation_history.append(result)
+        return result
+
+    def set_action(self, action: Action) -> None:
+        """Add ``action`` to the action space, replacing one of the same name."""
+        self._action_map[action.name] = action
+
+    def start(self) -> None:
+        """Start the environment (nothing to do in this process)."""
+
+    def close(self) -> None:
+        """Close the environment (nothing to do in this process)."""
+
+    def reset(self) -> None:
+        """Restore the original action space and run the reset actions."""
+        self._action_map = {a.name: a for a in self._origin_action_space}
+        for action in self._reset:
+            self.take_action(action)
+
+    def __repr__(self) -> str:
+        """The class and the name, e.g. ``Environment('root')``."""
+        return f"Environment({self.name!r})"
+
+
+def create_environment(config: EnvironmentConfig) -> Environment:
+    """CRAB's factory: an in-process ``Environment`` from an ``EnvironmentConfig``."""
+    return Environment(
+        name=config.name,
+        action_space=config.action_space,
+        observation_space=config.observation_space,
+        description=config.description,
+        reset=config.reset,
+        extra_attributes=config.extra_attributes,
+    )

@@ -5,20 +5,28 @@ have passed; a passed node stays passed; after every agent step the ready
 nodes are evaluated and newly ready successors cascade within the same step;
 success means the sink passed; completeness = passed / total.
 
-The ``GraphEvaluator`` is the task's immutable definition; each episode gets
-its own ``GraphProgress`` from ``start()``.
+The ``GraphEvaluator`` is the task's definition; each episode gets its own
+``GraphProgress`` from ``start()``. CRAB's stepping API (``G``, ``count``,
+``reset``, ``step``, ``is_complete``, ``stat``) is kept for code written
+against it; episodes never use it.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol
 
 import networkx as nx
 
 from crabray.core.errors import GraphError
 from crabray.core.evaluator import Evaluator
 from crabray.core.result import GraphStats
+
+
+class _ActionTaker(Protocol):
+    def take_action(self, action: Any, parameters: dict[str, Any] | None = None) -> Any: ...
+
 
 Judge = Callable[[Evaluator], bool]
 """Runs one evaluator node in its environment and returns its verdict."""
@@ -42,6 +50,61 @@ class GraphEvaluator:
         _validate(self.graph)
         (self.sink,) = [n for n in self.graph.nodes if self.graph.out_degree(n) == 0]
         self.order: list[Evaluator] = list(nx.topological_sort(self.graph))
+        self.reset()
+
+    def reset(self) -> None:
+        """CRAB's API: forget what passed.
+
+        ``G``'s nodes carry ``remaining_predecessors`` and ``passing_count`` (the
+        ``count`` of the step at which the node passed).
+        """
+        self.count = 0
+        self.G: nx.DiGraph[Evaluator] = nx.DiGraph(self.graph)
+        for node in self.G.nodes:
+            self.G.nodes[node]["remaining_predecessors"] = self.G.in_degree(node)
+            self.G.nodes[node]["passing_count"] = None
+
+    def step(self, envs: Mapping[str, _ActionTaker], default_env: str = "root") -> None:
+        """CRAB's API: evaluate the ready nodes in their environments, cascading.
+
+        Args:
+            envs: Environments by name; each node runs in ``envs[node.env_name]``.
+            default_env: Where nodes that name no environment run.
+        """
+        tried: set[Evaluator] = set()
+        frontier = self._ready()
+        while frontier and not self.is_complete():
+            for node in frontier:
+                tried.add(node)
+                if envs[node.env_name or default_env].take_action(node):
+                    self.G.nodes[node]["passing_count"] = self.count
+                    for successor in self.G.successors(node):
+                        self.G.nodes[successor]["remaining_predecessors"] -= 1
+            frontier = [n for n in self._ready() if n not in tried]
+        self.count += 1
+
+    def _ready(self) -> list[Evaluator]:
+        return [
+            n
+            for n in self.order
+            if self.G.nodes[n]["passing_count"] is None
+            and self.G.nodes[n]["remaining_predecessors"] == 0
+        ]
+
+    def is_complete(self) -> bool:
+        """CRAB's API: whether the sink has passed."""
+        return self.G.nodes[self.sink]["passing_count"] is not None
+
+    def stat(self) -> dict[str, Any]:
+        """CRAB's API: progress of the ``step`` calls so far."""
+        passed = sum(1 for _, c in self.G.nodes(data="passing_count") if c is not None)
+        total = self.G.number_of_nodes()
+        return {
+            "total_nodes": total,
+            "complete_nodes": passed,
+            "completeness": passed / total,
+            "completeness_per_action": passed / total / max(self.count, 1),
+        }
 
     @property
     def nodes(self) -> list[Evaluator]:

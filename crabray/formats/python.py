@@ -76,7 +76,9 @@ def _modules(folder: Path) -> list[Path]:
 
 
 def _benchmarks(module: ModuleType) -> list[BenchmarkConfig]:
-    return [v for v in vars(module).values() if isinstance(v, BenchmarkConfig)]
+    """The module's benchmarks, each once even when bound to several names."""
+    found = {id(v): v for v in vars(module).values() if isinstance(v, BenchmarkConfig)}
+    return list(found.values())
 
 
 def _import(file: Path) -> ModuleType:

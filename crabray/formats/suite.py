@@ -3,6 +3,11 @@
 Every format loader produces a ``Suite``: ordinary ``BenchmarkConfig`` and
 ``Task`` objects keyed by task id. What crosses to the workers is only a
 ``SuiteRef`` (path and format); each worker loads the suite itself, once.
+
+Several benchmarks of one suite run side by side. A task id that two of them
+declare (CRAB's template declares task "0" in two benchmarks) is qualified by
+benchmark name in both, ``<benchmark>/<id>``, and that is its id in the run's
+results; ids declared once are kept as they are.
 """
 
 from __future__ import annotations
@@ -40,6 +45,10 @@ class SuiteRef(BaseModel):
     )
 
 
+BENCHMARK_QUALIFIER = "/"
+"""Joins a benchmark's name and a task id that several benchmarks of a suite declare."""
+
+
 @dataclass(frozen=True)
 class SuiteEntry:
     """One task together with the benchmark that gives it environments and limits."""
@@ -66,21 +75,46 @@ class Suite:
     entries: dict[str, SuiteEntry] = field(default_factory=dict)
     record_files: RecordFiles | None = None
 
+    shared_ids: set[str] = field(default_factory=set)
+
     def add(self, benchmark: BenchmarkConfig, source: str) -> None:
-        """Add every task of ``benchmark``.
+        """Add every task of ``benchmark``; ids another benchmark declares too are
+        qualified by benchmark name in both.
 
         Raises:
-            ConfigError: A task id is already taken by another benchmark of the suite.
+            ConfigError: Two benchmarks of the same name declare the same task id.
         """
         for task in benchmark.tasks:
             if task.id in self.entries:
-                other = self.entries[task.id].benchmark.name
-                raise ConfigError(
-                    f"task id '{task.id}' is declared by benchmarks '{other}' and "
-                    f"'{benchmark.name}'; task ids must be unique within a suite",
-                    file=source,
-                )
-            self.entries[task.id] = SuiteEntry(benchmark, task)
+                self._qualify(task.id, benchmark, source)
+            if task.id in self.shared_ids:
+                key = f"{benchmark.name}{BENCHMARK_QUALIFIER}{task.id}"
+                if key in self.entries:
+                    raise ConfigError(
+                        f"task id '{task.id}' is declared twice by benchmarks named "
+                        f"'{benchmark.name}'; rename one benchmark or one task",
+                        file=source,
+                    )
+                self.entries[key] = SuiteEntry(benchmark, task.model_copy(update={"id": key}))
+            else:
+                self.entries[task.id] = SuiteEntry(benchmark, task)
+
+    def _qualify(self, task_id: str, newcomer: BenchmarkConfig, source: str) -> None:
+        """Re-key the task ``task_id`` already present as ``<its benchmark>/<id>``, in place."""
+        first = self.entries[task_id]
+        if first.benchmark.name == newcomer.name:
+            raise ConfigError(
+                f"task id '{task_id}' is declared twice by benchmarks named '{newcomer.name}'; "
+                "rename one benchmark or one task",
+                file=source,
+            )
+        key = f"{first.benchmark.name}{BENCHMARK_QUALIFIER}{task_id}"
+        moved = SuiteEntry(first.benchmark, first.task.model_copy(update={"id": key}))
+        self.entries = {
+            (key if k == task_id else k): (moved if k == task_id else v)
+            for k, v in self.entries.items()
+        }
+        self.shared_ids.add(task_id)
 
     @property
     def task_ids(self) -> list[str]:

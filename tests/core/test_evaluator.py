@@ -277,7 +277,7 @@ def test_require_submit_receives_the_submission() -> None:
 
 
 def test_submission_is_absent_from_the_schema() -> None:
-    params = answer_is.to_openai_json_schema()["function"]["parameters"]
+    params = answer_is.to_openai_tool()["function"]["parameters"]
     assert set(params["properties"]) == {"expected"}
 
 

@@ -76,13 +76,18 @@ def test_public_exports_are_exactly_the_authoring_api() -> None:
         [
             "Action",
             "BenchmarkConfig",
+            "ClosedAction",
             "CrabrayError",
+            "Environment",
             "EnvironmentConfig",
             "Evaluator",
             "GraphEvaluator",
+            "SubTask",
             "Task",
             "__version__",
             "action",
+            "create_benchmark",
+            "create_environment",
             "evaluator",
         ]
     )
@@ -390,11 +395,29 @@ def test_action_space_name_collision_errors() -> None:
         BenchmarkConfig(name="b", tasks=[t], environments=[env("e", look)])
 
 
-def test_action_space_root_collision_errors_when_computed() -> None:
+def test_suite_root_action_replaces_the_default_of_its_name() -> None:
+    default_done = done.model_copy()
     t = task()
     bench = BenchmarkConfig(name="b", tasks=[t], environments=[env("e")], root_action_space=[done])
+    space = bench.action_space(t, [default_done])
+    assert [b.action for b in space if b.call_name == "done"] == [done]
+
+
+def test_task_extra_action_replaces_the_benchmark_root_action_of_its_name() -> None:
+    own_done = done.model_copy()
+    t = task(extra_actions=[own_done])
+    bench = BenchmarkConfig(name="b", tasks=[t], environments=[env("e")], root_action_space=[done])
+    assert [b.action for b in bench.action_space(t) if b.call_name == "done"] == [own_done]
+
+
+def test_two_suite_root_actions_of_one_name_are_rejected() -> None:
     with pytest.raises(ValueError, match="duplicate action names: done"):
-        bench.action_space(t, [done])
+        BenchmarkConfig(
+            name="b",
+            tasks=[task()],
+            environments=[env("e")],
+            root_action_space=[done, done.model_copy()],
+        )
 
 
 def test_lookups_by_name() -> None:

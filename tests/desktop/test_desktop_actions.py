@@ -68,7 +68,7 @@ def test_bad_arguments_are_action_errors_naming_the_parameter(
 
 
 def test_schema_tells_agents_the_range() -> None:
-    schema = click.to_openai_json_schema()["function"]["parameters"]
+    schema = click.to_openai_tool()["function"]["parameters"]
     assert schema["properties"]["x"]["minimum"] == 0
     assert schema["properties"]["x"]["maximum"] == 1
     assert "env" not in schema["properties"]
