@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec
@@ -49,44 +49,20 @@ from crabray.results import (
     read_manifest,
     write_manifest,
 )
+from crabray.run_config import RunSettings
 
 logger = logging.getLogger(__name__)
 
 
-class RunOptions(BaseModel):
-    """What to run, where the results go, and how."""
+class RunOptions(RunSettings):
+    """What to run (the suite, the agents' specs), where the results go, and how.
 
-    model_config = ConfigDict(extra="forbid")
+    The settings and their defaults are ``RunSettings``'s (``crabray.run_config``),
+    which ``crabray run`` builds from its options and a run file.
+    """
 
     suite: str = Field(description="Path of the suite.")
-    format: str | None = Field(default=None, description="Suite format; detected when unset.")
-    backend: str | None = Field(
-        default=None, description="Sandbox backend of formats that name none; theirs when unset."
-    )
-    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
-    base_image: str | None = Field(
-        default=None,
-        description="Task folders: the image that replaces every FROM of a Dockerfile.",
-    )
-    services: str | None = Field(
-        default=None, description="Task folders: the service registry file (default services.yml)."
-    )
     agents: list[AgentSpec] = Field(min_length=1)
-    out_dir: Path = Path("results")
-    concurrency: int = Field(default=2, gt=0)
-    address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
-    resume: str | None = Field(default=None, description="Run id to resume.")
-    epochs: int = Field(default=1, gt=0)
-    max_attempts: int = Field(default=3, gt=0)
-    max_steps: int | None = Field(default=None, gt=0)
-    task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
-    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
-    warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
-    local_slots: int | None = Field(
-        default=None,
-        gt=0,
-        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
-    )
 
 
 class RunSummary(BaseModel):
