@@ -691,12 +691,14 @@ def tasks_validate(
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
 ) -> None:
-    """Check every task of SUITE; print every problem with its file and field."""
-    from crabray.run import check_suite
+    """Check every task of SUITE; print every problem with its file, line and field."""
+    from crabray.formats import resolve_suite
+    from crabray.run import load_checked_suite
 
-    loaded = _load_suite(suite, suite_format, old_format, index, base_image, services)
     try:
-        check_suite(loaded)
+        chosen = _suite_format(suite_format, old_format)
+        ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+        loaded = load_checked_suite(ref)
     except CrabrayError as exc:
         raise _fail(exc) from exc
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")

@@ -38,7 +38,7 @@ from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
-from crabray.formats import Suite, load_suite, resolve_suite
+from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite, resolve_suite
 from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
@@ -104,8 +104,7 @@ def run_suite(
         base_image=options.base_image,
         services=options.services,
     )
-    suite = load_suite(ref)
-    check_suite(suite)
+    suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
     run_id = _open_run(options, suite)
     done = finished_keys(options.out_dir, run_id)
@@ -160,6 +159,31 @@ def run_suite(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
     )
+
+
+def load_checked_suite(ref: SuiteRef) -> Suite:
+    """Load a suite and check it; every problem of every file that loads, at once.
+
+    A file that fails to load (a Python module raising at import) is one
+    problem; the tasks of the files that did load are still checked, so one
+    broken file does not hide the problems of the others.
+
+    Raises:
+        SuiteErrors: Every problem found, each naming its file, line and field.
+    """
+    try:
+        suite = load_suite(ref)
+    except SuiteErrors as exc:
+        if exc.partial is None:
+            raise
+        problems = list(exc.errors)
+        try:
+            check_suite(exc.partial)
+        except SuiteErrors as more:
+            problems += more.errors
+        raise SuiteErrors(exc.file or ref.path, problems) from exc
+    check_suite(suite)
+    return suite
 
 
 def check_suite(suite: Suite) -> None:
