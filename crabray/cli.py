@@ -382,17 +382,34 @@ def _suite_format(suite_format: str | None, old_format: str | None) -> str | Non
     return old_format
 
 
+def _prog() -> str:
+    """How the user can type this command again: ``crabray`` if that finds it, else its path."""
+    import shutil
+
+    invoked = Path(sys.argv[0])
+    if invoked.name != "crabray":
+        return "crabray"  # python -m crabray, or in-process
+    found = shutil.which("crabray")
+    if found is not None and Path(found).resolve() == invoked.resolve():
+        return "crabray"
+    return str(invoked)
+
+
 def _print_next_steps(out: Path, run_id: str) -> None:
     """The exact commands that look at a run that just finished."""
     where = "" if out == DEFAULT_RESULTS else f" {out}"
+    prog = _prog()
+    steps = [
+        (f"{prog} leaderboard{where} --run {run_id}", "the leaderboard"),
+        (f"{prog} view{where} --run latest", "episodes in a browser"),
+        (f"{prog} leaderboard{where} --html site", "a static site, every run"),
+        (f"{prog} runs list{where}", "every run"),
+    ]
+    width = max(len(command) for command, _ in steps)
     console.print("look at it with:", highlight=False)
-    for command, what in (
-        (f"crabray leaderboard{where} --run {run_id}", "this run's leaderboard"),
-        (f"crabray view{where} --run latest", "its episodes in a browser"),
-        (f"crabray leaderboard{where} --html site", "a static site of every run"),
-        (f"crabray runs list{where}", "every run under the results root"),
-    ):
-        console.print(f"  {escape(command):<60} # {what}", highlight=False)
+    for command, what in steps:
+        line = f"  {command:<{width}}  # {what}"
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 class _RunDisplay:
@@ -484,7 +501,7 @@ def leaderboard(
             "--compare",
             metavar="RUN_A RUN_B",
             help="What changed per task from RUN_A to RUN_B (fixed, broke, better, worse, "
-            "same, only_a, only_b), with a summary line.",
+            "same, only_a, only_b), with a summary line; 'latest' names the most recent run.",
         ),
     ] = None,
     html: Annotated[
@@ -505,6 +522,11 @@ def leaderboard(
         if compare is not None and (run_id is not None or by is not None):
             raise CrabrayError("--compare names its two runs; use it without --run and --by")
         run_id = _resolve_run(out, run_id, "leaderboard")
+        if compare is not None:
+            first, second = (_resolve_run(out, run, "leaderboard") for run in compare)
+            compare = (first or compare[0], second or compare[1])
+            if compare[0] == compare[1]:
+                raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
         _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
         if html is not None:
             _write_site(Path(out), html, run_id)

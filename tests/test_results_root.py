@@ -60,6 +60,15 @@ def test_a_run_is_found_by_every_command_with_no_path(tmp_path: Path) -> None:
     assert site.returncode == 0, site.stderr
     assert (tmp_path / "site" / "index.html").is_file()
 
+    again = crabray_in(tmp_path, "run", suite, "-a", "oracle", "-a", "noop", "-t", "hello-file")
+    assert again.returncode == 0, again.stderr
+    assert latest_run(tmp_path / "results") != run_id
+    compared = crabray_in(tmp_path, "leaderboard", "--compare", run_id, "latest", "-f", "json")
+    assert compared.returncode == 0, compared.stderr
+    assert {row["change"] for row in json.loads(compared.stdout)} == {"same"}
+    same = crabray_in(tmp_path, "leaderboard", "--compare", "latest", "latest")
+    assert same.returncode == 2 and "two different runs" in same.stderr
+
     view = subprocess.Popen(
         [sys.executable, "-m", "crabray", "view", "--run", "latest", "--port", "0"],
         cwd=tmp_path,
