@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 from crabray.cli import app
 from crabray.cluster.scheduler import SchedulerSettings
 from crabray.core.errors import ConfigError
+from crabray.results import list_runs, read_episodes, read_manifest
 from crabray.run_config import RunConfig, RunSettings, load_run_config, merge_overrides
+from tests.conftest import ROOT, crabray
 
 runner = CliRunner()
 
@@ -146,3 +148,34 @@ def test_suite_format_option_and_its_deprecated_spelling(tmp_path: Path) -> None
     assert code == 2 and "unknown format 'nope'" in output
     code, output = invoke("tasks", "list", "--help")
     assert "--suite-format" in output and "--format" not in output.replace("--suite-format", "")
+
+
+def test_the_example_run_file_is_valid_and_complete() -> None:
+    config = load_run_config(ROOT / "run.example.toml")
+    assert config.suite == str(ROOT / "tasks" / "demo")
+    assert config.agents == ["oracle", "noop"]
+    text = (ROOT / "run.example.toml").read_text()
+    undocumented = [name for name in RunConfig.model_fields if f"{name} =" not in text]
+    assert undocumented == [], "every field is shown in the example"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_run_from_a_file_with_options_overriding_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text(
+        f'suite = "{ROOT / "tasks" / "demo"}"\nagents = ["oracle", "noop"]\n'
+        'out_dir = "results"\nconcurrency = 3\nepochs = 3\ntask_ids = ["make-dirs"]\n'
+    )
+    done = crabray("run", "--config", str(path), "--epochs", "2", "-a", "oracle")
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "results"  # relative to the file, not to the working directory
+    (run_id,) = list_runs(out)
+    options = read_manifest(out, run_id).options
+    assert (options["concurrency"], options["epochs"], options["task_ids"]) == (3, 2, ["make-dirs"])
+    episodes = read_episodes(out)
+    assert sorted(zip(episodes.agent, episodes.epoch, strict=True)) == [
+        ("oracle", 0),
+        ("oracle", 1),
+    ]
+    assert episodes.success.all()
