@@ -7,6 +7,8 @@ Example:
     >>> from crabray import BenchmarkConfig, EnvironmentConfig, Task, action, evaluator
 """
 
+from importlib.metadata import version as _version
+
 from crabray.core import (
     Action,
     BenchmarkConfig,
@@ -24,7 +26,8 @@ from crabray.core import (
 )
 from crabray.core.errors import CrabrayError
 
-__version__ = "0.1.0"
+# One version source: the installed package's metadata, from pyproject.toml.
+__version__ = _version("crabray")
 
 __all__ = [
     "Action",

@@ -22,9 +22,23 @@ from rich.table import Table
 from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
 from crabray.core.errors import CrabrayError
+from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
 if TYPE_CHECKING:
     from crabray.formats import Suite
+
+MAIN_EXAMPLES = """Examples:
+
+  crabray run tasks/demo --agent oracle --agent noop    # results go to results/
+
+  crabray leaderboard --run latest
+
+  crabray view
+
+  crabray tasks validate tasks/demo
+
+Each command's --help shows more.
+"""
 
 app = typer.Typer(
     name="crabray",
@@ -33,7 +47,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 tasks_app = typer.Typer(help="Inspect and validate the tasks of a suite.", no_args_is_help=True)
-runs_app = typer.Typer(help="List the runs in an output directory.", no_args_is_help=True)
+runs_app = typer.Typer(help="List the runs under a results root.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")
@@ -43,13 +57,23 @@ console = Console()
 errors = Console(stderr=True)
 
 SuiteArg = Annotated[Path, typer.Argument(help="A suite: a .py file or a folder of tasks.")]
-FormatOpt = Annotated[
-    str | None, typer.Option("--format", help="Suite format; detected when omitted.")
+SuiteFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--suite-format",
+        help="Suite format (python, task-json, task-folder, or a plugin's); detected when omitted.",
+    ),
 ]
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Output directory of the results.")]
+OldFormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", hidden=True, help="Deprecated spelling of --suite-format."),
+]
 IndexOpt = Annotated[
     Path | None,
-    typer.Option("--index", help="Task-JSON: an index file {tool: [task ids]} selecting tasks."),
+    typer.Option(
+        "--index",
+        help="Task-JSON: an index file mapping each tool to the task ids to run (JSON).",
+    ),
 ]
 BaseImageOpt = Annotated[
     str | None,
@@ -67,14 +91,66 @@ ServicesOpt = Annotated[
     ),
 ]
 
+RunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run", help="Only this run id ('latest': the most recent run); every run when omitted."
+    ),
+]
 
-@app.callback()
+
+def _no_runs(out: str | Path, command: str) -> CrabrayError:
+    """The error of a command that found no runs in OUT: where they are, or how to make one."""
+    from crabray.results import nested_roots
+
+    nested = nested_roots(out) if "://" not in str(out) else []
+    if nested:
+        found = ", ".join(str(root) for root in nested)
+        return CrabrayError(
+            f"no runs in {out} itself, but under it in {found}; "
+            f"give one: crabray {command} {nested[-1]}"
+        )
+    missing = "" if "://" in str(out) or Path(out).is_dir() else " (it does not exist)"
+    return CrabrayError(
+        f"no runs in {out}{missing}: start one with `crabray run tasks/demo --agent oracle` "
+        "(or `bash scripts/demo.sh`), or give the results root your runs went to "
+        f"(crabray run's --out): crabray {command} PATH"
+    )
+
+
+def _resolve_run(out: str | Path, run_id: str | None, command: str) -> str | None:
+    """``--run``, with 'latest' replaced by the most recent run's id."""
+    from crabray.results import latest_run
+
+    if run_id != "latest":
+        return run_id
+    found = latest_run(out) if "://" not in str(out) else None
+    if found is None:
+        raise _no_runs(out, command)
+    return found
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from crabray import __version__
+
+        console.print(f"crabray {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback(epilog=MAIN_EXAMPLES)
 def main(
     verbose: Annotated[
         int, typer.Option("--verbose", "-v", count=True, help="-v for info, -vv for debug logs.")
     ] = 0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
-    """Set up logging: warnings by default, more with -v."""
+    """Run benchmarks for computer-using AI agents on Ray; results in Parquet."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
@@ -98,38 +174,96 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-@app.command()
+RUN_EXAMPLES = """Examples:
+
+  crabray run tasks/demo --agent oracle --agent noop
+
+  crabray run tasks/demo -a gpt --agent-config agents.toml --epochs 3
+
+  crabray run --config run.toml --concurrency 8     # the file's settings, but 8
+
+  RAY_ADDRESS=10.0.0.5:6379 crabray run tasks/demo -a oracle     # on a cluster
+
+A run file holds the same settings by their field names (suite, agents, agent_config,
+out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, backend, ...); an option
+given here overrides only that field.
+"""
+
+
+@app.command(epilog=RUN_EXAMPLES)
 def run(
-    suite: SuiteArg,
+    suite: Annotated[
+        Path | None,
+        typer.Argument(help="A suite: a .py file or a folder of tasks (or `suite` in --config)."),
+    ] = None,
     agent: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--agent",
             "-a",
             help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
         ),
-    ],
-    out: OutOpt = Path("results"),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Run file (TOML) with the run's settings; options given here override it.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Results root; each run is kept apart under it.",
+            show_default=_default("out_dir"),
+        ),
+    ] = None,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-c", min=1, help="Episodes in flight at most.")
-    ] = 2,
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-c",
+            min=1,
+            help="Episodes in flight at most.",
+            show_default=_default("concurrency"),
+        ),
+    ] = None,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster address; a local Ray instance when omitted.")
+        str | None,
+        typer.Option(
+            envvar="RAY_ADDRESS",
+            help="Ray cluster address (HOST:PORT); a local Ray instance when omitted.",
+        ),
     ] = None,
     resume: Annotated[
         str | None, typer.Option(help="Resume this run id: run only unfinished episodes.")
     ] = None,
-    epochs: Annotated[int, typer.Option(min=1, help="Attempts of each task per agent.")] = 1,
+    epochs: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Episodes of each task per agent (for pass@k).",
+            show_default=_default("epochs"),
+        ),
+    ] = None,
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="Override every task's step budget.")
     ] = None,
     max_attempts: Annotated[
-        int, typer.Option(min=1, help="Tries per episode when the infrastructure fails.")
-    ] = 3,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Tries per episode when the infrastructure fails.",
+            show_default=_default("max_attempts"),
+        ),
+    ] = None,
     task: Annotated[
         list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
     ] = None,
-    suite_format: FormatOpt = None,
+    suite_format: SuiteFormatOpt = None,
+    old_format: OldFormatOpt = None,
     backend: Annotated[
         str | None,
         typer.Option(
@@ -147,43 +281,68 @@ def run(
         ),
     ] = None,
     warm: Annotated[
-        int, typer.Option(min=0, help="Environments per configuration started ahead of demand.")
-    ] = 0,
+        int | None,
+        typer.Option(
+            min=0,
+            help="Environments per configuration started ahead of demand.",
+            show_default=_default("warm"),
+        ),
+    ] = None,
     pool: Annotated[
-        bool, typer.Option("--pool/--no-pool", help="Reuse environments across episodes.")
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--pool/--no-pool",
+            help="Reuse environments across episodes.",
+            show_default="pool" if _default("pooling") == "True" else "no-pool",
+        ),
+    ] = None,
     local_slots: Annotated[
         int | None,
         typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
     ] = None,
 ) -> None:
-    """Run agents on every task of SUITE; episodes stream into OUT as they finish."""
+    """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
     from crabray.cluster.nodes import use_token_auth
+    from crabray.run_config import RunConfig, load_run_config, merge_overrides
 
     try:
-        use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+        given = {
+            "suite": suite,
+            "agents": agent or None,
+            "agent_config": agent_config,
+            "format": _suite_format(suite_format, old_format),
+            "backend": backend,
+            "index": index,
+            "base_image": base_image,
+            "services": services,
+            "out_dir": out,
+            "concurrency": concurrency,
+            "address": address,
+            "resume": resume,
+            "epochs": epochs,
+            "max_steps": max_steps,
+            "max_attempts": max_attempts,
+            "task_ids": task or None,
+            "warm": warm,
+            "pooling": pool,
+            "local_slots": local_slots,
+        }
+        base = RunConfig() if config is None else load_run_config(config)
+        settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
+        if settings.suite is None:
+            raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
+        if not settings.agents:
+            raise CrabrayError(
+                "no agent: give --agent NAME, or `agents = [...]` in a --config file"
+            )
+        use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
         from crabray.run import RunOptions, run_suite
 
         options = RunOptions(
-            suite=str(suite),
-            format=suite_format,
-            backend=backend,
-            index=None if index is None else str(index),
-            base_image=base_image,
-            services=None if services is None else str(services),
-            agents=select_agents(agent, agent_config),
-            out_dir=out,
-            concurrency=concurrency,
-            address=address,
-            resume=resume,
-            epochs=epochs,
-            max_steps=max_steps,
-            max_attempts=max_attempts,
-            task_ids=task,
-            warm=warm,
-            pooling=pool,
-            local_slots=local_slots,
+            **settings.settings(),
+            suite=settings.suite,
+            agents=select_agents(settings.agents, settings.agent_config),
         )
         with _RunDisplay() as display:
             summary = run_suite(options, on_start=display.start, on_progress=display.update)
@@ -196,8 +355,61 @@ def run(
             f"[yellow]{summary.infra_failures} infrastructure failures, "
             f"{summary.retries} retried[/]"
         )
-    _print_leaderboard(out, summary.run_id, "table")
-    console.print(f"results: {out}   run id: [bold]{summary.run_id}[/]")
+    _print_leaderboard(options.out_dir, summary.run_id, "table")
+    console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
+    _print_next_steps(options.out_dir, summary.run_id)
+
+
+def _default(field: str) -> str:
+    """The default of a run setting as ``--help`` shows it: written once, in ``RunSettings``."""
+    return str(RunSettings.model_fields[field].default)
+
+
+def _as_str(value: object) -> object:
+    """A path given on the command line as the string the run settings hold."""
+    return str(value) if isinstance(value, Path) else value
+
+
+def _suite_format(suite_format: str | None, old_format: str | None) -> str | None:
+    """``--suite-format``, or its deprecated spelling ``--format`` with a warning."""
+    if old_format is None:
+        return suite_format
+    errors.print(
+        "[yellow]warning:[/] --format is deprecated for the suite format; use --suite-format"
+    )
+    if suite_format is not None and suite_format != old_format:
+        raise CrabrayError("--suite-format and --format disagree; give --suite-format only")
+    return old_format
+
+
+def _prog() -> str:
+    """How the user can type this command again: ``crabray`` if that finds it, else its path."""
+    import shutil
+
+    invoked = Path(sys.argv[0])
+    if invoked.name != "crabray":
+        return "crabray"  # python -m crabray, or in-process
+    found = shutil.which("crabray")
+    if found is not None and Path(found).resolve() == invoked.resolve():
+        return "crabray"
+    return str(invoked)
+
+
+def _print_next_steps(out: Path, run_id: str) -> None:
+    """The exact commands that look at a run that just finished."""
+    where = "" if out == DEFAULT_RESULTS else f" {out}"
+    prog = _prog()
+    steps = [
+        (f"{prog} leaderboard{where} --run {run_id}", "the leaderboard"),
+        (f"{prog} view{where} --run latest", "episodes in a browser"),
+        (f"{prog} leaderboard{where} --html site", "a static site, every run"),
+        (f"{prog} runs list{where}", "every run"),
+    ]
+    width = max(len(command) for command, _ in steps)
+    console.print("look at it with:", highlight=False)
+    for command, what in steps:
+        line = f"  {command:<{width}}  # {what}"
+        console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 class _RunDisplay:
@@ -243,15 +455,28 @@ class _RunDisplay:
         self.progress.__exit__(exc_type, exc, traceback)
 
 
-@app.command()
+@app.command(
+    epilog="""Examples:
+
+  crabray leaderboard                          # every run under results/
+
+  crabray leaderboard --run latest --format md
+
+  crabray leaderboard --by tag
+
+  crabray leaderboard --compare RUN_A RUN_B
+
+  crabray leaderboard --html site              # a static site of every run
+
+  crabray leaderboard s3://bucket/results --format csv
+"""
+)
 def leaderboard(
     out: Annotated[
         str,
-        typer.Argument(
-            help="Output directory of runs, or an fsspec URL of one (file://, memory://, s3://)."
-        ),
-    ] = "results",
-    run_id: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+        typer.Argument(help="Results root, or an fsspec URL of one (file://, memory://, s3://)."),
+    ] = str(DEFAULT_RESULTS),
+    run_id: RunOpt = None,
     fmt: Annotated[
         str,
         typer.Option(
@@ -276,7 +501,7 @@ def leaderboard(
             "--compare",
             metavar="RUN_A RUN_B",
             help="What changed per task from RUN_A to RUN_B (fixed, broke, better, worse, "
-            "same, only_a, only_b), with a summary line.",
+            "same, only_a, only_b), with a summary line; 'latest' names the most recent run.",
         ),
     ] = None,
     html: Annotated[
@@ -296,6 +521,12 @@ def leaderboard(
             raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
         if compare is not None and (run_id is not None or by is not None):
             raise CrabrayError("--compare names its two runs; use it without --run and --by")
+        run_id = _resolve_run(out, run_id, "leaderboard")
+        if compare is not None:
+            first, second = (_resolve_run(out, run, "leaderboard") for run in compare)
+            compare = (first or compare[0], second or compare[1])
+            if compare[0] == compare[1]:
+                raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
         _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
         if html is not None:
             _write_site(Path(out), html, run_id)
@@ -342,8 +573,10 @@ def _print_leaderboard(
     runs = list(compare) if compare is not None else [run_id]
     frames = [read_episodes(out, run, columns) for run in dict.fromkeys(runs)]
     for run, frame in zip(dict.fromkeys(runs), frames, strict=True):
+        if frame.empty and run is None:
+            raise _no_runs(out, "leaderboard")
         if frame.empty:
-            raise CrabrayError(f"no episodes in {out}" + (f" for run {run}" if run else ""))
+            raise CrabrayError(f"no episodes in {out} for run {run}")
     episodes = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     summary = None
     keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
@@ -371,17 +604,30 @@ def _write_site(out: Path, site_dir: Path, run_id: str | None) -> None:
     errors.print(f"site written: {escape(str(index))}", highlight=False)
 
 
-@app.command()
+@app.command(
+    epilog="""Examples:
+
+  crabray view                                 # every run under results/
+
+  crabray view --run latest --port 0           # the newest run, on a free port
+
+  crabray view path/to/results
+"""
+)
 def view(
-    out: Annotated[Path, typer.Argument(help="Output directory of a run.")] = Path("results"),
+    out: Annotated[Path, typer.Argument(help="Results root.")] = DEFAULT_RESULTS,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
     host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
-    run_id: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    run_id: RunOpt = None,
 ) -> None:
     """Serve OUT's leaderboard and episode pages; new episodes appear on reload."""
+    from crabray.results import has_results
     from crabray.results.site import make_server
 
     try:
+        if not has_results(out):
+            raise _no_runs(out, "view")
+        run_id = _resolve_run(out, run_id, "view")
         server = make_server(out, host=host, port=port, run_id=run_id)
     except CrabrayError as exc:
         raise _fail(exc) from exc
@@ -398,6 +644,7 @@ def view(
 def _load_suite(
     suite: Path,
     suite_format: str | None,
+    old_format: str | None,
     index: Path | None,
     base_image: str | None,
     services: Path | None,
@@ -406,25 +653,33 @@ def _load_suite(
     from crabray.formats import load_suite, resolve_suite
 
     try:
+        chosen = _suite_format(suite_format, old_format)
         return load_suite(
-            resolve_suite(
-                suite, suite_format, index=index, base_image=base_image, services=services
-            )
+            resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
         )
     except CrabrayError as exc:
         raise _fail(exc) from exc
 
 
-@tasks_app.command("list")
+@tasks_app.command(
+    "list",
+    epilog="""Examples:
+
+  crabray tasks list tasks/demo
+
+  crabray tasks list tasks/task_json_demo --index tasks/task_json_demo/test_small.json
+""",
+)
 def tasks_list(
     suite: SuiteArg,
-    suite_format: FormatOpt = None,
+    suite_format: SuiteFormatOpt = None,
+    old_format: OldFormatOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
 ) -> None:
     """List the tasks of SUITE: id, environments, evaluator size, limits, tags."""
-    loaded = _load_suite(suite, suite_format, index, base_image, services)
+    loaded = _load_suite(suite, suite_format, old_format, index, base_image, services)
     table = Table(title=f"{loaded.name} ({len(loaded.entries)} tasks)")
     for column in ("task", "benchmark", "environments", "evaluators", "max steps", "tags"):
         table.add_column(column)
@@ -441,34 +696,55 @@ def tasks_list(
     console.print(table)
 
 
-@tasks_app.command("validate")
+@tasks_app.command(
+    "validate",
+    epilog="""Examples:
+
+  crabray tasks validate tasks/demo
+
+  crabray tasks validate my_suite/ --suite-format python
+""",
+)
 def tasks_validate(
     suite: SuiteArg,
-    suite_format: FormatOpt = None,
+    suite_format: SuiteFormatOpt = None,
+    old_format: OldFormatOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
 ) -> None:
-    """Check every task of SUITE; print every problem with its file and field."""
-    from crabray.run import check_suite
+    """Check every task of SUITE; print every problem with its file, line and field."""
+    from crabray.formats import resolve_suite
+    from crabray.run import load_checked_suite
 
-    loaded = _load_suite(suite, suite_format, index, base_image, services)
     try:
-        check_suite(loaded)
+        chosen = _suite_format(suite_format, old_format)
+        ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+        loaded = load_checked_suite(ref)
     except CrabrayError as exc:
         raise _fail(exc) from exc
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 
 
-@runs_app.command("list")
+@runs_app.command(
+    "list",
+    epilog="""Examples:
+
+  crabray runs list                            # the runs under results/
+
+  crabray runs list path/to/results
+""",
+)
 def runs_list(
-    out: Annotated[Path, typer.Argument(help="Output directory.")] = Path("results"),
+    out: Annotated[Path, typer.Argument(help="Results root.")] = DEFAULT_RESULTS,
 ) -> None:
     """List the runs recorded in OUT with their suite and agents."""
     from crabray.results import list_runs, read_manifest
 
     try:
         manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+        if not manifests:
+            raise _no_runs(out, "runs list")
     except CrabrayError as exc:
         raise _fail(exc) from exc
     table = Table(title=f"runs in {out}")

@@ -51,7 +51,15 @@ def _state(path: Path | None) -> Path:
     return path or DEFAULT_STATE_FILE
 
 
-@cluster_app.command("start-head")
+@cluster_app.command(
+    "start-head",
+    epilog="""Examples:
+
+  crabray cluster start-head --hosts docker=8
+
+  crabray cluster start-head --config cluster/node.example.toml --port 6380
+""",
+)
 def start_head(
     hosts: HostsOpt = None,
     labels: LabelsOpt = None,
@@ -81,9 +89,20 @@ def start_head(
     console.print("(from another machine, with the token and RAY_AUTH_MODE=token set)")
 
 
-@cluster_app.command("start-worker")
+@cluster_app.command(
+    "start-worker",
+    epilog="""Examples:
+
+  crabray cluster start-worker --address 10.0.0.5:6379 --hosts docker=8,vm=2
+
+  RAY_ADDRESS=10.0.0.5:6379 crabray cluster start-worker --hosts docker=8
+""",
+)
 def start_worker(
-    address: Annotated[str, typer.Option(help="The head's address, HOST:PORT.")],
+    address: Annotated[
+        str,
+        typer.Option(envvar="RAY_ADDRESS", help="The head's address, HOST:PORT."),
+    ],
     hosts: HostsOpt = None,
     labels: LabelsOpt = None,
     config: ConfigOpt = None,
@@ -104,7 +123,17 @@ def start_worker(
     console.print(f"worker joined {address}; it hosts {node.hosts or 'no sandboxes'}")
 
 
-@cluster_app.command("local")
+@cluster_app.command(
+    "local",
+    epilog="""Examples:
+
+  crabray cluster local                         # a head and one worker hosting local=4
+
+  crabray cluster local --nodes 3 --hosts local=2
+
+Then: crabray cluster status; crabray run SUITE -a NAME --address ADDRESS; crabray cluster stop
+""",
+)
 def local(
     nodes: Annotated[int, typer.Option(min=1, help="Nodes to start on this machine.")] = 2,
     hosts: HostsOpt = "local=4",
@@ -132,17 +161,36 @@ def local(
         raise _fail(exc) from exc
     console.print(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
     console.print(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
+    console.print(f"             or:  export RAY_ADDRESS={head.address}; crabray run SUITE ...")
+    console.print("look at it with:  crabray cluster status")
     console.print("stop it with:     crabray cluster stop")
 
 
-@cluster_app.command("status")
+@cluster_app.command(
+    "status",
+    epilog="""Examples:
+
+  crabray cluster status                        # the cluster started here (crabray cluster local)
+
+  crabray cluster status --address 10.0.0.5:6379
+""",
+)
 def status(
-    address: Annotated[str, typer.Option(help="The cluster's address, HOST:PORT.")],
+    address: Annotated[
+        str | None,
+        typer.Option(
+            envvar="RAY_ADDRESS",
+            help="The cluster's address, HOST:PORT; the head crabray started on this machine "
+            "when omitted.",
+        ),
+    ] = None,
+    state_file: StateOpt = None,
 ) -> None:
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
     from crabray.cluster.nodes import use_token_auth
 
     try:
+        address = address or _started_head(_state(state_file))
         use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
         from crabray.cluster.ray_runtime import connect
         from crabray.cluster.status import node_statuses, run_statuses
@@ -177,7 +225,13 @@ def status(
         console.print(runs_table)
 
 
-@cluster_app.command("stop")
+@cluster_app.command(
+    "stop",
+    epilog="""Example:
+
+  crabray cluster stop
+""",
+)
 def stop(state_file: StateOpt = None) -> None:
     """Stop the nodes crabray started on this machine (and no other Ray instance)."""
     from crabray.cluster.nodes import stop_nodes
@@ -187,6 +241,19 @@ def stop(state_file: StateOpt = None) -> None:
     except CrabrayError as exc:
         raise _fail(exc) from exc
     console.print(f"stopped {len(stopped)} node(s)" if stopped else "no nodes were started here")
+
+
+def _started_head(state_file: Path) -> str:
+    """The address of the head node crabray started on this machine, for commands given none."""
+    from crabray.cluster.nodes import started_nodes
+
+    heads = [node.address for node in started_nodes(state_file) if node.role == "head"]
+    if not heads:
+        raise CrabrayError(
+            "no cluster address: give --address HOST:PORT or set RAY_ADDRESS, or start a cluster "
+            f"on this machine with `crabray cluster local` (none is recorded in {state_file})"
+        )
+    return heads[-1]
 
 
 def _free_port() -> int:

@@ -24,7 +24,15 @@ def _fail(exc: Exception) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-@envs_app.command("build")
+@envs_app.command(
+    "build",
+    epilog="""Examples:
+
+  crabray envs build busybox
+
+  crabray envs build debian --image my/debian:1
+""",
+)
 def build(
     name: Annotated[str, typer.Argument(help="An env under envs/, e.g. busybox.")],
     image: Annotated[
@@ -51,7 +59,13 @@ def build(
     console.print(f"[green]built[/] {escape(target)} in {time.monotonic() - started:.1f} s")
 
 
-@envs_app.command("list")
+@envs_app.command(
+    "list",
+    epilog="""Example:
+
+  crabray envs list
+""",
+)
 def list_envs() -> None:
     """List the envs under envs/ and whether their image exists on the engine."""
     from crabray.backends.envs import available_envs, build_script, env_image, envs_dir
@@ -73,7 +87,15 @@ def list_envs() -> None:
     console.print(table)
 
 
-@envs_app.command("prune")
+@envs_app.command(
+    "prune",
+    epilog="""Examples:
+
+  crabray envs prune           # what crashed runs left behind
+
+  crabray envs prune --all     # every crabray container and snapshot
+""",
+)
 def prune(
     everything: Annotated[
         bool,

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec
@@ -38,7 +38,7 @@ from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
-from crabray.formats import Suite, load_suite, resolve_suite
+from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite, resolve_suite
 from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
@@ -49,44 +49,20 @@ from crabray.results import (
     read_manifest,
     write_manifest,
 )
+from crabray.run_config import RunSettings
 
 logger = logging.getLogger(__name__)
 
 
-class RunOptions(BaseModel):
-    """What to run, where the results go, and how."""
+class RunOptions(RunSettings):
+    """What to run (the suite, the agents' specs), where the results go, and how.
 
-    model_config = ConfigDict(extra="forbid")
+    The settings and their defaults are ``RunSettings``'s (``crabray.run_config``),
+    which ``crabray run`` builds from its options and a run file.
+    """
 
     suite: str = Field(description="Path of the suite.")
-    format: str | None = Field(default=None, description="Suite format; detected when unset.")
-    backend: str | None = Field(
-        default=None, description="Sandbox backend of formats that name none; theirs when unset."
-    )
-    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
-    base_image: str | None = Field(
-        default=None,
-        description="Task folders: the image that replaces every FROM of a Dockerfile.",
-    )
-    services: str | None = Field(
-        default=None, description="Task folders: the service registry file (default services.yml)."
-    )
     agents: list[AgentSpec] = Field(min_length=1)
-    out_dir: Path = Path("results")
-    concurrency: int = Field(default=2, gt=0)
-    address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
-    resume: str | None = Field(default=None, description="Run id to resume.")
-    epochs: int = Field(default=1, gt=0)
-    max_attempts: int = Field(default=3, gt=0)
-    max_steps: int | None = Field(default=None, gt=0)
-    task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
-    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
-    warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
-    local_slots: int | None = Field(
-        default=None,
-        gt=0,
-        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
-    )
 
 
 class RunSummary(BaseModel):
@@ -128,8 +104,7 @@ def run_suite(
         base_image=options.base_image,
         services=options.services,
     )
-    suite = load_suite(ref)
-    check_suite(suite)
+    suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
     run_id = _open_run(options, suite)
     done = finished_keys(options.out_dir, run_id)
@@ -184,6 +159,31 @@ def run_suite(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
     )
+
+
+def load_checked_suite(ref: SuiteRef) -> Suite:
+    """Load a suite and check it; every problem of every file that loads, at once.
+
+    A file that fails to load (a Python module raising at import) is one
+    problem; the tasks of the files that did load are still checked, so one
+    broken file does not hide the problems of the others.
+
+    Raises:
+        SuiteErrors: Every problem found, each naming its file, line and field.
+    """
+    try:
+        suite = load_suite(ref)
+    except SuiteErrors as exc:
+        if exc.partial is None:
+            raise
+        problems = list(exc.errors)
+        try:
+            check_suite(exc.partial)
+        except SuiteErrors as more:
+            problems += more.errors
+        raise SuiteErrors(exc.file or ref.path, problems) from exc
+    check_suite(suite)
+    return suite
 
 
 def check_suite(suite: Suite) -> None:

@@ -89,4 +89,5 @@ def test_unknown_agent_and_missing_suite_are_clear_errors(tmp_path: Path) -> Non
 def test_leaderboard_of_an_empty_directory_says_so(tmp_path: Path) -> None:
     done = crabray("leaderboard", str(tmp_path), "--format", "json")
     assert done.returncode == 2
-    assert f"no episodes in {tmp_path}" in done.stderr
+    assert f"no runs in {tmp_path}:" in done.stderr
+    assert "crabray run tasks/demo --agent oracle" in done.stderr

@@ -96,7 +96,7 @@ def test_resolve_unknown_format_is_a_config_error(tmp_path: Path) -> None:
         resolve_suite(path, format="yaml-magic")
     assert "unknown format 'yaml-magic'" in str(info.value)
     assert "python" in str(info.value)
-    assert info.value.field == "--format"
+    assert info.value.field == "--suite-format"
 
 
 def test_resolve_folder_without_suite_files_is_a_config_error(tmp_path: Path) -> None:

@@ -58,17 +58,21 @@ class SweepItem(BaseModel):
 
 
 class SchedulerSettings(BaseModel):
-    """Knobs of the scheduler."""
+    """Knobs of the scheduler.
+
+    The run-level ones have no default here: a run passes them from its
+    settings (``crabray.run_config.RunSettings``), where each default is written.
+    """
 
     run_id: str
-    concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
+    concurrency: int = Field(gt=0, description="Episodes in flight at most.")
     retry: RetryPolicy = Field(
         default_factory=RetryPolicy,
         description="Tries of an episode whose infrastructure failed; agent failures never retry.",
     )
-    max_steps: int | None = Field(default=None, description="Overrides every task's step budget.")
-    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
-    warm: int = Field(default=0, ge=0, description="Environments started per configuration ahead.")
+    max_steps: int | None = Field(description="Overrides every task's step budget.")
+    pooling: bool = Field(description="Reuse environments across episodes.")
+    warm: int = Field(ge=0, description="Environments started per configuration ahead.")
     timeout_grace_sec: float = Field(
         default=10.0, ge=0, description="Past a task's time limit before it is cancelled."
     )

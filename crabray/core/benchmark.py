@@ -34,6 +34,21 @@ class BoundAction(BaseModel):
     action: Action
 
 
+class TaskProblems(ValueError):
+    """Every task of a benchmark that is inconsistent with it, by index, in one error.
+
+    Pydantic carries it as the ``error`` of the benchmark's validation error,
+    so a loader can report each task at its own line (``Task.defined_at``).
+
+    Args:
+        problems: (index in ``tasks``, message) of each inconsistent task.
+    """
+
+    def __init__(self, problems: list[tuple[int, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(message for _, message in problems))
+
+
 class BenchmarkConfig(BaseModel):
     """A benchmark: what a run executes.
 
@@ -85,11 +100,14 @@ class BenchmarkConfig(BaseModel):
         names = {e.name for e in self.environments}
         if self.default_env is not None and self.default_env not in names:
             raise ValueError(f"default_env '{self.default_env}' is not one of {sorted(names)}")
+        problems = []
         for index, task in enumerate(self.tasks):
             try:
                 self._check_task(task)
             except ValueError as exc:
-                raise ValueError(f"tasks.{index} (id '{task.id}'): {exc}") from None
+                problems.append((index, f"tasks.{index} (id '{task.id}'): {exc}"))
+        if problems:
+            raise TaskProblems(problems)
         return self
 
     def environment(self, name: str) -> EnvironmentConfig:

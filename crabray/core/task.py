@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+from types import FrameType
 from typing import Any
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from crabray.core.action import Action
 from crabray.core.errors import GraphError
@@ -69,6 +71,21 @@ class Task(BaseModel):
     solution: list[Action] = Field(default_factory=list)
     scorer: Action | None = None
 
+    _defined_at: tuple[str, int] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Record the file and line of the ``Task(...)`` call, when a suite author wrote it.
+
+        Validation reports a problem found later (by the benchmark, or before
+        a run) at the task's own line, not at the line of the call holding it.
+        """
+        self._defined_at = _author_call_site()
+
+    @property
+    def defined_at(self) -> tuple[str, int] | None:
+        """(file, line) of the ``Task(...)`` call in a suite module; None when a loader built it."""
+        return self._defined_at
+
     @model_validator(mode="before")
     @classmethod
     def _scored_needs_no_graph(cls, data: Any) -> Any:
@@ -130,3 +147,20 @@ class Task(BaseModel):
     def requires_submit(self) -> bool:
         """Whether any evaluator waits for the agent's submission."""
         return any(node.require_submit for node in self.evaluators)
+
+
+def _author_call_site() -> tuple[str, int] | None:
+    """The first caller outside pydantic and crabray.core; None when that is crabray's own code.
+
+    crabray's loaders (task-JSON, task folders) build tasks from files of their
+    own and name those files themselves.
+    """
+    frame: FrameType | None = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if not module.startswith(("pydantic", "crabray.core", "typing")):
+            if module == "crabray" or module.startswith("crabray."):
+                return None
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return None

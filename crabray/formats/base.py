@@ -63,7 +63,7 @@ class SuiteFormat(ABC):
 
     Class attributes (checked when a subclass is defined):
 
-    - ``name``: the format's name (``--format``); set by :func:`register_format`.
+    - ``name``: the format's name (``--suite-format``); set by :func:`register_format`.
     - ``options``: the options its ``load`` takes besides the path; anything
       else given on the command line is refused before loading.
     - ``default_backend``: the backend its tasks run on when none is given;
@@ -131,7 +131,11 @@ def _name_format(name: str, fmt: SuiteFormat) -> None:
 
 
 _FORMATS: Registry[SuiteFormat] = Registry(
-    "format", group=ENTRY_POINT_GROUP, field="--format", accept=_accept, on_register=_name_format
+    "format",
+    group=ENTRY_POINT_GROUP,
+    field="--suite-format",
+    accept=_accept,
+    on_register=_name_format,
 )
 """Formats by name; crabray's own are imported when first asked for."""
 _FORMATS.add_lazy("task-json", "crabray.formats.task_json:TaskJsonFormat")
@@ -167,7 +171,7 @@ def suite_format(name: str) -> SuiteFormat:
     """The format called ``name``.
 
     Raises:
-        UnknownNameError: No such format; the message lists the known ones (``--format``).
+        UnknownNameError: No such format; the message lists the known ones (``--suite-format``).
         MissingDependencyError: A plugin's format needs a package that is not installed.
     """
     return _FORMATS.get(name)

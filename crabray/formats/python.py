@@ -18,7 +18,8 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from crabray.core import BenchmarkConfig
+from crabray.core import BenchmarkConfig, Task
+from crabray.core.benchmark import TaskProblems
 from crabray.core.errors import ConfigError, SuiteLoadError
 from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
@@ -48,12 +49,14 @@ def load(path: Path) -> Suite:
             module = _import(file)
             for benchmark in _benchmarks(module):
                 suite.add(benchmark, str(file))
+        except SuiteErrors as exc:
+            errors += exc.errors
         except ConfigError as exc:
             errors.append(exc)
     if not errors and not suite.entries:
         errors.append(SuiteLoadError("defines no BenchmarkConfig at module level", file=str(path)))
     if errors:
-        raise SuiteErrors(str(path), errors)
+        raise SuiteErrors(str(path), errors, partial=suite if suite.entries else None)
     return suite
 
 
@@ -104,21 +107,42 @@ def _import(file: Path) -> ModuleType:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise _load_error(file, resolved, exc) from exc
+        problems: list[ConfigError] = [*_load_errors(file, resolved, exc)]
+        raise (problems[0] if len(problems) == 1 else SuiteErrors(str(file), problems)) from exc
     logger.debug("imported suite module %s as %s", file, name)
     return module
 
 
-def _load_error(file: Path, resolved: Path, exc: Exception) -> SuiteLoadError:
+def _load_errors(file: Path, resolved: Path, exc: Exception) -> list[SuiteLoadError]:
+    """What went wrong importing ``file``: at the failing line, or at each bad task's line."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename) == resolved]
     where = f"{file}:{frames[-1].lineno}" if frames else str(file)
-    if isinstance(exc, ValidationError):
-        fields = "; ".join(
-            f"{'.'.join(str(p) for p in (exc.title, *err['loc']))}: {_clean(err['msg'])}"
-            for err in exc.errors()
-        )
-        return SuiteLoadError(fields, file=where)
-    return SuiteLoadError(f"{type(exc).__name__}: {exc}", file=where)
+    if not isinstance(exc, ValidationError):
+        return [SuiteLoadError(f"{type(exc).__name__}: {exc}", file=where)]
+    problems = []
+    for err in exc.errors():
+        cause = err.get("ctx", {}).get("error")
+        if isinstance(cause, TaskProblems):
+            tasks = err["input"].get("tasks", []) if isinstance(err["input"], dict) else []
+            problems += [
+                SuiteLoadError(
+                    f"{exc.title}.{message}", file=_task_line(file, resolved, tasks, index, where)
+                )
+                for index, message in cause.problems
+            ]
+            continue
+        loc = ".".join(str(p) for p in (exc.title, *err["loc"]))
+        problems.append(SuiteLoadError(f"{loc}: {_clean(err['msg'])}", file=where))
+    return problems
+
+
+def _task_line(file: Path, resolved: Path, tasks: object, index: int, default: str) -> str:
+    """``file:line`` of task ``index`` of a benchmark's ``tasks``, if it was written in ``file``."""
+    task = tasks[index] if isinstance(tasks, list | tuple) and index < len(tasks) else None
+    site = task.defined_at if isinstance(task, Task) else None
+    if site is None or Path(site[0]).resolve() != resolved:
+        return default
+    return f"{file}:{site[1]}"
 
 
 def _clean(message: str) -> str:

@@ -137,8 +137,10 @@ class Suite:
 class SuiteErrors(ConfigError):
     """Every problem found while loading a suite, each naming file and field."""
 
-    def __init__(self, path: str, errors: list[ConfigError]) -> None:
+    def __init__(self, path: str, errors: list[ConfigError], partial: Suite | None = None) -> None:
         self.errors = errors
+        # The tasks that did load when other files did not: they can still be checked.
+        self.partial = partial
         lines = "\n".join(f"  - {e}" for e in errors)
         super().__init__(f"{len(errors)} problem(s) in suite:\n{lines}", file=path)
 

@@ -78,7 +78,7 @@ def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = No
     checked: set[object] = set()
     for entry in suite.entries.values():
         try:
-            check_task(entry.benchmark, entry.task, source=suite.ref.path)
+            check_task(entry.benchmark, entry.task, source=_where(entry.task, suite.ref.path))
         except ConfigError as exc:
             problems.append(exc)
         if check_environment is None:
@@ -112,3 +112,9 @@ def _environment_problems(
         where = f"environments[{env.name}]" + (f".{exc.field}" if exc.field else "")
         return [ConfigError(exc.reason, file=source, field=where)]
     return []
+
+
+def _where(task: Task, default: str) -> str:
+    """``file:line`` of the ``Task(...)`` call of a Python suite; the suite's path otherwise."""
+    site = task.defined_at
+    return default if site is None else f"{site[0]}:{site[1]}"

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import utcnow
-from crabray.results._layout import atomic_write, check_run_id, runs_dir
+from crabray.results._layout import atomic_write, check_run_id, runs_dir, table_root
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +95,32 @@ def list_runs(out_dir: str | Path) -> list[str]:
         for path in directory.iterdir()
         if path.suffix == _MANIFEST_SUFFIX and not path.name.startswith(".") and path.is_file()
     )
+
+
+def latest_run(out_dir: str | Path) -> str | None:
+    """The id of the most recently started run under ``out_dir`` (ids sort by time), if any."""
+    runs = list_runs(out_dir)
+    return runs[-1] if runs else None
+
+
+def has_results(out_dir: str | Path) -> bool:
+    """Whether ``out_dir`` holds any run: a manifest, or episodes written without one."""
+    root = Path(out_dir)
+    episodes = table_root(root, "episodes")
+    return bool(list_runs(root)) or (episodes.is_dir() and any(episodes.iterdir()))
+
+
+def nested_roots(out_dir: str | Path) -> list[Path]:
+    """Folders directly under ``out_dir`` that are results roots themselves (hold runs).
+
+    An older layout (and ``--out results/NAME``) puts a run's root one level
+    down; commands that find nothing in ``out_dir`` name these so the user
+    knows where the runs are.
+    """
+    root = Path(out_dir)
+    if not root.is_dir():
+        return []
+    return sorted(child for child in root.iterdir() if child.is_dir() and list_runs(child))
 
 
 def read_manifest(out_dir: str | Path, run_id: str) -> RunManifest:

@@ -5,9 +5,11 @@ Each task runs in a local sandbox with its own Xvfb server
 actions (coordinates are fractions of the screen) and sees a screenshot after
 every step. Evaluators read the X server's state with ``xdotool``. Every task
 carries a reference solution, so ``crabray run tasks/desktop_demo --agent
-oracle`` succeeds on all of them.
+oracle`` succeeds on all of them, and none is passed by doing nothing
+(``--agent noop`` fails every one).
 
-Needs on the host: ``apt-get install xvfb xdotool x11-apps x11-utils``.
+Needs on the host: ``apt-get install xvfb xdotool x11-apps x11-utils`` (xev,
+which records the clicks, is in x11-utils).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from crabray import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.actions import (
     DESKTOP_ACTIONS,
     click,
+    file_contains,
     key_press,
     launch_app,
     mouse_move,
@@ -35,6 +38,8 @@ DESKTOP = EnvironmentConfig(
 )
 
 NOTICE = "crabray-notice"
+CLICK_RECORDER = "crabray-click-recorder"
+CLICKS_FILE = "clicks.txt"
 
 TASKS = [
     Task(
@@ -48,7 +53,17 @@ TASKS = [
     Task(
         id="click-centre",
         description="Click once in the middle of the screen.",
-        evaluator=pointer_within(left=0.45, top=0.45, right=0.55, bottom=0.55),
+        # The pointer starts in the middle, so where it is proves nothing: a full-screen
+        # window of xev records the button presses, and the task needs one.
+        setup=[
+            launch_app(
+                command=f"xev -name {CLICK_RECORDER} -geometry 1024x768+0+0 -event button "
+                f"> {CLICKS_FILE}",
+                window_title=CLICK_RECORDER,
+            )
+        ],
+        evaluator=pointer_within(left=0.45, top=0.45, right=0.55, bottom=0.55)
+        & file_contains(path=CLICKS_FILE, text="ButtonPress"),
         solution=[click(x=0.5, y=0.5)],
         tags=["desktop", "mouse", "easy"],
     ),

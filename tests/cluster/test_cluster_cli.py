@@ -51,14 +51,16 @@ def test_local_cluster_runs_a_sweep_and_stops_cleanly(tmp_path: Path) -> None:
         address = nodes[0]["address"]
 
         out = tmp_path / "out"
+        on_cluster = {**env, "RAY_ADDRESS": address}  # what `--address` defaults to
         ran = cli("run", "tasks/demo", "-a", "oracle", "-c", "4", "--out", str(out),
-                  "--address", address, env=env)  # fmt: skip
+                  env=on_cluster)  # fmt: skip
         assert ran.returncode == 0, ran.stderr
         episodes = read_episodes(out)
         assert len(episodes) == 11 and episodes.success.all()
         assert episodes.node.nunique() == 2, "episodes spread over both hosting workers"
 
-        status = cli("cluster", "status", "--address", address, env=env)
+        # No address at all: the head `cluster local` started and recorded here.
+        status = cli("cluster", "status", env={**env, "RAY_ADDRESS": ""})
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("local 0/2") == 2, status.stdout
         assert "11/11" in status.stdout, "the finished run is listed"
@@ -67,6 +69,14 @@ def test_local_cluster_runs_a_sweep_and_stops_cleanly(tmp_path: Path) -> None:
     assert "stopped 3 node(s)" in stopped.stdout
     assert not any(group_alive(n["process_group"]) for n in nodes)
     assert json.loads((tmp_path / "nodes.json").read_text()) == []
+
+
+def test_status_without_an_address_says_how_to_give_one(tmp_path: Path) -> None:
+    env = {"CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"), "RAY_ADDRESS": ""}
+    done = cli("cluster", "status", env=env)
+    assert done.returncode == 2
+    assert "give --address HOST:PORT or set RAY_ADDRESS" in done.stderr
+    assert "crabray cluster local" in done.stderr
 
 
 def test_bad_hosts_are_clear_errors(tmp_path: Path) -> None:

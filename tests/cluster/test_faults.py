@@ -80,7 +80,13 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     )
     sink = ResultSink(tmp_path / "out", "timeouts")
     settings = SchedulerSettings(
-        run_id="timeouts", concurrency=2, timeout_grace_sec=1.0, kill_grace_sec=1.0
+        run_id="timeouts",
+        concurrency=2,
+        max_steps=None,
+        pooling=True,
+        warm=0,
+        timeout_grace_sec=1.0,
+        kill_grace_sec=1.0,
     )
     connect(hosts={"local": 2})
     try:

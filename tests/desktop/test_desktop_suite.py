@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,17 +16,31 @@ from tests.desktop.conftest import require_screen_tools
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-def test_oracle_solves_the_desktop_demo_with_screenshots(tmp_path: Path) -> None:
+def require_suite_programs() -> None:
+    """The programs the suite's tasks start besides the screen: xmessage and xev."""
+    missing = [tool for tool in ("xmessage", "xev") if shutil.which(tool) is None]
+    if missing:
+        message = f"{', '.join(missing)} missing; install with: apt-get install x11-apps x11-utils"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def test_oracle_solves_the_desktop_demo_and_noop_solves_nothing(tmp_path: Path) -> None:
     require_screen_tools()
+    require_suite_programs()
     out = tmp_path / "out"
-    done = crabray(
-        "run", str(ROOT / "tasks" / "desktop_demo"), "--agent", "oracle", "--out", str(out)
-    )
+    suite = str(ROOT / "tasks" / "desktop_demo")
+    done = crabray("run", suite, "--agent", "oracle", "--agent", "noop", "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr
-    episodes = read_episodes(out)
+    everything = read_episodes(out)
+    noop = everything[everything.agent == "noop"]
+    assert len(noop) == 3 and not noop.success.any(), "no task is passed by doing nothing"
+    episodes = everything[everything.agent == "oracle"]
     assert len(episodes) == 3
     assert episodes.success.all(), episodes[["task_id", "termination_reason"]]
     steps = read_steps(out)
+    steps = steps[steps.agent == "oracle"]
     assert len(steps) >= 3
     for relative in steps.screenshot_path:
         assert relative, "every step records the screenshot the agent saw"

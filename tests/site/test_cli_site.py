@@ -38,7 +38,7 @@ def test_leaderboard_html_after_a_real_run(tmp_path: Path) -> None:
 def test_view_refuses_a_missing_directory(tmp_path: Path) -> None:
     done = crabray("view", str(tmp_path / "missing"), "--port", "0")
     assert done.returncode == 2
-    assert "not a results directory" in done.stderr
+    assert "(it does not exist)" in done.stderr and "crabray run" in done.stderr
 
 
 def test_leaderboard_html_refuses_the_results_directory(tmp_path: Path) -> None:

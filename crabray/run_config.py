@@ -1,0 +1,137 @@
+"""One run's configuration: every option of ``crabray run``, with its default written once.
+
+``RunSettings`` is how a run runs (output directory, concurrency, limits,
+pooling, ...); ``RunConfig`` adds what it runs, by name (the suite, the
+agents, the agents file): it is what a run file holds, e.g. ``run.toml``::
+
+    suite = "tasks/demo"
+    agents = ["oracle", "noop"]
+    concurrency = 4
+    epochs = 2
+
+``crabray run --config run.toml`` reads it; an option given on the command
+line (or through its environment variable, ``RAY_ADDRESS`` for ``address``)
+overrides only the field it sets (``merge_overrides``). Relative paths in a
+file are relative to the file's folder, so a run file can live beside its
+suite. ``crabray.run.RunOptions`` is the same settings with the agents
+resolved into their specs, and the scheduler takes its knobs from it: no
+default is repeated below this module.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from crabray.core.errors import ConfigError
+from crabray.core.retry import RetryPolicy
+
+DEFAULT_RESULTS = Path("results")
+"""The results root: every run lands in its own partition under it, every command reads it."""
+
+# Fields holding a path: a relative one in a run file is relative to the file's folder.
+_PATH_FIELDS = ("suite", "agent_config", "index", "services", "out_dir")
+
+
+class RunSettings(BaseModel):
+    """How a run runs: where results go, how much runs at once, limits, retries, pooling."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    format: str | None = Field(default=None, description="Suite format; detected when unset.")
+    backend: str | None = Field(
+        default=None, description="Sandbox backend of formats that name none; theirs when unset."
+    )
+    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
+    base_image: str | None = Field(
+        default=None,
+        description="Task folders: the image that replaces every FROM of a Dockerfile.",
+    )
+    services: str | None = Field(
+        default=None, description="Task folders: the service registry file (default services.yml)."
+    )
+    out_dir: Path = Field(default=DEFAULT_RESULTS, description="The results root.")
+    concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
+    address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
+    resume: str | None = Field(default=None, description="Run id to resume.")
+    epochs: int = Field(default=1, gt=0, description="Episodes of each task per agent.")
+    max_attempts: int = Field(
+        default=RetryPolicy.model_fields["max_attempts"].default,
+        gt=0,
+        description="Tries of an episode whose infrastructure fails.",
+    )
+    max_steps: int | None = Field(
+        default=None, gt=0, description="Overrides every task's step budget."
+    )
+    task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
+    pooling: bool = Field(default=True, description="Reuse environments across episodes.")
+    warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
+    local_slots: int | None = Field(
+        default=None,
+        gt=0,
+        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
+    )
+
+
+class RunConfig(RunSettings):
+    """A whole run by name: the suite, the agents (and their file), and the settings."""
+
+    suite: str | None = Field(default=None, description="Path of the suite.")
+    agents: list[str] = Field(
+        default_factory=list, description="Agents to run: oracle, noop or names in agent_config."
+    )
+    agent_config: str | None = Field(
+        default=None, description="Agents file (TOML) defining the LLM agents `agents` names."
+    )
+
+    def settings(self) -> dict[str, Any]:
+        """The fields of ``RunSettings``, as keyword arguments (``RunOptions(**...)``)."""
+        return self.model_dump(exclude={"suite", "agents", "agent_config"})
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a run file (TOML); relative paths in it become relative to its folder.
+
+    Raises:
+        ConfigError: The file cannot be read, is not TOML, or a field is unknown or
+            invalid; the message names the file, every bad field and why.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read run file: {exc.strerror}", file=str(path)) from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from exc
+    for name in _PATH_FIELDS:
+        value = data.get(name)
+        if isinstance(value, str) and not Path(value).is_absolute():
+            data[name] = str(path.parent / value)
+    return _validate(data, file=str(path))
+
+
+def merge_overrides(config: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """``config`` with the given fields replaced; ``None`` means "not given" and keeps the field.
+
+    Raises:
+        ConfigError: A merged field is invalid.
+    """
+    given = {name: value for name, value in overrides.items() if value is not None}
+    return _validate({**config.model_dump(exclude_unset=True), **given}, file=None)
+
+
+def _validate(data: dict[str, Any], file: str | None) -> RunConfig:
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_input=False):
+            loc = ".".join(str(part) for part in error["loc"])
+            hint = ""
+            if error["type"] == "extra_forbidden":
+                hint = f" (known fields: {', '.join(sorted(RunConfig.model_fields))})"
+            problems.append(f"{loc}: {error['msg']}{hint}")
+        raise ConfigError("; ".join(problems), file=file) from None
