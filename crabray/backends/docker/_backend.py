@@ -44,7 +44,7 @@ from docker.models.containers import Container
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import (
     CHUNK,
@@ -68,8 +68,9 @@ from crabray.backends.docker._engine import (
     ensure_image,
     prune,
 )
-from crabray.backends.docker._exec import run_exec, run_exec_raw
+from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
 from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.guest import Guest, GuestChannel, NoPythonError
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
@@ -115,6 +116,9 @@ class DockerBackend(Backend):
         self._background: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._guest = Guest(self._launch_guest, f"docker sandbox of '{config.name}'")
+        self._no_python = False
+        """Set once the image showed it has no python3: commands take the plain exec path."""
 
     @override
     def start(self) -> None:
@@ -146,6 +150,7 @@ class DockerBackend(Backend):
             SandboxError: No clean container could be made; do not reuse the sandbox.
         """
         used = self._require_started("reset")
+        self._guest.close()
         fresh = self._take_spare()
         if fresh is None:
             if not self.settings.warm_spare:
@@ -186,6 +191,18 @@ class DockerBackend(Backend):
         logger.debug(
             "exec in %s:%s (timeout %s s): %.200r", container.name, workdir, timeout_sec, command
         )
+        if not self._no_python:
+            try:
+                return self._guest.exec(
+                    argv,
+                    cwd=posixpath.normpath(workdir),
+                    env=env or {},
+                    timeout_sec=timeout_sec,
+                    marker=(MARKER_VAR, uuid.uuid4().hex),
+                )
+            except NoPythonError:
+                self._no_python = True
+                logger.debug("image %s has no python3: commands use plain execs", self.image)
         return run_exec(
             self._api(),
             str(container.id),
@@ -286,11 +303,29 @@ class DockerBackend(Backend):
         return xwd_to_png(result.stdout)
 
     @override
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action in the container's guest, in ``workdir``."""
+        self._require_started(f"run action '{call.action}'")
+        return self._guest.call(call, cwd=self._workdir)
+
+    @override
+    def check_python(self) -> str:
+        self._require_started("start its guest")
+        return self._guest.check()
+
+    def _launch_guest(self) -> GuestChannel:
+        container = self._require_started("start its guest")
+        return start_guest(
+            self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
+        )
+
+    @override
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self._guest.close()
         spare, self._spare = self._spare, None
         if spare is not None:
             spare.cancel()
