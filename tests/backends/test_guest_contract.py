@@ -26,7 +26,7 @@ from tests.backends.guest_fixtures.seed_actions import (
     python_version,
 )
 
-GUEST_KINDS = ("local", "local-bwrap", "docker-python")
+GUEST_KINDS = ("local", "local-bwrap", "ssh", "docker-python")
 """The kinds whose sandboxes have a guest so far."""
 
 
