@@ -1,11 +1,12 @@
 """A sandbox without python3: plain-Python actions fail at setup, commands still run.
 
-The busybox image (``crabray/busybox``) has a shell but no Python.
+The busybox image (``crabray/busybox``) and the test VM have a shell but no Python.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +15,14 @@ from crabray.actions import SHELL_ACTIONS, run_command
 from crabray.agents import AgentSpec, OracleAgent
 from crabray.backends import Backend, create_backend
 from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.guest import NoPythonError, python_call
 from crabray.core.errors import ConfigError
 from crabray.core.result import TerminationReason
 from crabray.episode import EpisodeSettings, run_episode
+from tests.backends.conftest import require_kind
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker
 from tests.backends.guest_fixtures.seed_actions import check_file_exist
+from tests.backends.vm.vmimage import vm_settings
 
 
 @pytest.fixture
@@ -76,3 +80,21 @@ def test_a_task_with_a_plain_evaluator_in_it_is_a_setup_error(busybox: Environme
     assert "'tiny'" in (result.error or "")
     assert "python3" in (result.error or "")
     assert result.steps == 0
+
+
+def test_a_vm_without_python3_keeps_plain_commands_and_names_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """The test VM is busybox and dropbear in an initramfs: no python3."""
+    kind = require_kind("vm")
+    config = EnvironmentConfig(name="vm1", backend=kind, backend_settings=vm_settings(tmp_path))
+    backend = create_backend(config)
+    backend.start()
+    try:
+        with pytest.raises(NoPythonError, match="python3"):
+            backend.check_python()
+        assert backend.exec("echo plain").stdout == "plain\n"
+        with pytest.raises(NoPythonError):
+            backend.call_python(python_call(check_file_exist, {"file_path": "x"}))
+    finally:
+        backend.close()
