@@ -112,7 +112,7 @@ class DockerBackend(Backend):
         self._container: Container | None = None
         self._reset_image: str | None = self.image
         self._snapshot: str | None = None
-        self._spare: Future[Container] | None = None
+        self._spare: Future[tuple[Container, Guest]] | None = None
         self._background: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
@@ -151,12 +151,15 @@ class DockerBackend(Backend):
         """
         used = self._require_started("reset")
         self._guest.close()
-        fresh = self._take_spare()
-        if fresh is None:
+        spare = self._take_spare()
+        if spare is None:
             if not self.settings.warm_spare:
                 self._remove_container(used)
             fresh = self._launch(self._reset_image, run_init=self._snapshot is None)
-        self._container = fresh
+            guest = self._container_guest(fresh)
+        else:
+            fresh, guest = spare
+        self._container, self._guest = fresh, guest
         if self.settings.warm_spare:
             self._submit(self._remove_container, used)
             self._prepare_spare()
@@ -338,7 +341,9 @@ class DockerBackend(Backend):
             and not spare.cancelled()
             and spare.exception() is None
         ):
-            self._remove_container(spare.result())
+            spare_container, spare_guest = spare.result()
+            spare_guest.close()
+            self._remove_container(spare_container)
         container, self._container = self._container, None
         if container is not None:
             self._remove_container(container)
@@ -520,19 +525,44 @@ class DockerBackend(Backend):
             return
         run_init = self._snapshot is None
         try:
-            self._spare = self._background.submit(
-                self._launch, self._reset_image, run_init=run_init
-            )
+            self._spare = self._background.submit(self._launch_spare, run_init)
         except RuntimeError:  # shut down by a concurrent close()
             self._spare = None
 
-    def _take_spare(self) -> Container | None:
-        """The warm spare once it is ready, or None when there is none or it failed."""
+    def _launch_spare(self, run_init: bool) -> tuple[Container, Guest]:
+        """A clean container whose guest already runs (unless the image has no python3).
+
+        Started in the background while an episode runs, so the next episode's
+        first command or Python call does not pay for starting Python.
+        """
+        container = self._launch(self._reset_image, run_init=run_init)
+        guest = self._container_guest(container)
+        if not self._no_python:
+            try:
+                guest.check()
+            except NoPythonError:
+                self._no_python = True
+            except SandboxError as exc:
+                logger.debug(
+                    "guest of spare %s did not start (%s); lazily then", container.name, exc
+                )
+        return container, guest
+
+    def _container_guest(self, container: Container) -> Guest:
+        def launch() -> GuestChannel:
+            return start_guest(
+                self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
+            )
+
+        return Guest(launch, f"docker sandbox of '{self.config.name}'")
+
+    def _take_spare(self) -> tuple[Container, Guest] | None:
+        """The warm spare and its guest once ready, or None when there is none or it failed."""
         spare, self._spare = self._spare, None
         if spare is None:
             return None
         try:
-            container = spare.result()
+            container, guest = spare.result()
         except _SPARE_ERRORS as exc:
             logger.warning(
                 "warm spare of '%s' failed (%s); starting one now", self.config.name, exc
@@ -541,9 +571,10 @@ class DockerBackend(Backend):
         try:
             container.reload()
             if container.status == "running":
-                return container
+                return container, guest
         except ENGINE_ERRORS:
             pass
+        guest.close()
         logger.warning(
             "warm spare %s of '%s' is not running; replacing it", container.name, self.config.name
         )
