@@ -269,8 +269,9 @@ class LocalBackend(Backend):
                 exit_code=126,
                 stderr=f"cannot run in {shown}: no such directory\n",
             )
-        if self._guest.running:
-            # Started by a Python call: commands share it (no nsenter, no spawn here).
+        if self._guest.running and self._holder is not None:
+            # Started by a Python call: commands share it (no nsenter per command). Unconfined,
+            # a direct spawn is cheaper than the round trip, so commands keep it.
             return self._guest.exec(
                 raw_argv, cwd=shown, env=run_env, clear_env=True, timeout_sec=timeout_sec
             )
@@ -314,8 +315,8 @@ class LocalBackend(Backend):
         """Run a plain-Python action in the sandbox's guest, in the working directory.
 
         The guest is this sandbox's own ``python3`` (the host's, seen through
-        the confinement), started on the first call; commands then go through
-        it too.
+        the confinement), started on the first call; confined, commands then go
+        through it too.
         """
         self._require_started(f"run action '{call.action}'")
         workdir = SANDBOX_WORKDIR if self._holder is not None else str(self.workdir)
