@@ -23,7 +23,8 @@ seed's ``check_file_exist``, run through ``Environment`` as an episode runs
 it), each beside one plain exec of ``true`` (crabray's own exec before the
 guest is up on local; the docker SDK's ``exec_run`` on docker; a paramiko
 ``exec_command`` on ssh), and the one-off cost of starting the guest. Docker
-uses ``crabray/debian`` here (busybox has no python3). Targets: a Python call
+uses ``crabray/debian`` here (busybox has no python3), the VM the test VM
+with python3 when it is built (``envs/vm/out-python``). Targets: a Python call
 under 2x a plain exec on docker and ssh; an action under 10 ms at p50.
 
 Backends: ``local`` (unconfined), ``local-bwrap`` (confined by bubblewrap),
@@ -65,6 +66,8 @@ BUSYBOX = "crabray/busybox:latest"
 DEBIAN = "crabray/debian:latest"
 REPO = Path(__file__).resolve().parents[1]
 VM_IMAGE = REPO / "envs" / "vm" / "out"
+VM_PYTHON_IMAGE = REPO / "envs" / "vm" / "out-python"
+"""The test VM with python3 (``CRABRAY_VM_PYTHON=1 envs/vm/build.sh envs/vm/out-python``)."""
 
 
 class Unavailable(Exception):
@@ -615,6 +618,8 @@ def bench_guest(label: str, n: int) -> list[Row]:
         settings = SETUPS[label](root, stack)
         if label == "docker":
             settings = {"image": DEBIAN}
+        if label == "vm" and (VM_PYTHON_IMAGE / "vmlinuz").is_file():
+            settings = {**settings, "image_dir": str(VM_PYTHON_IMAGE), "memory_mb": 512}
         kind = {"bwrap": "local"}.get(label, label)
         config = EnvironmentConfig(name="bench", backend=kind, backend_settings=settings)
         backend = create_backend(config)

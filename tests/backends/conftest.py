@@ -31,16 +31,24 @@ from tests.backends.docker.dockerd import (
     env_image_missing,
 )
 from tests.backends.ssh.sshd import shared_sshd, sshd_missing
-from tests.backends.vm.vmimage import vm_leftovers, vm_missing, vm_settings
+from tests.backends.vm.vmimage import (
+    vm_leftovers,
+    vm_missing,
+    vm_python_missing,
+    vm_python_settings,
+    vm_settings,
+)
 
 BACKEND_KINDS = ["local", "local-bwrap", "ssh", "docker", "docker-python", "vm"]
 """Every kind (or variant, see ``KIND_OF``) the contract suite runs against."""
 
-KIND_OF = {"local-bwrap": "local", "docker-python": "docker"}
+KIND_OF = {"local-bwrap": "local", "docker-python": "docker", "vm-python": "vm"}
 """Contract ids that are a settings variant of a backend kind, and that kind.
 
 ``docker-python`` is a container of ``crabray/debian``, which has python3: its
-commands go through the sandbox's guest process, where busybox's take plain execs."""
+commands go through the sandbox's guest process, where busybox's take plain execs.
+``vm-python`` is the test VM with python3; only the guest tests use it (its
+boots are slow, and ssh runs the same command path)."""
 
 BackendFactory = Callable[..., Backend]
 LeftoverCheck = Callable[[dict[str, Any], list[int]], list[str]]
@@ -64,6 +72,7 @@ _MISSING: dict[str, Callable[[], str | None]] = {
     "docker": docker_missing,
     "docker-python": lambda: env_image_missing("debian"),
     "vm": vm_missing,
+    "vm-python": vm_python_missing,
 }
 """Per kind: ``None`` when its component is usable here, else what to install."""
 
@@ -87,6 +96,7 @@ _SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "docker": docker_settings,
     "docker-python": lambda _tmp_path: {"image": "crabray/debian:latest"},
     "vm": vm_settings,
+    "vm-python": vm_python_settings,
 }
 """Per kind: default ``backend_settings`` for a test sandbox."""
 
@@ -157,6 +167,7 @@ LEFTOVER_CHECKS: dict[str, LeftoverCheck] = {
     "docker": docker_leftovers,
     "docker-python": docker_leftovers,
     "vm": vm_leftovers,
+    "vm-python": vm_leftovers,
 }
 """Per kind: what a closed sandbox left behind, given its ``describe()`` from before
 ``close()`` and the pids it reported from inside; an empty list means nothing."""

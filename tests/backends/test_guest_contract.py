@@ -17,7 +17,7 @@ from crabray.backends import Backend
 from crabray.backends.base import MAX_OUTPUT_BYTES, OUTPUT_CUT_MARKER
 from crabray.backends.environment import AgentSignals, Environment
 from crabray.backends.guest import GuestCallError
-from tests.backends.conftest import BACKEND_KINDS, require_kind
+from tests.backends.conftest import require_kind
 from tests.backends.guest_fixtures.seed_actions import (
     check_file_exist,
     count_calls,
@@ -26,11 +26,11 @@ from tests.backends.guest_fixtures.seed_actions import (
     python_version,
 )
 
-GUEST_KINDS = ("local", "local-bwrap", "ssh", "docker-python")
-"""The kinds whose sandboxes have a guest so far."""
+GUEST_KINDS = ("local", "local-bwrap", "ssh", "docker-python", "vm-python")
+"""The kinds (and variants) whose sandboxes have python3 for a guest."""
 
 
-@pytest.fixture(params=[k for k in BACKEND_KINDS if k in GUEST_KINDS])
+@pytest.fixture(params=GUEST_KINDS)
 def contract_kind(request: pytest.FixtureRequest) -> str:
     """Every guest kind with python3 in its sandbox (busybox's ``docker`` has none).
 

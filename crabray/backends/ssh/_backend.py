@@ -105,7 +105,7 @@ class SshBackend(Backend):
         self._login_shell: str | None = None
         """The remote login shell when it is a POSIX shell (commands skip a ``/bin/sh``)."""
         self._closed = False
-        self._guest = Guest(self._launch_guest, f"ssh sandbox of '{config.name}'")
+        self._guest = Guest(self._launch_guest, f"{config.backend} sandbox of '{config.name}'")
         self._no_python = False
         """Set once the machine showed it has no python3: commands take the plain path."""
         self._lock = threading.RLock()
