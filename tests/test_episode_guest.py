@@ -20,7 +20,9 @@ from crabray.backends import Backend, create_backend
 from crabray.backends.local import _bwrap
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings, run_episode
+from crabray.results import read_episodes
 from tests.backends.guest_fixtures.seed_actions import check_file_exist, divide
+from tests.conftest import crabray
 from tests.test_episode import ScriptAgent, call
 
 
@@ -87,3 +89,52 @@ def test_a_plain_action_raising_is_the_calls_error_with_the_guest_traceback(
     assert error.startswith("GuestCallError: action 'divide' raised ZeroDivisionError")
     assert "return a / b" in error
     assert record.result.action_errors == 1
+
+
+SEED_SUITE = """
+import os
+
+from crabray import BenchmarkConfig, EnvironmentConfig, Task, evaluator
+from crabray.actions import SHELL_ACTIONS, run_command
+
+
+@evaluator
+def check_file_exist(file_path: str) -> bool:
+    return os.path.isfile(file_path)
+
+
+seed = BenchmarkConfig(
+    name="seed",
+    environments=[
+        EnvironmentConfig(
+            name="box",
+            action_space=SHELL_ACTIONS,
+            backend="local",
+            backend_settings={"isolation": "bwrap"},
+        )
+    ],
+    tasks=[
+        Task(
+            id="made",
+            description="Make /home/user/made.txt.",
+            evaluator=check_file_exist("/home/user/made.txt"),
+            solution=[run_command(command="touch /home/user/made.txt")],
+        )
+    ],
+)
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_crabray_run_scores_the_seed_suite_in_its_sandbox(
+    bench: BenchmarkConfig, tmp_path: Path
+) -> None:
+    """The issue's example, end to end: ``crabray run`` on Ray, the evaluator in the sandbox."""
+    suite = tmp_path / "seed_suite.py"
+    suite.write_text(SEED_SUITE)
+    out = tmp_path / "out"
+    done = crabray("run", str(suite), "--agent", "oracle", "--agent", "noop", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    episodes = read_episodes(out)
+    assert episodes.set_index("agent")["score"].to_dict() == {"oracle": 1.0, "noop": 0.0}
