@@ -55,9 +55,13 @@ class GuestCallError(ActionError):
         message: What failed.
         error_type: The exception's class name in the guest.
         guest_traceback: The traceback as the guest formatted it.
+
+    The two keyword arguments have defaults so that the error unpickles (it
+    crosses from an environment actor to the episode as ``(message,)`` plus
+    its attributes).
     """
 
-    def __init__(self, message: str, *, error_type: str, guest_traceback: str) -> None:
+    def __init__(self, message: str, *, error_type: str = "", guest_traceback: str = "") -> None:
         super().__init__(message)
         self.error_type = error_type
         self.guest_traceback = guest_traceback
