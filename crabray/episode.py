@@ -231,6 +231,7 @@ class _Episode:
             b.call_name: b for b in self.benchmark.action_space(self.task, root_actions(self.task))
         }
         self.evaluator_envs = {n: self._env_for(n) for n in self.task.evaluators}
+        self._check_python()
         return TaskBrief(
             task_id=self.task.id,
             description=self.task.description,
@@ -241,6 +242,20 @@ class _Episode:
             if self.task.solution
             else None,
         )
+
+    def _check_python(self) -> None:
+        """Each sandbox that runs plain-Python actions has python3: a setup error if not.
+
+        Raises:
+            ConfigError: Naming the action, the environment and what its image lacks.
+        """
+        placed = [(b.action, self.envs[b.env]) for b in self.space.values()]
+        placed += list(self.evaluator_envs.items())
+        checked: set[str] = set()
+        for act, env in placed:
+            if act.runs_in_sandbox and env.name not in checked:
+                env.check_python(act)
+                checked.add(env.name)
 
     def _loop(self) -> None:
         results: list[CallResult] = []

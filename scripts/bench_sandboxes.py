@@ -17,6 +17,16 @@ shape of ``scripts/bench_episodes.py``) run by the real runner on a local Ray
 instance at concurrency 1 and 2: overall, the time to the first finished
 episode (actor and sandbox start), and the steady rate after it.
 
+Then, per backend whose sandbox has python3, the guest rows: one command
+through the sandbox's guest process and one in-sandbox Python call (the
+seed's ``check_file_exist``, run through ``Environment`` as an episode runs
+it), each beside one plain exec of ``true`` (crabray's own exec before the
+guest is up on local; the docker SDK's ``exec_run`` on docker; a paramiko
+``exec_command`` on ssh), and the one-off cost of starting the guest. Docker
+uses ``crabray/debian`` here (busybox has no python3), the VM the test VM
+with python3 when it is built (``envs/vm/out-python``). Targets: a Python call
+under 2x a plain exec on docker and ssh; an action under 10 ms at p50.
+
 Backends: ``local`` (unconfined), ``local-bwrap`` (confined by bubblewrap),
 ``docker`` (the ``crabray/busybox`` image of ``envs/busybox``), ``ssh`` (a
 throwaway OpenSSH server on loopback, the test suite's ``tests/backends/ssh/sshd.py``)
@@ -28,7 +38,7 @@ One function per backend (``bench_docker``, ...) returns its latency rows, and
 by writing both.
 
 Usage: python scripts/bench_sandboxes.py [--backend docker] [--n 20] [--episodes 40]
-       [--episode-sec 1.5] [--no-episodes] [--quick]
+       [--episode-sec 1.5] [--no-episodes] [--no-guest] [--quick]
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import shutil
 import statistics
 import subprocess
@@ -52,8 +63,11 @@ from bench_episodes import SUITE as LOCAL_SUITE  # a sibling script: its trivial
 logger = logging.getLogger("bench_sandboxes")
 
 BUSYBOX = "crabray/busybox:latest"
+DEBIAN = "crabray/debian:latest"
 REPO = Path(__file__).resolve().parents[1]
 VM_IMAGE = REPO / "envs" / "vm" / "out"
+VM_PYTHON_IMAGE = REPO / "envs" / "vm" / "out-python"
+"""The test VM with python3 (``CRABRAY_VM_PYTHON=1 envs/vm/build.sh envs/vm/out-python``)."""
 
 
 class Unavailable(Exception):
@@ -586,6 +600,94 @@ def bench_episodes(labels: list[str], episodes: int) -> list[Throughput]:
     return results
 
 
+def check_file_exist(file_path: str) -> bool:
+    """The seed's evaluator: a plain function, so it runs inside the sandbox (its guest)."""
+    return os.path.isfile(file_path)
+
+
+def bench_guest(label: str, n: int) -> list[Row]:
+    """A command through the guest and a Python call, each beside one plain exec of ``true``."""
+    from crabray.backends import create_backend
+    from crabray.backends.environment import AgentSignals, Environment
+    from crabray.core import evaluator
+    from crabray.core.environment import EnvironmentConfig
+
+    with contextlib.ExitStack() as stack:
+        root = Path(tempfile.mkdtemp(prefix="crabray-bench-guest-"))
+        stack.callback(shutil.rmtree, root, ignore_errors=True)
+        settings = SETUPS[label](root, stack)
+        if label == "docker":
+            settings = {"image": DEBIAN}
+        if label == "vm" and (VM_PYTHON_IMAGE / "vmlinuz").is_file():
+            settings = {**settings, "image_dir": str(VM_PYTHON_IMAGE), "memory_mb": 512}
+        kind = {"bwrap": "local"}.get(label, label)
+        config = EnvironmentConfig(name="bench", backend=kind, backend_settings=settings)
+        backend = create_backend(config)
+        backend.start()
+        stack.callback(backend.close)
+        local = label in ("local", "bwrap")
+        guest_start = 0.0 if local else timed(backend.check_python)  # no python3: no rows
+        plain = _plain_exec(label, backend, settings, stack)
+        plain_times = [timed(plain) for _ in range(5 * n)] if plain else []
+        if local:
+            guest_start = timed(backend.check_python)
+        env = Environment("bench", backend, AgentSignals())
+        check = evaluator(check_file_exist)(file_path="made.txt")
+        execs, calls, plains = [], [], []
+        for _ in range(5 * n):
+            execs.append(timed(lambda: backend.exec(["true"])))
+            calls.append(timed(lambda: check.evaluate(env)))
+            if plain is not None:
+                plains.append(timed(plain))
+        if local:
+            plains = plain_times  # after the guest is up, local's exec is the guest's
+        after_reset = []
+        for _ in range(min(n, 5)):
+            backend.reset()
+            time.sleep(1.0)  # an episode: docker warms the next container and its guest
+            after_reset.append(timed(lambda: check.evaluate(env)))
+        return [
+            Row(label, "guest start (once)", [guest_start], None),
+            Row(label, "1st call after reset", after_reset, None),
+            Row(label, "exec via guest", execs, plains or None),
+            Row(label, "python call", calls, plains or None),
+        ]
+
+
+def _plain_exec(
+    label: str, backend: Any, settings: dict[str, Any], stack: contextlib.ExitStack
+) -> Callable[[], object] | None:
+    """One exec of ``true`` without the guest (see ``bench_guest``); None for the VM."""
+    if label in ("local", "bwrap"):
+        return lambda: backend.exec(["true"])  # measured before the guest starts
+    if label == "docker":
+        import docker
+
+        client = stack.enter_context(contextlib.closing(docker.from_env()))
+        container = client.containers.get(backend.describe()["container"])
+        return lambda: container.exec_run(["true"])
+    if label != "ssh":
+        return None
+    import paramiko
+
+    client = stack.enter_context(contextlib.closing(paramiko.SSHClient()))
+    client.load_host_keys(settings["known_hosts"])
+    client.connect(
+        settings["host"],
+        port=settings["port"],
+        username=settings["user"],
+        key_filename=settings["key_path"],
+        look_for_keys=False,
+        allow_agent=False,
+    )
+
+    def run() -> None:
+        _, stdout, _ = client.exec_command("exec true")
+        stdout.channel.recv_exit_status()
+
+    return run
+
+
 BENCHES: dict[str, Callable[[int, float], list[Row]]] = {
     "local": bench_local,
     "bwrap": lambda n, episode_sec: bench_local(n, episode_sec, confined=True),
@@ -608,6 +710,7 @@ def main() -> None:
     )
     parser.add_argument("--no-latency", action="store_true", help="Only the episodes/s rows.")
     parser.add_argument("--no-episodes", action="store_true", help="Only the latency rows.")
+    parser.add_argument("--no-guest", action="store_true", help="Leave out the guest rows.")
     parser.add_argument(
         "--quick", action="store_true", help="A short look: --n 5 --episodes 12 --episode-sec 0.2."
     )
@@ -625,9 +728,20 @@ def main() -> None:
             rows += BENCHES[label](args.n, args.episode_sec)
         except Unavailable as exc:
             logger.info("%s: skipped: %s", label, exc)
+    from crabray.core.errors import CrabrayError
+
+    guest_rows: list[Row] = []
+    for label in [] if args.no_guest else labels:
+        logger.info("measuring the guest of %s ...", label)
+        try:
+            guest_rows += bench_guest(label, args.n)
+        except (Unavailable, CrabrayError) as exc:
+            logger.info("%s: no guest rows: %s", label, exc)
     throughput = [] if args.no_episodes else bench_episodes(labels, args.episodes)
     if rows:
         report_latency(rows)
+    if guest_rows:
+        report_guest(guest_rows)
     if throughput:
         logger.info("")
         logger.info("trivial suite (one-action episodes, oracle agent) on local Ray")
@@ -637,6 +751,27 @@ def main() -> None:
         )
         for result in throughput:
             logger.info(result.line())
+
+
+def report_guest(rows: list[Row]) -> None:
+    """The guest table; the overhead column is against one plain exec of ``true``."""
+    logger.info("")
+    logger.info("guest: a command and a Python call in a warm sandbox, beside a plain exec")
+    header = f"{'backend':<8} {'operation':<22} {'p50 ms':>9} {'p95 ms':>9} "
+    logger.info(header + f"{'exec p50':>9} {'exec p95':>9} {'vs exec':>9}")
+    for row in rows:
+        logger.info(row.line())
+    for row in rows:
+        if row.operation == "python call" and row.raw:
+            ratio = statistics.median(row.crabray) / statistics.median(row.raw)
+            p50_ms = statistics.median(row.crabray) * 1e3
+            logger.info(
+                "%s: a Python call costs %.2fx a plain exec (target under 2x); p50 %.2f ms "
+                "(target at most 10 ms)",
+                row.backend,
+                ratio,
+                p50_ms,
+            )
 
 
 def report_latency(rows: list[Row]) -> None:

@@ -23,6 +23,38 @@ every environment actor, and backends label what they make with it (docker:
 the ``crabray.run`` label)."""
 
 
+MAX_OUTPUT_BYTES = 10 * 1024 * 1024
+"""The most of one stream (stdout, stderr) of one ``exec`` that is kept: 10 MiB.
+
+Every backend reads a command's output incrementally and drops what comes
+past this, so a command that prints without end costs bounded memory; the
+kept part ends with :data:`OUTPUT_CUT_MARKER`."""
+
+OUTPUT_CUT_MARKER = "\n[crabray: output cut at 10 MiB]\n"
+"""Appended to a stream that was cut at :data:`MAX_OUTPUT_BYTES`."""
+
+
+def output_text(data: bytes, cut: bool) -> str:
+    """A stream's kept bytes as text, with the marker when the rest was dropped."""
+    text = data.decode("utf-8", errors="replace")
+    return text + OUTPUT_CUT_MARKER if cut else text
+
+
+class PythonCall(BaseModel):
+    """A plain-Python action to run inside the sandbox: its source and its arguments, as text.
+
+    Built by the episode (:func:`crabray.backends.guest.python_call`); never
+    bytecode or pickles, so host and guest Python versions may differ.
+    """
+
+    action: str = Field(description="The action's name, for messages.")
+    function: str = Field(description="The name the function is defined under in the units.")
+    units: list[tuple[str, int, str]] = Field(
+        description="(file name, first line, source text), compiled in order in the guest."
+    )
+    arguments_json: str = Field(description="The validated arguments, as a JSON object.")
+
+
 class ExecResult(BaseModel):
     """What running a command in a sandbox gave."""
 
@@ -92,11 +124,41 @@ class Backend(ABC):
         A string is run by the sandbox's shell (``sh -c``); a list is run as
         argv. A command that outlives ``timeout_sec`` is killed with its whole
         process tree and the result has ``timed_out=True`` and ``exit_code=-1``;
-        a non-zero exit is a result, not an error.
+        a non-zero exit is a result, not an error. Each of stdout and stderr is
+        kept up to :data:`MAX_OUTPUT_BYTES`, then cut with :data:`OUTPUT_CUT_MARKER`.
 
         Raises:
             SandboxError: The sandbox could not run the command at all.
         """
+
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action inside the sandbox and return its value.
+
+        Runs in the sandbox's guest process (:mod:`crabray.backends.guest`),
+        under the sandbox's ``python3``, in its working directory.
+
+        Raises:
+            GuestCallError: The function raised; the message holds the guest's traceback.
+            NoPythonError: The sandbox has no ``python3`` (a configuration error).
+            SandboxError: The backend cannot run Python (the default), or the guest
+                died twice in a row.
+        """
+        raise SandboxError(
+            f"the '{self.kind}' sandbox of '{self.config.name}' cannot run action "
+            f"'{call.action}' inside it: this backend has no guest process"
+        )
+
+    def check_python(self) -> str:
+        """Start the sandbox's guest if needed and return its Python version.
+
+        Raises:
+            NoPythonError: The sandbox has no ``python3``.
+            SandboxError: The backend has no guest (the default), or it did not start.
+        """
+        raise SandboxError(
+            f"the '{self.kind}' sandbox of '{self.config.name}' cannot run Python actions "
+            "inside it: this backend has no guest process"
+        )
 
     @abstractmethod
     def put_file(self, path: str, data: bytes) -> None:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from crabray.backends.base import Backend, ExecResult
-from crabray.core.errors import SandboxError
+from crabray.backends.guest import NoPythonError, python_call
+from crabray.core.action import Action
+from crabray.core.errors import ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,36 @@ class Environment:
     ) -> ExecResult:
         """Run a command in the sandbox (see ``Backend.exec``)."""
         return self.backend.exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
+
+    def run_plain(self, action: Action, values: dict[str, Any]) -> Any:
+        """Run a plain-Python action (see ``Action.runs_in_sandbox``) where this environment is.
+
+        In a sandbox, its guest process runs it and the value comes back; in the
+        root environment, which has no sandbox, it runs here in the episode.
+
+        Raises:
+            GuestCallError: The function raised inside the sandbox (with the guest traceback).
+            SandboxError: The sandbox failed.
+        """
+        if self._backend is None:
+            return action.entry(**values)
+        return self._backend.call_python(python_call(action, values))
+
+    def check_python(self, action: Action) -> None:
+        """Make sure this sandbox can run ``action`` (a plain-Python one): it has ``python3``.
+
+        Raises:
+            ConfigError: Naming the action, the environment and what the image lacks.
+            SandboxError: The sandbox failed.
+        """
+        if self._backend is None:
+            return
+        try:
+            self._backend.check_python()
+        except NoPythonError as exc:
+            raise ConfigError(
+                f"action '{action.name}' runs inside environment '{self.name}', but {exc}"
+            ) from exc
 
     def put_file(self, path: str, data: bytes) -> None:
         """Write a file in the sandbox (see ``Backend.put_file``)."""

@@ -16,7 +16,7 @@ from typing import Any
 import ray
 
 from crabray.backends import create_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
@@ -85,6 +85,12 @@ class EnvironmentActor:
 
     def exec(self, command: str | list[str], kwargs: dict[str, Any]) -> ExecResult:
         return self.backend.exec(command, **kwargs)
+
+    def call_python(self, call: PythonCall) -> Any:
+        return self.backend.call_python(call)
+
+    def check_python(self) -> str:
+        return self.backend.check_python()
 
     def put_file(self, path: str, data: bytes) -> None:
         self.backend.put_file(path, data)

@@ -15,7 +15,7 @@ import ray
 from pydantic import BaseModel, Field
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, WorkerCrashedError
 
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import SandboxError
 
@@ -99,6 +99,12 @@ class ActorBackend(Backend):
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         return self._call("exec", command, {"timeout_sec": timeout_sec, "cwd": cwd, "env": env})
+
+    def call_python(self, call: PythonCall) -> Any:
+        return self._call("call_python", call)
+
+    def check_python(self) -> str:
+        return self._call("check_python")
 
     def put_file(self, path: str, data: bytes) -> None:
         self._call("put_file", path, data)

@@ -175,11 +175,28 @@ class Action(BaseModel):
         """
         return self.invoke({"env": env}, arguments)
 
+    @property
+    def runs_in_sandbox(self) -> bool:
+        """CRAB's rule: a plain function (no kept ``env``, not ``local``) runs in its sandbox.
+
+        Such an action is handed to its environment's ``run_plain`` (the
+        sandbox's guest process runs it); an action that takes ``env`` runs
+        here and drives the sandbox through it.
+        """
+        return not self.local and "env" not in self.kept_params
+
     def invoke(self, context: dict[str, Any], arguments: dict[str, Any]) -> Any:
-        """Run with validated ``arguments`` and the kept parameters taken from ``context``."""
+        """Run with validated ``arguments`` and the kept parameters taken from ``context``.
+
+        An action that :attr:`runs_in_sandbox` goes to ``context["env"].run_plain``
+        when the environment has one (a sandbox of an episode); otherwise it runs here.
+        """
         values = self.validate_arguments(arguments)
         for kept in self.kept_params:
             values[kept] = context.get(kept)
+        run_plain = getattr(context.get("env"), "run_plain", None)
+        if self.runs_in_sandbox and run_plain is not None:
+            return run_plain(self, values)
         return self.entry(**values)
 
     def to_openai_json_schema(self) -> dict[str, Any]:

@@ -13,6 +13,10 @@
 #                         (reused when it already exists, or taken from $CRABRAY_VM_KEY)
 #   host_key.pub          the VM's SSH host key (public), for a known_hosts entry
 #
+# CRABRAY_VM_PYTHON=1 adds Debian's python3 (interpreter and standard library): the
+# guest process that runs plain-Python actions needs it (the tests build that variant
+# into envs/vm/out-python).
+#
 # Host packages: qemu-system-x86 qemu-utils dropbear-bin busybox-static cpio
 # (scripts/system-deps.sh installs them). Safe to run again; it rebuilds.
 set -euo pipefail
@@ -89,6 +93,26 @@ ln -s openssh/sftp-server "$root/usr/lib/sftp-server"
 rm -f "$root/bin/grep" "$root/usr/bin/grep" "$root/bin/sh"
 copy_with_libs "$(command -v grep)" /bin/grep
 copy_with_libs "$(readlink -f "$(command -v dash)")" /bin/sh
+
+# python3 (only with CRABRAY_VM_PYTHON=1): Debian's interpreter and standard library
+# (without tests, IDLE and tkinter; with its bytecode caches, which save seconds of
+# compiling at every start in an emulated VM), so plain-Python actions can run in the VM.
+if [ "${CRABRAY_VM_PYTHON:-0}" = 1 ]; then
+  [ -x /usr/bin/python3 ] || { echo "build.sh: /usr/bin/python3 is missing; apt-get install -y python3" >&2; exit 1; }
+  py="$(readlink -f /usr/bin/python3)"
+  ver="$(basename "$py")"
+  copy_with_libs "$py" "/usr/bin/$ver"
+  ln -sf "$ver" "$root/usr/bin/python3"
+  (cd /usr/lib && tar -cf - --exclude="$ver/test" --exclude="$ver/idlelib" \
+      --exclude="$ver/tkinter" --exclude="$ver/turtledemo" --exclude="$ver/ensurepip" \
+      --exclude="$ver/lib2to3" --exclude="$ver/pydoc_data" --exclude="$ver/config-*" \
+      --exclude="$ver/site-packages" --exclude="$ver/dist-packages" "$ver") | (cd "$root/usr/lib" && tar -xf -)
+  for so in "$root/usr/lib/$ver"/lib-dynload/*.so; do
+    ldd "$so" | awk '/=> \// {print $3}' | while read -r lib; do
+      [ -e "$root$lib" ] || install -D -m 755 "$lib" "$root$lib"
+    done
+  done
+fi
 
 # network drivers that Debian builds as modules, each after what it depends on
 modules=(failover net_failover virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_net e1000)

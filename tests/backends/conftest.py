@@ -24,15 +24,31 @@ import pytest
 
 from crabray.backends import Backend, create_backend
 from crabray.core.environment import EnvironmentConfig
-from tests.backends.docker.dockerd import docker_leftovers, docker_missing, docker_settings
+from tests.backends.docker.dockerd import (
+    docker_leftovers,
+    docker_missing,
+    docker_settings,
+    env_image_missing,
+)
 from tests.backends.ssh.sshd import shared_sshd, sshd_missing
-from tests.backends.vm.vmimage import vm_leftovers, vm_missing, vm_settings
+from tests.backends.vm.vmimage import (
+    vm_leftovers,
+    vm_missing,
+    vm_python_missing,
+    vm_python_settings,
+    vm_settings,
+)
 
-BACKEND_KINDS = ["local", "local-bwrap", "ssh", "docker", "vm"]
+BACKEND_KINDS = ["local", "local-bwrap", "ssh", "docker", "docker-python", "vm"]
 """Every kind (or variant, see ``KIND_OF``) the contract suite runs against."""
 
-KIND_OF = {"local-bwrap": "local"}
-"""Contract ids that are a settings variant of a backend kind, and that kind."""
+KIND_OF = {"local-bwrap": "local", "docker-python": "docker", "vm-python": "vm"}
+"""Contract ids that are a settings variant of a backend kind, and that kind.
+
+``docker-python`` is a container of ``crabray/debian``, which has python3: its
+commands go through the sandbox's guest process, where busybox's take plain execs.
+``vm-python`` is the test VM with python3; only the guest tests use it (its
+boots are slow, and ssh runs the same command path)."""
 
 BackendFactory = Callable[..., Backend]
 LeftoverCheck = Callable[[dict[str, Any], list[int]], list[str]]
@@ -54,7 +70,9 @@ _MISSING: dict[str, Callable[[], str | None]] = {
     "local-bwrap": _bwrap_missing,
     "ssh": sshd_missing,
     "docker": docker_missing,
+    "docker-python": lambda: env_image_missing("debian"),
     "vm": vm_missing,
+    "vm-python": vm_python_missing,
 }
 """Per kind: ``None`` when its component is usable here, else what to install."""
 
@@ -76,7 +94,9 @@ _SETTINGS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "local-bwrap": _local_bwrap_settings,
     "ssh": _ssh_settings,
     "docker": docker_settings,
+    "docker-python": lambda _tmp_path: {"image": "crabray/debian:latest"},
     "vm": vm_settings,
+    "vm-python": vm_python_settings,
 }
 """Per kind: default ``backend_settings`` for a test sandbox."""
 
@@ -145,7 +165,9 @@ LEFTOVER_CHECKS: dict[str, LeftoverCheck] = {
     # The test sshd is on loopback: the "remote" directory and pids are this host's.
     "ssh": _local_leftovers,
     "docker": docker_leftovers,
+    "docker-python": docker_leftovers,
     "vm": vm_leftovers,
+    "vm-python": vm_leftovers,
 }
 """Per kind: what a closed sandbox left behind, given its ``describe()`` from before
 ``close()`` and the pids it reported from inside; an empty list means nothing."""
@@ -166,7 +188,11 @@ def backend_kind(contract_kind: str) -> str:
 @pytest.fixture(params=BACKEND_KINDS)
 def contract_kind(request: pytest.FixtureRequest) -> str:
     """The kind (or variant) under test; skipped (or failed under ``CI=true``) when not usable."""
-    kind: str = request.param
+    return require_kind(request.param)
+
+
+def require_kind(kind: str) -> str:
+    """``kind``, or skip the test (fail it under ``CI=true``) when its component is missing."""
     hint = _MISSING[kind]()
     if hint is not None:
         if os.environ.get("CI", "").lower() == "true":

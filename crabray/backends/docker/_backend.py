@@ -44,7 +44,7 @@ from docker.models.containers import Container
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import (
     CHUNK,
@@ -68,8 +68,9 @@ from crabray.backends.docker._engine import (
     ensure_image,
     prune,
 )
-from crabray.backends.docker._exec import run_exec, run_exec_raw
+from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
 from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.guest import Guest, GuestChannel, NoPythonError
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
@@ -111,10 +112,13 @@ class DockerBackend(Backend):
         self._container: Container | None = None
         self._reset_image: str | None = self.image
         self._snapshot: str | None = None
-        self._spare: Future[Container] | None = None
+        self._spare: Future[tuple[Container, Guest]] | None = None
         self._background: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self._guest = Guest(self._launch_guest, f"docker sandbox of '{config.name}'")
+        self._no_python = False
+        """Set once the image showed it has no python3: commands take the plain exec path."""
 
     @override
     def start(self) -> None:
@@ -146,12 +150,16 @@ class DockerBackend(Backend):
             SandboxError: No clean container could be made; do not reuse the sandbox.
         """
         used = self._require_started("reset")
-        fresh = self._take_spare()
-        if fresh is None:
+        self._guest.close()
+        spare = self._take_spare()
+        if spare is None:
             if not self.settings.warm_spare:
                 self._remove_container(used)
             fresh = self._launch(self._reset_image, run_init=self._snapshot is None)
-        self._container = fresh
+            guest = self._container_guest(fresh)
+        else:
+            fresh, guest = spare
+        self._container, self._guest = fresh, guest
         if self.settings.warm_spare:
             self._submit(self._remove_container, used)
             self._prepare_spare()
@@ -186,6 +194,18 @@ class DockerBackend(Backend):
         logger.debug(
             "exec in %s:%s (timeout %s s): %.200r", container.name, workdir, timeout_sec, command
         )
+        if not self._no_python:
+            try:
+                return self._guest.exec(
+                    argv,
+                    cwd=posixpath.normpath(workdir),
+                    env=env or {},
+                    timeout_sec=timeout_sec,
+                    marker=(MARKER_VAR, uuid.uuid4().hex),
+                )
+            except NoPythonError:
+                self._no_python = True
+                logger.debug("image %s has no python3: commands use plain execs", self.image)
         return run_exec(
             self._api(),
             str(container.id),
@@ -286,11 +306,29 @@ class DockerBackend(Backend):
         return xwd_to_png(result.stdout)
 
     @override
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action in the container's guest, in ``workdir``."""
+        self._require_started(f"run action '{call.action}'")
+        return self._guest.call(call, cwd=self._workdir)
+
+    @override
+    def check_python(self) -> str:
+        self._require_started("start its guest")
+        return self._guest.check()
+
+    def _launch_guest(self) -> GuestChannel:
+        container = self._require_started("start its guest")
+        return start_guest(
+            self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
+        )
+
+    @override
     def close(self) -> None:
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+        self._guest.close()
         spare, self._spare = self._spare, None
         if spare is not None:
             spare.cancel()
@@ -303,7 +341,9 @@ class DockerBackend(Backend):
             and not spare.cancelled()
             and spare.exception() is None
         ):
-            self._remove_container(spare.result())
+            spare_container, spare_guest = spare.result()
+            spare_guest.close()
+            self._remove_container(spare_container)
         container, self._container = self._container, None
         if container is not None:
             self._remove_container(container)
@@ -485,19 +525,44 @@ class DockerBackend(Backend):
             return
         run_init = self._snapshot is None
         try:
-            self._spare = self._background.submit(
-                self._launch, self._reset_image, run_init=run_init
-            )
+            self._spare = self._background.submit(self._launch_spare, run_init)
         except RuntimeError:  # shut down by a concurrent close()
             self._spare = None
 
-    def _take_spare(self) -> Container | None:
-        """The warm spare once it is ready, or None when there is none or it failed."""
+    def _launch_spare(self, run_init: bool) -> tuple[Container, Guest]:
+        """A clean container whose guest already runs (unless the image has no python3).
+
+        Started in the background while an episode runs, so the next episode's
+        first command or Python call does not pay for starting Python.
+        """
+        container = self._launch(self._reset_image, run_init=run_init)
+        guest = self._container_guest(container)
+        if not self._no_python:
+            try:
+                guest.check()
+            except NoPythonError:
+                self._no_python = True
+            except SandboxError as exc:
+                logger.debug(
+                    "guest of spare %s did not start (%s); lazily then", container.name, exc
+                )
+        return container, guest
+
+    def _container_guest(self, container: Container) -> Guest:
+        def launch() -> GuestChannel:
+            return start_guest(
+                self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
+            )
+
+        return Guest(launch, f"docker sandbox of '{self.config.name}'")
+
+    def _take_spare(self) -> tuple[Container, Guest] | None:
+        """The warm spare and its guest once ready, or None when there is none or it failed."""
         spare, self._spare = self._spare, None
         if spare is None:
             return None
         try:
-            container = spare.result()
+            container, guest = spare.result()
         except _SPARE_ERRORS as exc:
             logger.warning(
                 "warm spare of '%s' failed (%s); starting one now", self.config.name, exc
@@ -506,9 +571,10 @@ class DockerBackend(Backend):
         try:
             container.reload()
             if container.status == "running":
-                return container
+                return container, guest
         except ENGINE_ERRORS:
             pass
+        guest.close()
         logger.warning(
             "warm spare %s of '%s' is not running; replacing it", container.name, self.config.name
         )

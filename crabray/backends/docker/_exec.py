@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
 import socket
+import struct
 import threading
 import time
 import uuid
@@ -26,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from docker.utils.socket import frames_iter
+from typing_extensions import override
 
-from crabray.backends.base import ExecResult
+from crabray.backends.base import MAX_OUTPUT_BYTES, ExecResult, output_text
 from crabray.backends.docker._engine import ENGINE_ERRORS
+from crabray.backends.guest import BOOTSTRAP, GuestChannel, GuestLostError, KeptOutput
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -70,8 +74,8 @@ _STREAM_ERRORS: tuple[type[Exception], ...] = (OSError, ValueError, *ENGINE_ERRO
 class _Output:
     """What the reader thread collected."""
 
-    stdout: list[bytes] = field(default_factory=list)
-    stderr: list[bytes] = field(default_factory=list)
+    stdout: KeptOutput = field(default_factory=lambda: KeptOutput(MAX_OUTPUT_BYTES))
+    stderr: KeptOutput = field(default_factory=lambda: KeptOutput(MAX_OUTPUT_BYTES))
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -85,6 +89,7 @@ class RawExecResult:
     stderr: bytes
     timed_out: bool
     duration_sec: float
+    cut: tuple[bool, bool] = (False, False)
 
 
 def run_exec(
@@ -130,8 +135,8 @@ def run_exec(
     )
     return ExecResult(
         exit_code=raw.exit_code,
-        stdout=raw.stdout.decode("utf-8", errors="replace"),
-        stderr=raw.stderr.decode("utf-8", errors="replace"),
+        stdout=output_text(raw.stdout, raw.cut[0]),
+        stderr=output_text(raw.stderr, raw.cut[1]),
         timed_out=raw.timed_out,
         duration_sec=raw.duration_sec,
     )
@@ -185,7 +190,7 @@ def run_exec_raw(
         raise SandboxError(f"lost the output stream of {argv[0]!r}: {output.error}") from (
             output.error
         )
-    stdout, stderr = b"".join(output.stdout), b"".join(output.stderr)
+    stdout, stderr = output.stdout.data(), output.stderr.data()
     exit_code = -1 if timed_out else _exit_code(api, exec_id)
     if exit_code in (126, 127) and stdout.startswith(_OCI_PREFIX) and not stderr:
         # The engine reports a missing program or directory on stdout; a shell says it on stderr.
@@ -198,6 +203,7 @@ def run_exec_raw(
         stderr=stderr,
         timed_out=timed_out,
         duration_sec=time.monotonic() - started,
+        cut=(output.stdout.cut, output.stderr.cut),
     )
 
 
@@ -233,7 +239,7 @@ def kill_exec(api: Any, container_id: str, marker: str, shell: str) -> None:
 def _read_frames(sock: Any, output: _Output) -> None:
     try:
         for stream, data in frames_iter(sock, tty=False):
-            (output.stderr if stream == 2 else output.stdout).append(data)
+            (output.stderr if stream == 2 else output.stdout).add(data)
     except _STREAM_ERRORS as exc:
         output.error = exc
     finally:
@@ -269,3 +275,101 @@ def _shutdown(sock: Any) -> None:
 def _close(sock: Any) -> None:
     with contextlib.suppress(OSError):
         sock.close()
+
+
+_FRAME_HEADER = struct.Struct(">BxxxI")
+"""The engine's multiplexed stream: stream number (1 stdout, 2 stderr), 3 pad bytes, length."""
+
+_DIAGNOSTICS_BYTES = 4096
+
+
+def start_guest(api: Any, container_id: str, *, workdir: str, shell: str) -> GuestStream:
+    """Start ``python3 -c BOOTSTRAP`` in the container on one exec stream with stdin attached.
+
+    Raises:
+        SandboxError: The engine could not start the exec.
+    """
+    marker = uuid.uuid4().hex
+    try:
+        created = api.exec_create(
+            container_id,
+            ["python3", "-c", BOOTSTRAP],
+            stdin=True,
+            stdout=True,
+            stderr=True,
+            workdir=workdir,
+            environment={MARKER_VAR: marker},
+        )
+        sock = api.exec_start(created["Id"], socket=True)
+    except ENGINE_ERRORS as exc:
+        raise SandboxError(f"the engine could not start the guest in the container: {exc}") from exc
+    raw = _raw_socket(sock)
+    if raw is None:
+        _close(sock)
+        raise SandboxError("the engine's exec stream is not a socket; cannot talk to the guest")
+    return GuestStream(api, container_id, sock, raw, marker, shell)
+
+
+class GuestStream(GuestChannel):
+    """A guest on a docker exec stream: stdin written raw, stdout and stderr demultiplexed."""
+
+    def __init__(
+        self, api: Any, container_id: str, sock: Any, raw: socket.socket, marker: str, shell: str
+    ) -> None:
+        self._api, self._container_id, self._sock, self._raw = api, container_id, sock, raw
+        self._marker, self._shell = marker, shell
+        self._stdout = bytearray()
+        self._said = bytearray()
+        self._hung = False
+
+    @override
+    def send(self, data: bytes) -> None:
+        try:
+            self._raw.sendall(data)
+        except OSError as exc:
+            raise GuestLostError(f"cannot write to the guest's stream: {exc}") from exc
+
+    @override
+    def recv(self, size: int, deadline: float | None) -> bytes:
+        while not self._stdout:
+            header = self._read(_FRAME_HEADER.size, deadline)
+            if header is None:
+                return b""
+            stream, length = _FRAME_HEADER.unpack(header)
+            payload = self._read(length, deadline)
+            if payload is None:
+                return b""
+            if stream == 1:
+                self._stdout += payload
+            if stream == 2 or len(self._said) < _DIAGNOSTICS_BYTES:
+                self._said += payload[:_DIAGNOSTICS_BYTES]
+        chunk = bytes(self._stdout[:size])
+        del self._stdout[:size]
+        return chunk
+
+    def _read(self, size: int, deadline: float | None) -> bytes | None:
+        parts = bytearray()
+        while len(parts) < size:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._raw], [], [], wait)[0]:
+                self._hung = True
+                raise TimeoutError("no answer from the guest")
+            try:
+                data = self._raw.recv(size - len(parts))
+            except OSError:
+                return None
+            if not data:
+                return None
+            parts += data
+        return bytes(parts)
+
+    @override
+    def close(self) -> None:
+        """Close the stream: an idle guest reads end of input and exits; a hung one is killed."""
+        _shutdown(self._sock)
+        if self._hung:
+            kill_exec(self._api, self._container_id, self._marker, self._shell)
+
+    @override
+    def diagnostics(self) -> str:
+        return self._said[-_DIAGNOSTICS_BYTES:].decode("utf-8", errors="replace")

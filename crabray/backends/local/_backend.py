@@ -50,10 +50,11 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import DisplayHook
+from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
 from crabray.backends.local._bwrap import Holder
-from crabray.backends.local._exec import ProcessGroups, communicate
+from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
 from crabray.backends.local._isolation import choose_isolation, host_user, start_holder
 from crabray.backends.local._paths import (
     HOME_DIR,
@@ -110,6 +111,7 @@ class LocalBackend(Backend):
         self._display = DisplayHook(self.settings.display, config.name)
         self._isolation: Literal["bwrap", "none"] | None = None
         self._holder: Holder | None = None
+        self._guest = Guest(self._launch_guest, f"local sandbox of '{config.name}'")
 
     @property
     def root(self) -> Path:
@@ -192,6 +194,7 @@ class LocalBackend(Backend):
     @override
     def reset(self) -> None:
         sandbox = self._require_started("reset")
+        self._guest.close()
         self._groups.kill_all()
         self._kill_holder()
         self._display.reset()
@@ -238,7 +241,7 @@ class LocalBackend(Backend):
                 confined sandbox's bwrap process is gone.
         """
         sandbox = self._require_started("exec")
-        argv = self._argv(command)
+        argv = raw_argv = self._argv(command)
         started = time.monotonic()
         if self._holder is not None:
             inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
@@ -266,6 +269,12 @@ class LocalBackend(Backend):
                 exit_code=126,
                 stderr=f"cannot run in {shown}: no such directory\n",
             )
+        if self._guest.running and self._holder is not None:
+            # Started by a Python call: commands share it (no nsenter per command). Unconfined,
+            # a direct spawn is cheaper than the round trip, so commands keep it.
+            return self._guest.exec(
+                raw_argv, cwd=shown, env=run_env, clear_env=True, timeout_sec=timeout_sec
+            )
         try:
             proc = subprocess.Popen(
                 argv,
@@ -289,17 +298,51 @@ class LocalBackend(Backend):
             ) from exc
         self._groups.track(proc.pid)
         deadline = None if timeout_sec is None else started + timeout_sec
-        stdout, stderr, timed_out = communicate(proc, deadline)
+        stdout, stderr, timed_out, (cut_out, cut_err) = communicate(proc, deadline)
         exit_code = -1 if timed_out else proc.returncode
         duration = time.monotonic() - started
         logger.debug("exec %.60r ended: exit %s after %.2f s", command, exit_code, duration)
         return ExecResult(
             exit_code=exit_code,
-            stdout=stdout.decode("utf-8", errors="replace"),
-            stderr=stderr.decode("utf-8", errors="replace"),
+            stdout=output_text(stdout, cut_out),
+            stderr=output_text(stderr, cut_err),
             timed_out=timed_out,
             duration_sec=duration,
         )
+
+    @override
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action in the sandbox's guest, in the working directory.
+
+        The guest is this sandbox's own ``python3`` (the host's, seen through
+        the confinement), started on the first call; confined, commands then go
+        through it too.
+        """
+        self._require_started(f"run action '{call.action}'")
+        workdir = SANDBOX_WORKDIR if self._holder is not None else str(self.workdir)
+        return self._guest.call(call, cwd=workdir)
+
+    @override
+    def check_python(self) -> str:
+        self._require_started("start its guest")
+        return self._guest.check()
+
+    def _launch_guest(self) -> GuestChannel:
+        """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it."""
+        sandbox = self._require_started("start its guest")
+        argv = ["python3", "-c", BOOTSTRAP]
+        if self._holder is not None:
+            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
+            home, tmp = SANDBOX_HOME, SANDBOX_TMP
+        else:
+            home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
+        run_env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "HOME": home,
+            "TMPDIR": tmp,
+            **self._display.env,
+        }
+        return launch_guest(argv, sandbox / WORK_DIR, run_env, self._groups, self.config.name)
 
     def _unconfined_dir(self, sandbox: Path, cwd: str | None) -> Path:
         """Where an unconfined command runs: ``cwd`` mapped as files are, or a host path."""
@@ -371,6 +414,7 @@ class LocalBackend(Backend):
             return
         self._closed = True
         sandbox, self._root = self._root, None
+        self._guest.close()
         self._groups.kill_all()
         self._kill_holder()
         self._display.close()

@@ -9,15 +9,22 @@ deadline.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import select
 import selectors
 import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import IO
 
+from typing_extensions import override
+
+from crabray.backends.base import MAX_OUTPUT_BYTES
+from crabray.backends.guest import GuestChannel, GuestLostError, KeptOutput, NoPythonError
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -79,7 +86,9 @@ class ProcessGroups:
             kill_group(pgid)
 
 
-def communicate(proc: subprocess.Popen[bytes], deadline: float | None) -> tuple[bytes, bytes, bool]:
+def communicate(
+    proc: subprocess.Popen[bytes], deadline: float | None
+) -> tuple[bytes, bytes, bool, tuple[bool, bool]]:
     """Collect output until the pipes close, the command ends, or the deadline.
 
     Unlike ``Popen.communicate`` this returns shortly after the command
@@ -87,12 +96,18 @@ def communicate(proc: subprocess.Popen[bytes], deadline: float | None) -> tuple[
     deadline the command's process group (its pid: it leads a new session)
     is killed.
 
+    Each stream keeps at most ``MAX_OUTPUT_BYTES``; the rest is read and dropped.
+
     Returns:
-        stdout, stderr, and whether the deadline killed the command.
+        stdout, stderr, whether the deadline killed the command, and whether
+        each of stdout and stderr was cut.
     """
     if proc.stdout is None or proc.stderr is None:
         raise SandboxError("internal error: the command's output pipes are missing")
-    chunks: dict[IO[bytes], list[bytes]] = {proc.stdout: [], proc.stderr: []}
+    chunks: dict[IO[bytes], KeptOutput] = {
+        proc.stdout: KeptOutput(MAX_OUTPUT_BYTES),
+        proc.stderr: KeptOutput(MAX_OUTPUT_BYTES),
+    }
     timed_out = False
     stop_at: float | None = None
     with selectors.DefaultSelector() as selector:
@@ -114,10 +129,90 @@ def communicate(proc: subprocess.Popen[bytes], deadline: float | None) -> tuple[
             for key, _ in selector.select(max(0.0, min(wake) - now)):
                 data = os.read(key.fd, _READ_CHUNK)
                 if data:
-                    key.data.append(data)
+                    key.data.add(data)
                 else:
                     selector.unregister(key.fileobj)
     proc.stdout.close()
     proc.stderr.close()
     proc.wait()
-    return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr]), timed_out
+    out, err = chunks[proc.stdout], chunks[proc.stderr]
+    return out.data(), err.data(), timed_out, (out.cut, err.cut)
+
+
+class PipeChannel(GuestChannel):
+    """A guest that is a child process of this one (confined or not), over its pipes.
+
+    Args:
+        proc: The guest process, with stdin, stdout and stderr pipes, leading its own session.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise SandboxError("internal error: the guest's pipes are missing")
+        self._proc = proc
+        self._stdin, self._stdout, self._stderr = proc.stdin, proc.stdout, proc.stderr
+
+    @override
+    def send(self, data: bytes) -> None:
+        try:
+            self._stdin.write(data)
+            self._stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            raise GuestLostError(f"cannot write to the guest: {exc}") from exc
+
+    @override
+    def recv(self, size: int, deadline: float | None) -> bytes:
+        fd = self._stdout.fileno()
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        readable, _, _ = select.select([fd], [], [], wait)
+        if not readable:
+            raise TimeoutError("no answer from the guest")
+        return os.read(fd, size)
+
+    @override
+    def close(self) -> None:
+        kill_group(self._proc.pid)
+        self._proc.kill()
+        for pipe in (self._stdin, self._stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
+        self._proc.wait()
+
+    @override
+    def diagnostics(self) -> str:
+        try:
+            self._proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            return self._stderr.read(_READ_CHUNK).decode("utf-8", errors="replace")
+        return ""
+
+
+def launch_guest(
+    argv: list[str], cwd: Path, env: dict[str, str], groups: ProcessGroups, name: str
+) -> PipeChannel:
+    """Start the guest ``argv`` (``python3 -c BOOTSTRAP``, maybe through nsenter) with pipes.
+
+    Raises:
+        NoPythonError: There is no ``python3`` to start (unconfined: on the host's PATH).
+        SandboxError: The host could not spawn it.
+    """
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise NoPythonError(
+            f"the local sandbox of '{name}' has no python3 on PATH ({exc})"
+        ) from exc
+    except OSError as exc:
+        raise SandboxError(f"local sandbox of '{name}' could not start its guest: {exc}") from exc
+    groups.track(proc.pid)
+    return PipeChannel(proc)

@@ -50,10 +50,13 @@ import paramiko
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.confinement import WORK_DIR, check_real, confine_lexically
+from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel, NoPythonError
 from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
+from crabray.backends.ssh._guest import ChannelGuest
 from crabray.backends.ssh._remote import (
+    EXEC_VAR,
     abandoned_sandboxes,
     drive,
     exec_script,
@@ -102,6 +105,9 @@ class SshBackend(Backend):
         self._login_shell: str | None = None
         """The remote login shell when it is a POSIX shell (commands skip a ``/bin/sh``)."""
         self._closed = False
+        self._guest = Guest(self._launch_guest, f"{config.backend} sandbox of '{config.name}'")
+        self._no_python = False
+        """Set once the machine showed it has no python3: commands take the plain path."""
         self._lock = threading.RLock()
         """Guards swapping the connection and the (single) SFTP session."""
 
@@ -156,6 +162,7 @@ class SshBackend(Backend):
         backend before it snapshots the guest (a session caught in the snapshot
         would come back half dead after every revert). The sandbox stays.
         """
+        self._guest.close()
         with self._lock:
             sftp, self._sftp = self._sftp, None
             client, self._client = self._client, None
@@ -167,6 +174,7 @@ class SshBackend(Backend):
     @override
     def reset(self) -> None:
         root = self._require_started("reset")
+        self._guest.close()
         self._admin(wipe_script(root, recreate=True), "reset the sandbox; do not reuse it")
         if self.settings.reset_command:
             result = self.exec(
@@ -202,6 +210,14 @@ class SshBackend(Backend):
         """
         root = self._require_started("exec")
         marker = uuid.uuid4().hex
+        if not self._no_python:
+            try:
+                return self._exec_in_guest(root, command, timeout_sec, cwd, env or {}, marker)
+            except NoPythonError:
+                self._no_python = True
+                logger.debug(
+                    "%s has no python3: commands use plain channels", self.settings.address
+                )
         script = exec_script(
             root,
             self._command(command),
@@ -228,7 +244,7 @@ class SshBackend(Backend):
             self._admin(kill_exec_script(pid, marker), "kill a timed-out command")
 
         deadline = None if timeout_sec is None else started + timeout_sec
-        out, err, timed_out = drive(channel, deadline, kill)
+        out, err, timed_out, cut = drive(channel, deadline, kill)
         if not timed_out and not self._link_alive():
             raise SandboxError(
                 f"the connection to {self.settings.address} dropped while running "
@@ -239,8 +255,8 @@ class SshBackend(Backend):
         logger.debug("exec %.60r ended: exit %s after %.2f s", command, exit_code, duration)
         return ExecResult(
             exit_code=exit_code,
-            stdout=out.decode("utf-8", errors="replace"),
-            stderr=err.decode("utf-8", errors="replace"),
+            stdout=output_text(out, cut[0]),
+            stderr=output_text(err, cut[1]),
             timed_out=timed_out,
             duration_sec=duration,
         )
@@ -358,7 +374,61 @@ class SshBackend(Backend):
             client.close()
         return len(abandoned)
 
+    @override
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action in the sandbox's guest, in its ``work`` directory."""
+        return self._guest.call(call, cwd=self.workdir)
+
+    @override
+    def check_python(self) -> str:
+        self._require_started("start its guest")
+        return self._guest.check()
+
     # -- helpers -----------------------------------------------------------
+
+    def _exec_in_guest(
+        self,
+        root: str,
+        command: str | list[str],
+        timeout_sec: float | None,
+        cwd: str | None,
+        env: dict[str, str],
+        marker: str,
+    ) -> ExecResult:
+        """``exec`` through the guest: the same environment and markers, no new channel."""
+        command = self._command(command)
+        argv = [self.settings.shell, "-c", command] if isinstance(command, str) else command
+        workdir = posixpath.join(root, WORK_DIR)
+        run_dir = workdir if cwd is None else posixpath.join(workdir, cwd)
+        return self._guest.exec(
+            argv, cwd=run_dir, env=env, timeout_sec=timeout_sec, marker=(EXEC_VAR, marker)
+        )
+
+    def _launch_guest(self) -> GuestChannel:
+        root = self._require_started("start its guest")
+        marker = uuid.uuid4().hex
+        script = exec_script(
+            root,
+            ["python3", "-c", BOOTSTRAP],
+            None,
+            {},
+            marker,
+            shell=self.settings.shell,
+            login_shell=self._login_shell,
+        )
+        channel = self._open_channel("start the guest")
+        try:
+            channel.exec_command(script)
+        except (EOFError, OSError, paramiko.SSHException) as exc:
+            channel.close()
+            raise SandboxError(
+                f"cannot start the guest on {self.settings.address}: {exc or type(exc).__name__}"
+            ) from exc
+
+        def kill(pid: int | None) -> None:
+            self._admin(kill_exec_script(pid, marker), "kill a guest that stopped answering")
+
+        return ChannelGuest(channel, kill)
 
     def _require_started(self, operation: str) -> str:
         if self._closed:

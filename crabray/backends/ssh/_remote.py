@@ -17,7 +17,9 @@ from collections.abc import Callable
 
 import paramiko
 
+from crabray.backends.base import MAX_OUTPUT_BYTES
 from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
+from crabray.backends.guest import KeptOutput
 from crabray.backends.ownership import OWNER_FILE, owner_record, record_is_abandoned
 from crabray.core.errors import SandboxError, SandboxTimeoutError
 
@@ -194,7 +196,7 @@ def drive(
     channel: paramiko.Channel,
     deadline: float | None,
     on_timeout: Callable[[int | None], None],
-) -> tuple[bytes, bytes, bool]:
+) -> tuple[bytes, bytes, bool, tuple[bool, bool]]:
     """Collect an ``exec_script`` command's output until it ends, or kill it at the deadline.
 
     Returns shortly after the command exits even when a background child
@@ -205,10 +207,14 @@ def drive(
         deadline: ``time.monotonic()`` value to give up at; ``None`` waits forever.
         on_timeout: Kills the command; gets the wrapper's pid when it was seen.
 
+    Each stream keeps at most ``MAX_OUTPUT_BYTES``; the rest is read and dropped.
+
     Returns:
-        stdout (without the pid line), stderr, and whether the deadline killed it.
+        stdout (without the pid line), stderr, whether the deadline killed it, and
+        whether each of stdout and stderr was cut.
     """
-    out, err = bytearray(), bytearray()
+    head = bytearray()
+    out, err = KeptOutput(MAX_OUTPUT_BYTES), KeptOutput(MAX_OUTPUT_BYTES)
     pid: int | None = None
     timed_out = False
     stop_at: float | None = None
@@ -216,13 +222,17 @@ def drive(
     try:
         while True:
             while channel.recv_ready():
-                out += channel.recv(_READ_CHUNK)
+                data = channel.recv(_READ_CHUNK)
+                if pid is None:
+                    head += data
+                else:
+                    out.add(data)
             while channel.recv_stderr_ready():
-                err += channel.recv_stderr(_READ_CHUNK)
-            if pid is None and b"\n" in out:
-                line, _, rest = bytes(out).partition(b"\n")
+                err.add(channel.recv_stderr(_READ_CHUNK))
+            if pid is None and b"\n" in head:
+                line, _, rest = bytes(head).partition(b"\n")
                 pid = int(line) if line.strip().isdigit() else -1
-                out = bytearray(rest)
+                out.add(rest)
             now = time.monotonic()
             if stop_at is None and channel.exit_status_ready():
                 stop_at = now + _DRAIN_SEC
@@ -242,7 +252,9 @@ def drive(
                 select.select([channel], [], [], max(0.0, wake - now))
     finally:
         channel.close()
-    return bytes(out), bytes(err), timed_out
+    if pid is None:
+        out.add(bytes(head))
+    return out.data(), err.data(), timed_out, (out.cut, err.cut)
 
 
 def run_on(channel: paramiko.Channel, script: str) -> tuple[int, bytes, bytes]:

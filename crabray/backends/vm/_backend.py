@@ -38,7 +38,7 @@ from typing import Any
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult
+from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.ownership import is_abandoned, write_owner
 from crabray.backends.ssh import SshBackend, SshSettings
 from crabray.backends.vm._cache import cache_file, restore_cache, save_cache
@@ -188,6 +188,19 @@ class VmBackend(Backend):
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
         return self._require_ssh("exec").exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
+
+    @override
+    def call_python(self, call: PythonCall) -> Any:
+        """Run a plain-Python action in the VM, through the guest on its SSH link.
+
+        A revert (snapshot or reboot) ends the guest with the connection; the
+        next call starts a new one.
+        """
+        return self._require_ssh(f"run action '{call.action}'").call_python(call)
+
+    @override
+    def check_python(self) -> str:
+        return self._require_ssh("start its guest").check_python()
 
     @override
     def put_file(self, path: str, data: bytes) -> None:

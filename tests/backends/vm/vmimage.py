@@ -21,6 +21,8 @@ from crabray.backends.vm import IMAGE_HOST_KEY, IMAGE_INITRD, IMAGE_KERNEL, IMAG
 REPO = Path(__file__).resolve().parents[3]
 BUILD_SCRIPT = REPO / "envs" / "vm" / "build.sh"
 IMAGE_DIR = Path(os.environ.get("CRABRAY_TEST_VM_DIR", REPO / "envs" / "vm" / "out"))
+PYTHON_IMAGE_DIR = REPO / "envs" / "vm" / "out-python"
+"""The test VM with python3 (``CRABRAY_VM_PYTHON=1 envs/vm/build.sh``), for the guest tests."""
 INSTALL_HINT = "apt-get install qemu-system-x86 qemu-utils dropbear-bin busybox-static cpio"
 
 _TOOLS = ("qemu-system-x86_64", "qemu-img", "busybox", "dropbearkey", "cpio")
@@ -33,16 +35,29 @@ def vm_missing() -> str | None:
         absent.append("/usr/sbin/dropbear")
     if absent:
         return f"missing {', '.join(absent)}: {INSTALL_HINT}"
-    return _build_image()
+    return _build_image(IMAGE_DIR)
+
+
+def vm_python_missing() -> str | None:
+    """Like :func:`vm_missing`, for the test VM with python3 (built from the host's python3)."""
+    if not os.access("/usr/bin/python3", os.X_OK):
+        return "the VM with python3 copies the host's /usr/bin/python3: apt-get install python3"
+    return vm_missing() or _build_image(PYTHON_IMAGE_DIR, python=True)
+
+
+def vm_python_settings(_tmp_path: Path) -> dict[str, Any]:
+    """``backend_settings`` for a test VM with python3 (more memory: the stdlib is in RAM)."""
+    return {"image_dir": str(PYTHON_IMAGE_DIR), "memory_mb": 512, "boot_timeout_sec": 600}
 
 
 @functools.cache
-def _build_image() -> str | None:
+def _build_image(directory: Path, *, python: bool = False) -> str | None:
     files = (IMAGE_KERNEL, IMAGE_INITRD, IMAGE_KEY, IMAGE_HOST_KEY)
-    if all((IMAGE_DIR / name).is_file() for name in files):
+    if all((directory / name).is_file() for name in files):
         return None
+    env = {**os.environ, "CRABRAY_VM_PYTHON": "1" if python else "0"}
     result = subprocess.run(
-        [str(BUILD_SCRIPT), str(IMAGE_DIR)], capture_output=True, text=True, timeout=900
+        [str(BUILD_SCRIPT), str(directory)], capture_output=True, text=True, timeout=900, env=env
     )
     if result.returncode != 0:
         return f"{BUILD_SCRIPT} failed (exit {result.returncode}): {result.stderr.strip()[-800:]}"

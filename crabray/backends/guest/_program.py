@@ -1,0 +1,322 @@
+"""The guest: one long-lived Python process inside a sandbox, serving commands and calls.
+
+This file is sent, as text, to the sandbox's own ``python3`` over the
+backend's channel (a confined process's stdin, a docker exec stream, an SSH
+channel) and executed there by :data:`BOOTSTRAP`; nothing is written to the
+sandbox and nothing listens on a network. It must therefore run on its own:
+standard library only, and syntax every Python 3.8+ accepts (the guest's
+interpreter may be older or newer than the host's).
+
+The protocol is frames over the process's stdin and stdout: a 4-byte
+big-endian length, then that many bytes of UTF-8 JSON. Each request is
+answered by exactly one response, in order:
+
+- ``{"op": "ping"}`` -> ``{"ok": true, "python": "3.13.1", "pid": 42}``
+- ``{"op": "exec", "argv": [...], "cwd": ..., "env": {...}, "clear_env": bool,
+  "timeout_sec": ..., "marker": [NAME, VALUE], "max_bytes": N}`` ->
+  ``{"ok": true, "exit_code", "stdout", "stderr", "timed_out", "cut"}``
+- ``{"op": "call", "units": [[filename, first_line, text], ...], "function": name,
+  "arguments": "<JSON>", "cwd": ...}`` -> ``{"ok": true, "value": "<JSON>"}``
+
+A failure is ``{"ok": false, "error": {"type", "message", "traceback"}}``.
+The host module imports this file for :func:`encode` and :func:`read_frame`,
+so both ends share one definition of the framing.
+"""
+
+from __future__ import annotations
+import __future__
+
+import base64
+import contextlib
+import hashlib
+import io
+import json
+import linecache
+import os
+import selectors
+import signal
+import struct
+import subprocess
+import sys
+import time
+import traceback
+
+BOOTSTRAP = (
+    "import sys;b=sys.stdin.buffer;n=int(b.readline());"
+    "exec(compile(b.read(n),'crabray-guest','exec'))"
+)
+"""The ``python3 -c`` argument that starts a guest: read the program's length, then run it."""
+
+_HEADER = struct.Struct(">I")
+_BYTES_TAG = "$crabray_bytes"
+_DRAIN_SEC = 0.25
+_POLL_SEC = 0.05
+_CHUNK = 65536
+_SWEEP_PASSES = 50
+
+
+def encode(message: dict) -> bytes:
+    """One frame: the length, then the JSON of ``message``."""
+    body = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    return _HEADER.pack(len(body)) + body
+
+
+def read_frame(read) -> dict | None:
+    """The next message, reading with ``read(n)`` (which returns up to ``n`` bytes); None at EOF."""
+    head = _read_exact(read, _HEADER.size)
+    if head is None:
+        return None
+    body = _read_exact(read, _HEADER.unpack(head)[0])
+    if body is None:
+        return None
+    return json.loads(body.decode("utf-8"))
+
+
+def _read_exact(read, size):
+    parts = []
+    while size > 0:
+        chunk = read(size)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def to_json(value) -> str:
+    """JSON text of a call's value; ``bytes`` travel as base64 under a tag."""
+
+    def default(obj):
+        if isinstance(obj, (bytes, bytearray)):
+            return {_BYTES_TAG: base64.b64encode(bytes(obj)).decode("ascii")}
+        if isinstance(obj, (set, frozenset, tuple)):
+            return list(obj)
+        raise TypeError(f"returned a {type(obj).__name__}, which cannot be sent back as JSON")
+
+    return json.dumps(value, default=default)
+
+
+def from_json(text: str):
+    """The value :func:`to_json` encoded, ``bytes`` restored."""
+
+    def hook(obj):
+        if len(obj) == 1 and _BYTES_TAG in obj:
+            return base64.b64decode(obj[_BYTES_TAG])
+        return obj
+
+    return json.loads(text, object_hook=hook)
+
+
+class KeptOutput:
+    """One stream of a command, kept up to ``limit`` bytes; the rest is read and dropped.
+
+    The host's own exec paths use it too, so every backend cuts output the same way.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.parts: list = []
+        self.size = 0
+        self.cut = False
+
+    def add(self, data: bytes) -> None:
+        room = self.limit - self.size
+        if len(data) > room:
+            self.cut = True
+            data = data[: max(room, 0)]
+        if data:
+            self.parts.append(data)
+            self.size += len(data)
+
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
+    def text(self) -> str:
+        return self.data().decode("utf-8", "replace")
+
+
+def _sweep(name: str, value: str) -> None:
+    """SIGKILL every process whose environment holds ``name=value``, until none is left."""
+    wanted = (f"{name}={value}").encode()
+    me = os.getpid()
+    for _ in range(_SWEEP_PASSES):
+        found = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == me:
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    records = handle.read().split(b"\0")
+            except OSError:
+                continue
+            if wanted in records:
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry), signal.SIGKILL)
+        if not found:
+            return
+
+
+def _run(request: dict) -> dict:
+    argv = request["argv"]
+    env = {} if request.get("clear_env") else dict(os.environ)
+    env.update(request.get("env") or {})
+    marker = request.get("marker")
+    if marker:
+        env[marker[0]] = marker[1]
+    cwd = request.get("cwd")
+    if cwd is not None and not os.path.isdir(cwd):
+        return {"ok": True, "exit_code": 126, "stdout": "", "timed_out": False, "cut": False,
+                "stderr": f"cannot run in {cwd}: no such directory\n"}  # fmt: skip
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        code = 126 if isinstance(exc, PermissionError) else 127
+        return {"ok": True, "exit_code": code, "stdout": "", "timed_out": False, "cut": False,
+                "stderr": f"cannot run {argv[0]!r}: {exc.strerror or exc}\n"}  # fmt: skip
+    timeout = request.get("timeout_sec")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    limit = int(request.get("max_bytes") or 10 * 1024 * 1024)
+    out, err = KeptOutput(limit), KeptOutput(limit)
+    timed_out = _collect(proc, {proc.stdout: out, proc.stderr: err}, deadline, marker)
+    proc.wait()
+    return {
+        "ok": True,
+        "exit_code": -1 if timed_out else proc.returncode,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "timed_out": timed_out,
+        "cut": [out.cut, err.cut],
+    }
+
+
+def _collect(proc, streams, deadline, marker) -> bool:
+    """Read both pipes until the command ended (plus a short drain) or the deadline killed it."""
+    timed_out = False
+    stop_at = None
+    with selectors.DefaultSelector() as selector:
+        for stream, sink in streams.items():
+            selector.register(stream, selectors.EVENT_READ, sink)
+        while selector.get_map():
+            now = time.monotonic()
+            if stop_at is None and proc.poll() is not None:
+                stop_at = now + _DRAIN_SEC
+            if stop_at is None and deadline is not None and now >= deadline:
+                timed_out = True
+                _kill(proc, marker)
+                stop_at = now + _DRAIN_SEC
+            if stop_at is not None and now >= stop_at:
+                break
+            wake = [t for t in (now + _POLL_SEC, deadline, stop_at) if t is not None]
+            for key, _ in selector.select(max(0.0, min(wake) - now)):
+                data = os.read(key.fd, _CHUNK)
+                if data:
+                    key.data.add(data)
+                else:
+                    selector.unregister(key.fileobj)
+    for stream in streams:
+        stream.close()
+    return timed_out
+
+
+def _kill(proc, marker) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if marker:
+        _sweep(marker[0], marker[1])
+
+
+_DEFINED: dict = {}
+"""Namespaces of the functions already compiled, by the hash of their source units."""
+
+
+def _namespace(units) -> dict:
+    key = hashlib.sha256(json.dumps(units).encode("utf-8")).hexdigest()
+    if key in _DEFINED:
+        return _DEFINED[key]
+    namespace = {"__name__": "__crabray_call__", "__builtins__": __builtins__}
+    flags = __future__.annotations.compiler_flag
+    for filename, first_line, text in units:
+        padded = "\n" * (first_line - 1) + text
+        _remember(filename, first_line, text.splitlines(True))
+        exec(compile(padded, filename, "exec", flags=flags, dont_inherit=True), namespace)
+    _DEFINED[key] = namespace
+    return namespace
+
+
+def _remember(filename, first_line, lines) -> None:
+    """Put a unit's lines where they are in their file, so tracebacks can quote them."""
+    entry = linecache.cache.get(filename)
+    known = list(entry[2]) if entry and len(entry) == 4 else []
+    end = first_line - 1 + len(lines)
+    known += ["\n"] * (end - len(known))
+    known[first_line - 1 : end] = lines
+    linecache.cache[filename] = (sum(map(len, known)), None, known, filename)
+
+
+def _call(request: dict) -> dict:
+    cwd = request.get("cwd")
+    if cwd:
+        os.chdir(cwd)
+    captured = io.StringIO()
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = captured
+    try:
+        function = _namespace(request["units"])[request["function"]]
+        value = function(**from_json(request["arguments"]))
+    finally:
+        sys.stdout, sys.stderr = saved
+    return {"ok": True, "value": to_json(value), "output": captured.getvalue()[-10000:]}
+
+
+def _error(exc: BaseException) -> dict:
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == "crabray-guest":
+        tb = tb.tb_next  # the guest's own frames say nothing about the action
+    return {
+        "ok": False,
+        "error": {
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, tb)),
+        },
+    }
+
+
+def _answer(request: dict) -> dict:
+    op = request.get("op")
+    try:
+        if op == "ping":
+            return {
+                "ok": True,
+                "python": ".".join(map(str, sys.version_info[:3])),
+                "pid": os.getpid(),
+            }
+        if op == "exec":
+            return _run(request)
+        if op == "call":
+            return _call(request)
+        raise ValueError(f"unknown request {op!r}")
+    except Exception as exc:
+        return _error(exc)
+
+
+def main() -> None:
+    """Serve requests until stdin closes."""
+    source = sys.stdin.buffer
+    channel = os.fdopen(os.dup(1), "wb", buffering=0)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 1)  # a call's print() or a child's output must never corrupt the frames
+    os.dup2(null, 2)
+    while True:
+        request = read_frame(source.read)
+        if request is None:
+            return
+        channel.write(encode(_answer(request)))
+
+
+if __name__ == "__main__":
+    main()
