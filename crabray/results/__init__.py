@@ -13,6 +13,7 @@ field metadata. This package depends only on ``crabray.core.result`` and
 
 from __future__ import annotations
 
+from crabray.results._layout import check_output_dir
 from crabray.results.dataset import (
     INFRA_REASONS,
     EpisodeKey,
@@ -69,6 +70,7 @@ __all__ = [
     "RunManifest",
     "attempts_so_far",
     "breakdown",
+    "check_output_dir",
     "compare_runs",
     "episodes_table",
     "finished_keys",
