@@ -14,13 +14,15 @@ nothing of each other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from crabray import __version__
-from crabray.agents import AgentSpec
+from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
@@ -36,6 +38,7 @@ from crabray.cluster.scheduler import (
 )
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
+from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, load_suite, resolve_suite
@@ -171,20 +174,22 @@ def run_suite(
     if on_start is not None:
         on_start(run_id, len(planned), len(items))
     progress = SweepProgress(total=0)
-    sink = ResultSink(options.out_dir, run_id)
+    redactor = Redactor([*agent_secrets(options.agents), *secrets_in_environment(os.environ)])
+    sink = ResultSink(options.out_dir, run_id, redactor)
     scheduler = None
-    if items:
-        settings = SchedulerSettings(
-            run_id=run_id,
-            concurrency=options.concurrency,
-            retry=RetryPolicy(max_attempts=options.max_attempts),
-            max_steps=options.max_steps,
-            pooling=options.pooling,
-            warm=options.warm,
-        )
-        scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
-        progress = scheduler.run(items)
-        sink.compact()
+    with _redacted_logs(redactor):
+        if items:
+            settings = SchedulerSettings(
+                run_id=run_id,
+                concurrency=options.concurrency,
+                retry=RetryPolicy(max_attempts=options.max_attempts),
+                max_steps=options.max_steps,
+                pooling=options.pooling,
+                warm=options.warm,
+            )
+            scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
+            progress = scheduler.run(items)
+            sink.compact()
     return RunSummary(
         run_id=run_id,
         planned=len(planned),
@@ -196,6 +201,20 @@ def run_suite(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
     )
+
+
+@contextmanager
+def _redacted_logs(redactor: Redactor) -> Iterator[None]:
+    """Remove known secrets from every record the root logger's handlers emit, during a run."""
+    handlers = logging.getLogger().handlers
+    log_filter = RedactingFilter(redactor)
+    for handler in handlers:
+        handler.addFilter(log_filter)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(log_filter)
 
 
 def check_suite(suite: Suite) -> None:

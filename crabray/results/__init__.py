@@ -7,8 +7,9 @@
     OUT/runs/<RUN>.json                        the run's manifest
 
 Columns are documented in ``docs/results-schema.md`` and in the schemas'
-field metadata. This package depends only on ``crabray.core.result`` and
-``crabray.core.errors``.
+field metadata. This package depends only on ``crabray.core.result``,
+``crabray.core.errors`` and ``crabray.core.redact`` (the sink removes known
+secrets from what it writes).
 """
 
 from __future__ import annotations
