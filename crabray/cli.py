@@ -18,9 +18,11 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
+from crabray.cli_errors import show_error
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
@@ -40,7 +42,28 @@ MAIN_EXAMPLES = """Examples:
 Each command's --help shows more.
 """
 
+
+class _Commands(TyperGroup):
+    """The ``crabray`` group: every command's errors are turned into messages here, once.
+
+    Subcommands (``tasks``, ``runs``, ``cluster``, ``envs``) run inside this
+    group's ``invoke``, so no command needs a ``try`` block of its own.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # typer's own: usage errors, exit codes, Ctrl-C
+        except Exception as exc:
+            code = show_error(exc, errors)
+            if code is None:
+                raise
+            raise typer.Exit(code=code) from exc
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="crabray",
     help="Run benchmarks for computer-using AI agents on Ray; results in Parquet.",
     no_args_is_help=True,
@@ -155,23 +178,6 @@ def main(
     handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
     logging.getLogger("ray").setLevel(max(level, logging.ERROR))
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    """Show an error as the user should read it; return the exit code for it.
-
-    A suite's problems are listed one per line and exit with 1 (invalid
-    input); any other error is one line and exits with 2.
-    """
-    from crabray.formats import SuiteErrors
-
-    if isinstance(exc, SuiteErrors):
-        for problem in exc.errors:
-            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
-        return typer.Exit(code=1)
-    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 RUN_EXAMPLES = """Examples:
@@ -306,48 +312,43 @@ def run(
     from crabray.cluster.nodes import use_token_auth
     from crabray.run_config import RunConfig, load_run_config, merge_overrides
 
-    try:
-        given = {
-            "suite": suite,
-            "agents": agent or None,
-            "agent_config": agent_config,
-            "format": _suite_format(suite_format, old_format),
-            "backend": backend,
-            "index": index,
-            "base_image": base_image,
-            "services": services,
-            "out_dir": out,
-            "concurrency": concurrency,
-            "address": address,
-            "resume": resume,
-            "epochs": epochs,
-            "max_steps": max_steps,
-            "max_attempts": max_attempts,
-            "task_ids": task or None,
-            "warm": warm,
-            "pooling": pool,
-            "local_slots": local_slots,
-        }
-        base = RunConfig() if config is None else load_run_config(config)
-        settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
-        if settings.suite is None:
-            raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
-        if not settings.agents:
-            raise CrabrayError(
-                "no agent: give --agent NAME, or `agents = [...]` in a --config file"
-            )
-        use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
-        from crabray.run import RunOptions, run_suite
+    given = {
+        "suite": suite,
+        "agents": agent or None,
+        "agent_config": agent_config,
+        "format": _suite_format(suite_format, old_format),
+        "backend": backend,
+        "index": index,
+        "base_image": base_image,
+        "services": services,
+        "out_dir": out,
+        "concurrency": concurrency,
+        "address": address,
+        "resume": resume,
+        "epochs": epochs,
+        "max_steps": max_steps,
+        "max_attempts": max_attempts,
+        "task_ids": task or None,
+        "warm": warm,
+        "pooling": pool,
+        "local_slots": local_slots,
+    }
+    base = RunConfig() if config is None else load_run_config(config)
+    settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
+    if settings.suite is None:
+        raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
+    if not settings.agents:
+        raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
+    use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.run import RunOptions, run_suite
 
-        options = RunOptions(
-            **settings.settings(),
-            suite=settings.suite,
-            agents=select_agents(settings.agents, settings.agent_config),
-        )
-        with _RunDisplay() as display:
-            summary = run_suite(options, on_start=display.start, on_progress=display.update)
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    options = RunOptions(
+        **settings.settings(),
+        suite=settings.suite,
+        agents=select_agents(settings.agents, settings.agent_config),
+    )
+    with _RunDisplay() as display:
+        summary = run_suite(options, on_start=display.start, on_progress=display.update)
     if summary.skipped:
         console.print(f"{summary.skipped} episodes were already finished and did not run again.")
     if summary.infra_failures:
@@ -516,22 +517,23 @@ def leaderboard(
     pass^k columns follow. --by and --compare show a breakdown or a run
     comparison instead of the leaderboard.
     """
-    try:
-        if fmt not in ("table", "md", "csv", "json"):
-            raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
-        if compare is not None and (run_id is not None or by is not None):
-            raise CrabrayError("--compare names its two runs; use it without --run and --by")
-        run_id = _resolve_run(out, run_id, "leaderboard")
-        if compare is not None:
-            first, second = (_resolve_run(out, run, "leaderboard") for run in compare)
-            compare = (first or compare[0], second or compare[1])
-            if compare[0] == compare[1]:
-                raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
-        _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
-        if html is not None:
-            _write_site(Path(out), html, run_id)
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    if fmt not in ("table", "md", "csv", "json"):
+        raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
+    if compare is not None and (run_id is not None or by is not None):
+        raise CrabrayError("--compare names its two runs; use it without --run and --by")
+    if html is not None:
+        from crabray.results import check_output_dir
+
+        check_output_dir(html, "--html")
+    run_id = _resolve_run(out, run_id, "leaderboard")
+    if compare is not None:
+        first, second = (_resolve_run(out, run, "leaderboard") for run in compare)
+        compare = (first or compare[0], second or compare[1])
+        if compare[0] == compare[1]:
+            raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
+    _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
+    if html is not None:
+        _write_site(Path(out), html, run_id)
 
 
 def _print_leaderboard(
@@ -624,13 +626,10 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
-    try:
-        if not has_results(out):
-            raise _no_runs(out, "view")
-        run_id = _resolve_run(out, run_id, "view")
-        server = make_server(out, host=host, port=port, run_id=run_id)
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    if not has_results(out):
+        raise _no_runs(out, "view")
+    run_id = _resolve_run(out, run_id, "view")
+    server = make_server(out, host=host, port=port, run_id=run_id)
     url = f"http://{host}:{server.server_port}/"
     console.print(f"serving {escape(str(out))} at {url} (Ctrl-C stops)", highlight=False)
     try:
@@ -652,13 +651,10 @@ def _load_suite(
     """Load SUITE as the ``tasks`` commands do; a problem exits with every error shown."""
     from crabray.formats import load_suite, resolve_suite
 
-    try:
-        chosen = _suite_format(suite_format, old_format)
-        return load_suite(
-            resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
-        )
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    chosen = _suite_format(suite_format, old_format)
+    return load_suite(
+        resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+    )
 
 
 @tasks_app.command(
@@ -717,12 +713,9 @@ def tasks_validate(
     from crabray.formats import resolve_suite
     from crabray.run import load_checked_suite
 
-    try:
-        chosen = _suite_format(suite_format, old_format)
-        ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
-        loaded = load_checked_suite(ref)
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    chosen = _suite_format(suite_format, old_format)
+    ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+    loaded = load_checked_suite(ref)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 
 
@@ -741,12 +734,9 @@ def runs_list(
     """List the runs recorded in OUT with their suite and agents."""
     from crabray.results import list_runs, read_manifest
 
-    try:
-        manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
-        if not manifests:
-            raise _no_runs(out, "runs list")
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+    if not manifests:
+        raise _no_runs(out, "runs list")
     table = Table(title=f"runs in {out}")
     for column in ("run id", "suite", "agents", "created"):
         table.add_column(column)

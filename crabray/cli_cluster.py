@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from crabray.core.errors import CrabrayError
@@ -18,7 +17,6 @@ cluster_app = typer.Typer(
     no_args_is_help=True,
 )
 console = Console()
-errors = Console(stderr=True)
 
 HostsOpt = Annotated[
     str | None,
@@ -38,11 +36,6 @@ StateOpt = Annotated[
         "~/.crabray/nodes.json)."
     ),
 ]
-
-
-def _fail(exc: Exception) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def _state(path: Path | None) -> Path:
@@ -71,14 +64,11 @@ def start_head(
     """Start the head node of a crabray cluster on this machine."""
     from crabray.cluster.nodes import node_config, start_node
 
-    try:
-        node = start_node(
-            node_config(hosts, labels, config, num_cpus),
-            head_port=port,
-            state_file=_state(state_file),
-        )
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    node = start_node(
+        node_config(hosts, labels, config, num_cpus),
+        head_port=port,
+        state_file=_state(state_file),
+    )
     ip = socket.gethostbyname(socket.gethostname())
     console.print(f"head node started; it hosts {node.hosts or 'no sandboxes'}")
     console.print(
@@ -112,14 +102,11 @@ def start_worker(
     """Start a worker node on this machine and join it to the cluster at ADDRESS."""
     from crabray.cluster.nodes import node_config, start_node
 
-    try:
-        node = start_node(
-            node_config(hosts, labels, config, num_cpus),
-            address=address,
-            state_file=_state(state_file),
-        )
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    node = start_node(
+        node_config(hosts, labels, config, num_cpus),
+        address=address,
+        state_file=_state(state_file),
+    )
     console.print(f"worker joined {address}; it hosts {node.hosts or 'no sandboxes'}")
 
 
@@ -149,16 +136,13 @@ def local(
     """
     from crabray.cluster.nodes import NodeConfig, node_config, start_node
 
-    try:
-        chosen = port or _free_port()
-        head = start_node(
-            NodeConfig(num_cpus=num_cpus), head_port=chosen, state_file=_state(state_file)
-        )
-        worker = node_config(hosts, labels, None, num_cpus)
-        for _ in range(max(nodes - 1, 1)):
-            start_node(worker, address=head.address, state_file=_state(state_file))
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    chosen = port or _free_port()
+    head = start_node(
+        NodeConfig(num_cpus=num_cpus), head_port=chosen, state_file=_state(state_file)
+    )
+    worker = node_config(hosts, labels, None, num_cpus)
+    for _ in range(max(nodes - 1, 1)):
+        start_node(worker, address=head.address, state_file=_state(state_file))
     console.print(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
     console.print(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
     console.print(f"             or:  export RAY_ADDRESS={head.address}; crabray run SUITE ...")
@@ -189,16 +173,13 @@ def status(
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
     from crabray.cluster.nodes import use_token_auth
 
-    try:
-        address = address or _started_head(_state(state_file))
-        use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
-        from crabray.cluster.ray_runtime import connect
-        from crabray.cluster.status import node_statuses, run_statuses
+    address = address or _started_head(_state(state_file))
+    use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.cluster.ray_runtime import connect
+    from crabray.cluster.status import node_statuses, run_statuses
 
-        connect(address)
-        nodes, runs = node_statuses(), run_statuses()
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    connect(address)
+    nodes, runs = node_statuses(), run_statuses()
     table = Table(title=f"nodes of {address}")
     for column in ("node", "address", "alive", "hosts (in use / slots)", "labels"):
         table.add_column(column)
@@ -236,10 +217,7 @@ def stop(state_file: StateOpt = None) -> None:
     """Stop the nodes crabray started on this machine (and no other Ray instance)."""
     from crabray.cluster.nodes import stop_nodes
 
-    try:
-        stopped = stop_nodes(_state(state_file))
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    stopped = stop_nodes(_state(state_file))
     console.print(f"stopped {len(stopped)} node(s)" if stopped else "no nodes were started here")
 
 

@@ -19,11 +19,6 @@ console = Console()
 errors = Console(stderr=True)
 
 
-def _fail(exc: Exception) -> typer.Exit:
-    errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
-
-
 @envs_app.command(
     "build",
     epilog="""Examples:
@@ -45,17 +40,14 @@ def build(
     from crabray.backends.envs import build_env, build_script, env_image
 
     target = image or env_image(name)
-    try:
-        script = build_script(name)
-        console.print(f"building [bold]{escape(target)}[/] with {escape(str(script))} ...")
-        started = time.monotonic()
-        build_env(
-            name,
-            image=target,
-            on_line=lambda line: console.print(f"  {escape(line)}", style="dim", highlight=False),
-        )
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    script = build_script(name)
+    console.print(f"building [bold]{escape(target)}[/] with {escape(str(script))} ...")
+    started = time.monotonic()
+    build_env(
+        name,
+        image=target,
+        on_line=lambda line: console.print(f"  {escape(line)}", style="dim", highlight=False),
+    )
     console.print(f"[green]built[/] {escape(target)} in {time.monotonic() - started:.1f} s")
 
 
@@ -107,10 +99,7 @@ def prune(
     """Remove crabray containers and snapshot images whose owner process died on this host."""
     from crabray.backends.docker import prune as prune_docker
 
-    try:
-        removed = prune_docker(everything=everything)
-    except CrabrayError as exc:
-        raise _fail(exc) from exc
+    removed = prune_docker(everything=everything)
     for item in removed:
         console.print(f"removed {escape(item)}", highlight=False)
     scope = "crabray" if everything else "orphaned"

@@ -14,13 +14,15 @@ nothing of each other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from crabray import __version__
-from crabray.agents import AgentSpec
+from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
@@ -36,6 +38,7 @@ from crabray.cluster.scheduler import (
 )
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError
+from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite, resolve_suite
@@ -44,6 +47,7 @@ from crabray.results import (
     ResultSink,
     RunManifest,
     attempts_so_far,
+    check_output_dir,
     finished_keys,
     new_run_id,
     read_manifest,
@@ -106,7 +110,13 @@ def run_suite(
     )
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
-    run_id = _open_run(options, suite)
+    check_output_dir(options.out_dir)
+    manifest: RunManifest | None = None
+    if options.resume is None:
+        manifest = _new_manifest(options, suite)
+        run_id = manifest.run_id
+    else:
+        run_id = _resumed_run(options, options.resume, suite)
     done = finished_keys(options.out_dir, run_id)
     attempts = attempts_so_far(options.out_dir, run_id)
     planned = [
@@ -125,29 +135,36 @@ def run_suite(
         for agent, task_id, epoch in planned
         if (agent.name, task_id, epoch) not in done
     ]
-    logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
-    if on_start is not None:
-        on_start(run_id, len(planned), len(items))
-    progress = SweepProgress(total=0)
-    sink = ResultSink(options.out_dir, run_id)
     if items:
+        # Everything that can refuse the run happens before its manifest exists.
         needs = _host_needs(suite, {item.task_id for item in items})
         slots = options.local_slots or 2 * options.concurrency
         selectors = {k: v for _, selector in needs for k, v in selector}
         connect(options.address, hosts={kind: slots for kind, _ in needs}, labels=selectors)
         check_hostable(needs)
         cleanup_orphans(_specs(suite, {item.task_id for item in items}))
-        settings = SchedulerSettings(
-            run_id=run_id,
-            concurrency=options.concurrency,
-            retry=RetryPolicy(max_attempts=options.max_attempts),
-            max_steps=options.max_steps,
-            pooling=options.pooling,
-            warm=options.warm,
-        )
-        scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
-        progress = scheduler.run(items)
-        sink.compact()
+    if manifest is not None:
+        write_manifest(options.out_dir, manifest)
+    logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
+    if on_start is not None:
+        on_start(run_id, len(planned), len(items))
+    progress = SweepProgress(total=0)
+    redactor = Redactor([*agent_secrets(options.agents), *secrets_in_environment(os.environ)])
+    sink = ResultSink(options.out_dir, run_id, redactor)
+    scheduler = None
+    with _redacted_logs(redactor):
+        if items:
+            settings = SchedulerSettings(
+                run_id=run_id,
+                concurrency=options.concurrency,
+                retry=RetryPolicy(max_attempts=options.max_attempts),
+                max_steps=options.max_steps,
+                pooling=options.pooling,
+                warm=options.warm,
+            )
+            scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
+            progress = scheduler.run(items)
+            sink.compact()
     return RunSummary(
         run_id=run_id,
         planned=len(planned),
@@ -157,7 +174,7 @@ def run_suite(
         retries=progress.retries,
         infra_failures=progress.infra_failures,
         timeouts=progress.timeouts,
-        pool_hit_rate=scheduler.pool_hit_rate if items else 0.0,
+        pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
     )
 
 
@@ -186,6 +203,20 @@ def load_checked_suite(ref: SuiteRef) -> Suite:
     return suite
 
 
+@contextmanager
+def _redacted_logs(redactor: Redactor) -> Iterator[None]:
+    """Remove known secrets from every record the root logger's handlers emit, during a run."""
+    handlers = logging.getLogger().handlers
+    log_filter = RedactingFilter(redactor)
+    for handler in handlers:
+        handler.addFilter(log_filter)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(log_filter)
+
+
 def check_suite(suite: Suite) -> None:
     """Check a loaded suite as a run does before anything starts; report all problems at once.
 
@@ -200,7 +231,7 @@ def check_suite(suite: Suite) -> None:
 
 
 def _check_backend_settings(env: EnvironmentConfig) -> None:
-    backend_class(env.backend).check_settings(env.backend_settings)
+    backend_class(env.backend, env.name).check_settings(env.backend_settings)
 
 
 def _writer(suite: Suite, sink: ResultSink) -> Callable[[list[EpisodeRecord]], None]:
@@ -246,37 +277,37 @@ def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
     return wanted
 
 
-def _open_run(options: RunOptions, suite: Suite) -> str:
-    """A new run's id with its manifest written, or the checked id of a resumed run."""
+def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
+    """The manifest of a new run, written once nothing can refuse the run any more."""
+    return RunManifest(
+        run_id=new_run_id(),
+        suite=suite.ref.path,
+        suite_name=suite.name,
+        agents=[a.name for a in options.agents],
+        options=options.model_dump(mode="json", exclude={"resume", "address"}),
+        crabray_version=__version__,
+    )
+
+
+def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> str:
+    """``resume``, checked against what that run ran."""
     agents = [a.name for a in options.agents]
-    if options.resume is None:
-        run_id = new_run_id()
-        manifest = RunManifest(
-            run_id=run_id,
-            suite=suite.ref.path,
-            suite_name=suite.name,
-            agents=agents,
-            options=options.model_dump(mode="json", exclude={"resume", "address"}),
-            crabray_version=__version__,
-        )
-        write_manifest(options.out_dir, manifest)
-        return run_id
-    manifest = read_manifest(options.out_dir, options.resume)
+    manifest = read_manifest(options.out_dir, resume)
     if Path(manifest.suite).resolve() != Path(suite.ref.path).resolve():
         raise ConfigError(
-            f"run {options.resume} ran suite {manifest.suite}, not {suite.ref.path}",
+            f"run {resume} ran suite {manifest.suite}, not {suite.ref.path}",
             field="--resume",
         )
     if sorted(manifest.agents) != sorted(agents):
         raise ConfigError(
-            f"run {options.resume} ran agents {manifest.agents}, not {agents}", field="--resume"
+            f"run {resume} ran agents {manifest.agents}, not {agents}", field="--resume"
         )
     for option, flag in (("epochs", "--epochs"), ("task_ids", "--task")):
         recorded, given = manifest.options.get(option), getattr(options, option)
         if recorded != given:
             raise ConfigError(
-                f"run {options.resume} was started with {option}={recorded!r}, not {given!r}; "
+                f"run {resume} was started with {option}={recorded!r}, not {given!r}; "
                 f"pass the same {flag} to resume it",
                 field="--resume",
             )
-    return options.resume
+    return resume

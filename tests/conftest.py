@@ -1,4 +1,4 @@
-"""Shared test helpers: running the real CLI in a subprocess."""
+"""Shared test helpers: running the real CLI in a subprocess, reading raw result rows."""
 
 from __future__ import annotations
 
@@ -7,10 +7,25 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from crabray.results import EPISODES_SCHEMA
+from crabray.results.dataset import read_part_files
+
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def raw_episode_rows(out: Path, columns: list[str]) -> list[dict[str, Any]]:
+    """Every committed episode row under ``out``, duplicates and retries included.
+
+    Reads only committed part files (``part-*.parquet``; a writer's dot-prefixed
+    temporary files are skipped) against the episodes schema, so a run in progress
+    with no part file yet reads as no rows rather than failing on a missing column.
+    """
+    files = sorted((out / "episodes").glob("run_id=*/part-*.parquet"))
+    return read_part_files(files, EPISODES_SCHEMA, columns=columns).to_pylist()
 
 
 def crabray(

@@ -10,23 +10,18 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 
 from crabray.results import read_episodes, read_steps
 from tests.conftest import ROOT, crabray, write_sleepy_suite
+from tests.conftest import raw_episode_rows as raw_rows
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def raw_episode_rows(out: Path) -> list[dict]:
     """Every episode row on disk, duplicates included (no deduplication)."""
-    dataset = ds.dataset(
-        out / "episodes", format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]
-    )
-    return dataset.to_table(
-        columns=["task_id", "agent", "epoch", "attempt", "episode_id"]
-    ).to_pylist()
+    return raw_rows(out, ["task_id", "agent", "epoch", "attempt", "episode_id"])
 
 
 def test_demo_suite_oracle_and_noop(tmp_path: Path) -> None:
@@ -77,7 +72,7 @@ def test_killed_run_resumes_without_rerun_or_duplicates(tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(_rows_or_empty(out)) < 3:
+        while time.monotonic() < deadline and len(raw_episode_rows(out)) < 3:
             assert driver.poll() is None, "the run ended before it could be killed"
             time.sleep(0.1)
         # The driver and the local Ray instance it started die together, mid-run.
@@ -106,12 +101,6 @@ def test_killed_run_resumes_without_rerun_or_duplicates(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert "10 episodes were already finished" in again.stdout
     assert len(raw_episode_rows(out)) == 10
-
-
-def _rows_or_empty(out: Path) -> list[dict]:
-    if not (out / "episodes").exists():
-        return []
-    return raw_episode_rows(out)
 
 
 def test_resume_with_another_suite_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from crabray.agents.base import (
 from crabray.agents.config import (
     AgentConfig,
     LLMSettings,
+    agent_secrets,
     bare_kinds,
     load_agents,
     select_agents,
@@ -64,6 +65,7 @@ __all__ = [
     "PlannerAgent",
     "StepInput",
     "TaskBrief",
+    "agent_secrets",
     "agent_spec",
     "available_agents",
     "create_agent",

@@ -225,6 +225,25 @@ def select_agents(names: list[str], config_path: str | Path | None = None) -> li
     return specs
 
 
+def agent_secrets(specs: list[AgentSpec]) -> list[str]:
+    """The API keys of ``specs``' LLM agents, for the driver to redact from what it keeps.
+
+    Raises:
+        ConfigError: A key can no longer be found (see ``select_agents``).
+    """
+    secrets = []
+    for spec in specs:
+        if spec.kind not in LLM_KINDS:
+            continue
+        try:
+            key, _ = resolve_api_key(spec.name, LLMSettings.model_validate(spec.settings))
+        except AuthenticationError as exc:
+            raise ConfigError(str(exc), field=f"agent '{spec.name}'") from exc
+        if key is not None:
+            secrets.append(key.get_secret_value())
+    return secrets
+
+
 def resolve_api_key(agent: str, settings: LLMSettings) -> tuple[SecretStr | None, str | None]:
     """The agent's API key and a description of where it came from (never the key itself).
 

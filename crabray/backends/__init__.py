@@ -124,29 +124,28 @@ def create_backend(config: EnvironmentConfig) -> Backend:
     return _backend_class(config.backend, config.name)(config)
 
 
-def backend_class(kind: str) -> type[Backend]:
-    """The backend class registered as ``kind``.
+def backend_class(kind: str, env_name: str | None = None) -> type[Backend]:
+    """The backend class registered as ``kind`` (for environment ``env_name``, if given).
 
     Raises:
         ConfigError: The kind is unknown, or its optional dependency is missing.
     """
-    return _backend_class(kind, "?")
+    return _backend_class(kind, env_name)
 
 
-def _backend_class(kind: str, env_name: str) -> type[Backend]:
+def _backend_class(kind: str, env_name: str | None) -> type[Backend]:
+    whose = "an environment" if env_name is None else f"environment '{env_name}'"
     try:
         return _BACKENDS.get(kind)
     except UnknownNameError as exc:
         raise ConfigError(
-            f"environment '{env_name}' asks for unknown backend '{kind}'; "
-            f"known backends: {', '.join(exc.known)}",
+            f"{whose} asks for unknown backend '{kind}'; known backends: {', '.join(exc.known)}",
             field="backend",
         ) from None
     except MissingDependencyError as exc:
         hint = f"; install it with: {exc.install_hint}" if exc.install_hint else ""
         raise ConfigError(
-            f"backend '{kind}' of environment '{env_name}' needs the missing package "
-            f"'{exc.missing}'{hint}",
+            f"backend '{kind}' of {whose} needs the missing package '{exc.missing}'{hint}",
             field="backend",
         ) from exc
 

@@ -17,7 +17,7 @@ import ray
 
 from crabray.backends import create_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute
+from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute, node_name
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
 
@@ -104,6 +104,10 @@ class EnvironmentActor:
     def close(self) -> None:
         self.backend.close()
         self.started = False
+
+    def node(self) -> str:
+        """The node this actor lives on, asked once at creation: rows name it if the node dies."""
+        return node_name()
 
     def describe(self) -> dict[str, Any]:
         return {**self.backend.describe(), "host": socket.gethostname()}

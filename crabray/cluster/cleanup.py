@@ -15,7 +15,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from crabray.backends import backend_class
 from crabray.cluster.placement import slot_resource
+from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
+from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,10 @@ def cleanup_orphans(specs: list[SandboxSpec]) -> int:
 
     Returns:
         How many sandboxes were removed, over all nodes.
+
+    Raises:
+        CrabrayError: A backend refused (a ``ConfigError`` or ``SandboxError`` from
+            the node, such as an unknown SSH host key), unwrapped from Ray's error.
     """
     distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
     refs = []
@@ -48,7 +54,16 @@ def cleanup_orphans(specs: list[SandboxSpec]) -> int:
                     spec.backend, spec.backend_settings
                 )
             )
-    removed = sum(ray.get(refs))
+    try:
+        removed = sum(ray.get(refs))
+    except ray.exceptions.RayError as exc:
+        cause = remote_cause(exc)
+        if isinstance(cause, CrabrayError):
+            raise cause from None
+        raise CrabrayError(
+            f"checking the nodes for abandoned sandboxes failed before the run started: "
+            f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        ) from exc
     if removed:
         logger.warning("removed %d sandboxes abandoned by earlier runs", removed)
     return removed

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from typing import Any, Protocol
 
 import ray
@@ -53,9 +54,23 @@ class Host(Protocol):
     def prepare(self) -> float: ...
 
 
-def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
-    """An ``env_error`` result for an episode whose infrastructure failed around it."""
+def failed_result(
+    job: EpisodeJob,
+    tags: list[str],
+    error: BaseException,
+    started_at: datetime | None = None,
+) -> EpisodeResult:
+    """An ``env_error`` result for an episode whose infrastructure failed around it.
+
+    Args:
+        job: The episode (its settings' ``node`` is where it ran, when known).
+        tags: The task's tags.
+        error: What failed.
+        started_at: When the episode was dispatched; now when unknown. It never
+            comes after ``finished_at``.
+    """
     settings = job.settings
+    now = utcnow()
     return EpisodeResult(
         run_id=settings.run_id,
         suite=settings.suite,
@@ -69,7 +84,8 @@ def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> Epi
         node=settings.node,
         error=str(error),
         error_type=type(error).__name__,
-        finished_at=utcnow(),
+        started_at=min(started_at or now, now),
+        finished_at=now,
     )
 
 
@@ -79,7 +95,7 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     configs = entry.benchmark.task_environments(entry.task)
     remote = {c.name: ActorBackend(c, others[c.name]) for c in configs if c.name in others}
     backends: dict[str, Backend] = {host.spec.name: host.backend, **remote}
-    settings = job.settings.model_copy(update={"node": _node_name()})
+    settings = job.settings.model_copy(update={"node": node_name()})
     t0 = time.monotonic()
     try:
         spent = [host.prepare(), *(backend.prepare() for backend in remote.values())]
@@ -97,6 +113,7 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     return JobOutcome(record=record, broken_envs=broken)
 
 
-def _node_name() -> str:
+def node_name() -> str:
+    """This worker's node as rows name it: ``<ip>/<node id prefix>``."""
     context = ray.get_runtime_context()
     return f"{ray.util.get_node_ip_address()}/{context.get_node_id()[:8]}"

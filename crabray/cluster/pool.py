@@ -43,6 +43,9 @@ class _Member:
     spec: SandboxSpec
     recycling: Any = None
     """The ``recycle`` call in flight since the actor came back, if any."""
+    node: Any = None
+    """The actor's ``node`` call, made at creation: its (small, inlined) answer stays
+    readable in the driver after the node is gone."""
 
 
 @dataclass
@@ -135,6 +138,11 @@ class EnvironmentPool:
         member.recycling = actor.recycle.remote()
         self._idle[member.spec.pool_key].append(member)
 
+    def node_call(self, actor: Any) -> Any:
+        """The reference to ``actor``'s answer to where it lives (see ``node_name``)."""
+        member = self._members.get(id(actor))
+        return None if member is None else member.node
+
     def discard(self, actor: Any) -> None:
         """Kill a broken actor; it is never handed out again."""
         member = self._members.pop(id(actor), None)
@@ -174,6 +182,7 @@ class EnvironmentPool:
         if self.run_id is not None:
             options["runtime_env"] = {"env_vars": {RUN_ID_VAR: self.run_id}}
         member = _Member(RemoteEnvironmentActor.options(**options).remote(spec), spec)
+        member.node = member.actor.node.remote()
         self._members[id(member.actor)] = member
         self.stats.created += 1
         return member
@@ -210,6 +219,18 @@ class EnvironmentPool:
         self.stats.retired += 1
         member.actor.close.remote()
         member.actor.__ray_terminate__.remote()
+
+
+def node_name(call: Any) -> str | None:
+    """The node a ``node_call`` reference names; None if the actor never started."""
+    if call is None or not _done(call):
+        return None
+    try:
+        node: str = ray.get(call)
+    except Exception as exc:
+        logger.debug("the node of an environment actor is unknown: %s", exc)
+        return None
+    return node
 
 
 def _done(ref: Any) -> bool:

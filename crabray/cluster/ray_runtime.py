@@ -93,3 +93,16 @@ def disconnect() -> None:
     """Leave Ray (stopping the local instance if this process started it)."""
     if ray.is_initialized():
         ray.shutdown()
+
+
+def remote_cause(exc: BaseException) -> BaseException:
+    """The exception a remote task or actor method raised, without Ray's wrapper.
+
+    Ray re-raises a remote exception as a ``RayTaskError`` whose text carries the
+    remote stack trace; users and result rows want the original error and its
+    message (a ``ConfigError`` naming a file, say). Other errors come back as is.
+    """
+    cause = getattr(exc, "cause", None)
+    if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, BaseException):
+        return cause
+    return exc

@@ -21,6 +21,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import ray
@@ -29,12 +30,13 @@ from pydantic import BaseModel, Field
 from crabray.agents import AgentSpec
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
 from crabray.cluster.placement import capacity
-from crabray.cluster.pool import EnvironmentPool, SlotKey, slot_key
+from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
+from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.core.errors import CrabrayError
-from crabray.core.result import EpisodeRecord, TerminationReason
+from crabray.core.result import EpisodeRecord, TerminationReason, utcnow
 from crabray.core.retry import RetryPolicy
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -89,8 +91,13 @@ class _InFlight:
     item: SweepItem
     submitted: float
     deadline: float | None
+    started_at: datetime = field(default_factory=utcnow)
     actors: dict[str, tuple[SandboxSpec, Any]] = field(default_factory=dict)
     cancelled: bool = False
+    abandoned: bool = False
+    node_call: Any = None
+    """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
+    """Its kind lost every host; its actors were killed to end it."""
 
 
 RecordsCallback = Callable[[list[EpisodeRecord]], None]
@@ -237,6 +244,7 @@ class Scheduler:
         for spec in self._specs_of(item.task_id):
             flight.actors[spec.name] = (spec, self.pool.acquire(spec, self._capacity))
         (_, host), *_ = flight.actors.values()
+        flight.node_call = self.pool.node_call(host)
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
         self.on_submit(item, time.time())
         return host.run_episode.remote(self._job(item), others), flight
@@ -309,14 +317,16 @@ class Scheduler:
             del self._starved_since[key]
         if not starved:
             return
-        needed = {slot_key(s) for item in queue for s in self._specs_of(item.task_id)}
-        needed |= {
-            slot_key(s) for _, _, item in self._delayed for s in self._specs_of(item.task_id)
-        }
+        waiting = [*queue, *(item for _, _, item in self._delayed)]
+        needed = {slot_key(s) for item in waiting for s in self._specs_of(item.task_id)}
+        needed |= {key for flight in in_flight.values() for key in self._keys_of(flight.item)}
         now = time.monotonic()
         for key in needed & starved:
             since = self._starved_since.setdefault(key, now)
-            if now - since > self.settings.host_wait_sec and not in_flight:
+            if now - since <= self.settings.host_wait_sec:
+                continue
+            self._abandon(key, in_flight)
+            if not in_flight:
                 labels = f" with labels {dict(key[1])}" if key[1] else ""
                 raise CrabrayError(
                     f"no node hosts sandboxes of kind '{key[0]}'{labels} any more "
@@ -324,6 +334,23 @@ class Scheduler:
                     f"not run. Add a node that hosts it, then resume the run with "
                     f"--resume {self.settings.run_id}"
                 )
+
+    def _keys_of(self, item: SweepItem) -> set[SlotKey]:
+        return {slot_key(spec) for spec in self._specs_of(item.task_id)}
+
+    def _abandon(self, key: SlotKey, in_flight: dict[Any, _InFlight]) -> None:
+        """Kill the actors of in-flight episodes that need ``key``, which no node hosts.
+
+        Their actors died with their node or wait for a placement that cannot
+        happen, and Ray would hold such a call open for minutes: killed, each
+        comes back at once as an ``env_error`` row, so the run can stop.
+        """
+        for flight in in_flight.values():
+            if key in self._keys_of(flight.item) and not flight.abandoned:
+                logger.warning("episode %s lost its host; giving it up", flight.item.task_id)
+                flight.abandoned = True
+                for _, actor in flight.actors.values():
+                    self.pool.discard(actor)
 
     def _retries(
         self, finished: list[tuple[_InFlight, EpisodeRecord]], progress: SweepProgress
@@ -374,10 +401,12 @@ class Scheduler:
         try:
             outcome: JobOutcome = ray.get(ref)
         except Exception as exc:
+            job = self._job(flight.item)
+            job.settings.node = node_name(flight.node_call)
             for _, actor in flight.actors.values():
                 self.pool.discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
-            result = failed_result(self._job(flight.item), tags, exc)
+            result = failed_result(job, tags, remote_cause(exc), started_at=flight.started_at)
             if flight.cancelled:
                 result.termination_reason = TerminationReason.TIMEOUT
                 result.error = (

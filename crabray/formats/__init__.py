@@ -51,7 +51,7 @@ def resolve_suite(
         ConfigError: The path does not exist, the format is unknown, none matches, or
             the format takes no (or not this) backend, index, base image or services.
     """
-    resolved = Path(path).resolve()
+    resolved = _resolved(Path(path), "SUITE")
     if not resolved.exists():
         raise ConfigError("no such file or folder", file=str(path))
     loader = suite_format(format) if format is not None else detect_format(resolved)
@@ -86,8 +86,25 @@ def _find_file(file: Path, suite: Path, option: str) -> str:
     """``file`` relative to the working directory, else to the suite's folder."""
     for candidate in (file, (suite if suite.is_dir() else suite.parent) / file):
         if candidate.is_file():
-            return str(candidate.resolve())
+            return str(_resolved(candidate, option))
     raise ConfigError(f"no such {option[2:]} file", file=str(file), field=option)
+
+
+def _resolved(path: Path, option: str) -> Path:
+    """``path`` made absolute with its links followed; a link loop is a ``ConfigError``.
+
+    ``Path.resolve`` raises ``RuntimeError`` (Python 3.11) or ``OSError`` (3.13) on
+    a loop of symbolic links, which must not reach the user as a traceback.
+    """
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:
+        raise ConfigError(
+            f"cannot follow this path ({exc}): it is a loop of symbolic links or unreadable; "
+            "point to the real file or folder",
+            file=str(path),
+            field=option,
+        ) from exc
 
 
 def load_suite(ref: SuiteRef) -> Suite:

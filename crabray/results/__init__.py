@@ -7,12 +7,14 @@
     OUT/runs/<RUN>.json                        the run's manifest
 
 Columns are documented in ``docs/results-schema.md`` and in the schemas'
-field metadata. This package depends only on ``crabray.core.result`` and
-``crabray.core.errors``.
+field metadata. This package depends only on ``crabray.core.result``,
+``crabray.core.errors`` and ``crabray.core.redact`` (the sink removes known
+secrets from what it writes).
 """
 
 from __future__ import annotations
 
+from crabray.results._layout import check_output_dir
 from crabray.results.dataset import (
     INFRA_REASONS,
     EpisodeKey,
@@ -72,6 +74,7 @@ __all__ = [
     "RunManifest",
     "attempts_so_far",
     "breakdown",
+    "check_output_dir",
     "compare_runs",
     "episodes_table",
     "finished_keys",

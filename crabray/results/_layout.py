@@ -98,6 +98,33 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def check_output_dir(out_dir: Path, option: str = "--out") -> None:
+    """Make sure results can be written under ``out_dir`` before anything is recorded.
+
+    Creates the directory if needed and writes (then removes) a probe file, so a
+    path that is a file, lies under a file, or is on a read-only file system is
+    refused before a run opens, not after its sandboxes started.
+
+    Raises:
+        ResultsError: ``out_dir`` cannot hold results; the message says why.
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ResultsError(
+            f"{option} {out_dir}: is a file, not a directory; give a directory "
+            "(it is created if missing)"
+        )
+    probe = out_dir / f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}"
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise ResultsError(
+            f"{option} {out_dir}: cannot write results there ({exc.strerror or exc}); "
+            "give a writable directory"
+        ) from exc
+
+
 def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Write ``path`` so that it appears whole or not at all, even if the process is killed.
 
@@ -111,9 +138,9 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
     Raises:
         ResultsError: The file could not be written; the temporary file is removed.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{TMP_PREFIX}{path.name}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as handle:
             write(handle)
             handle.flush()

@@ -86,7 +86,13 @@ def write_manifest(out_dir: str | Path, manifest: RunManifest) -> Path:
 
 
 def list_runs(out_dir: str | Path) -> list[str]:
-    """Ids of the runs with a manifest under ``out_dir``, oldest first (ids sort by time)."""
+    """Ids of the runs with a manifest under ``out_dir``, oldest first (ids sort by time).
+
+    Raises:
+        ResultsError: ``out_dir`` is a file, not an output directory.
+    """
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise ResultsError(f"{out_dir}: is a file, not a directory; give an output directory")
     directory = runs_dir(Path(out_dir))
     if not directory.is_dir():
         return []

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
+from crabray.core.redact import Redactor
 from crabray.core.result import EpisodeRecord
 from crabray.results._fs import local_path
 from crabray.results._layout import (
@@ -72,9 +73,11 @@ class ResultSink:
         >>> sink.write([record])  # doctest: +SKIP
     """
 
-    def __init__(self, out_dir: str | Path, run_id: str) -> None:
+    def __init__(self, out_dir: str | Path, run_id: str, redactor: Redactor | None = None) -> None:
         self.out_dir = local_path(out_dir)
         self.run_id = check_run_id(run_id)
+        self.redactor = redactor or Redactor()
+        """Known secrets, removed from every string of a record before it is written."""
 
     def _dir(self, table: Table) -> Path:
         return partition_dir(self.out_dir, table, self.run_id)
@@ -102,7 +105,8 @@ class ResultSink:
         An empty batch writes nothing; a batch without steps writes no steps file.
 
         Args:
-            records: Finished episodes of this run, with their steps.
+            records: Finished episodes of this run, with their steps; known secrets
+                in their text are replaced by ``[redacted]`` on disk.
 
         Raises:
             ResultsError: A record belongs to another run, a step does not carry
@@ -111,6 +115,20 @@ class ResultSink:
         if not records:
             return
         self._check(records)
+        # Text only: the artifacts (screenshots) are bytes and are written as they are.
+        records = (
+            [
+                record.model_copy(
+                    update={
+                        "result": self.redactor.model(record.result),
+                        "steps": [self.redactor.model(step) for step in record.steps],
+                    }
+                )
+                for record in records
+            ]
+            if self.redactor
+            else records
+        )
         for record in records:
             self._write_artifacts(record.artifacts)
         stem = new_part_stem()

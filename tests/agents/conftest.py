@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -84,3 +86,13 @@ def run_demo(demo: Suite, tmp_path: Path) -> Iterator[EpisodeRunner]:
     yield go
     for backend in started:
         backend.close()
+
+
+@pytest.fixture
+def private_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A private Ray temp dir: without one, ``ray.init()`` attaches to any cluster another
+    process on this machine started. Short, because Ray's socket paths must stay short."""
+    ray_tmp = tempfile.mkdtemp(prefix="crt", dir="/tmp")
+    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
+    yield
+    shutil.rmtree(ray_tmp, ignore_errors=True)

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -132,16 +129,6 @@ def test_per_environment_agents_solve_a_two_environment_task(
 
 
 # -- the real CLI ---------------------------------------------------------------------------
-
-
-@pytest.fixture
-def private_ray(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A private Ray temp dir: without one, ``ray.init()`` attaches to any cluster another
-    process on this machine started. Short, because Ray's socket paths must stay short."""
-    ray_tmp = tempfile.mkdtemp(prefix="crt", dir="/tmp")
-    monkeypatch.setenv("RAY_TMPDIR", ray_tmp)
-    yield
-    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.mark.ray

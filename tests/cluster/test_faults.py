@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-import pyarrow.dataset as ds
 import pytest
 from ray.cluster_utils import Cluster
 
+from crabray.core.errors import CrabrayError
 from crabray.results import read_episodes
-from tests.conftest import ROOT, write_sleepy_suite
+from tests.conftest import ROOT, raw_episode_rows, write_sleepy_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
 def raw_rows(out: Path) -> list[dict]:
-    if not (out / "episodes").exists():
-        return []
-    table = ds.dataset(
-        out / "episodes", format="parquet", partitioning="hive", ignore_prefixes=[".", "_"]
-    ).to_table(columns=["task_id", "attempt", "termination_reason", "node", "success"])
-    return table.to_pylist()
+    return raw_episode_rows(out, ["task_id", "attempt", "termination_reason", "node", "success"])
 
 
 def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path) -> None:
@@ -103,6 +99,8 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     assert set(episodes.termination_reason) == {"timeout"}
     assert episodes.error.str.contains("past its time limit").all()
     assert not episodes.success.any()
+    assert (episodes.started_at <= episodes.finished_at).all(), "a timeout ends after it starts"
+    assert (episodes.finished_at - episodes.started_at).dt.total_seconds().min() >= 1.0
 
 
 def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(tmp_path: Path) -> None:
@@ -139,3 +137,94 @@ def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(tmp_path: Pat
         "every task exactly once: nothing finished ran again, nothing was lost"
     )
     assert all(r["success"] for r in after)
+
+
+def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: Path) -> None:
+    """Nothing can host what is left: the run stops after ``host_wait_sec``, not minutes later.
+
+    The only node hosting 'local' sandboxes goes away as the first episode is dispatched,
+    before the driver has seen it go: the episodes dispatched then wait for actors that can
+    never be placed, which Ray keeps pending forever. They must not hold the run open.
+    """
+    from crabray.agents import agent_spec
+    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.scheduler import Scheduler, SchedulerSettings, SweepItem
+    from crabray.formats import load_suite, resolve_suite
+    from crabray.results import ResultSink
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    only = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    cluster.wait_for_nodes()
+    suite = load_suite(resolve_suite(write_sleepy_suite(tmp_path / "s.py", tasks=6, sleep=1.0)))
+    sink = ResultSink(tmp_path / "out", "lost")
+    removed: list[float] = []
+
+    def lose_the_node_at_first_dispatch(_item: object, _time: float) -> None:
+        if not removed:
+            cluster.remove_node(only)
+            removed.append(time.monotonic())
+
+    settings = SchedulerSettings(run_id="lost", concurrency=2, host_wait_sec=5.0)
+    scheduler = Scheduler(suite, settings, sink.write, on_submit=lose_the_node_at_first_dispatch)
+    items = [SweepItem(task_id=t, agent=agent_spec("oracle")) for t in suite.task_ids]
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            scheduler.run(items)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    connect(cluster.address)
+    try:
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(timeout=150)
+        stopped_after = time.monotonic() - removed[0]
+        still_running = thread.is_alive()
+    finally:
+        disconnect()
+        cluster.shutdown()
+    # The wait is 5 s; before the fix the run sat with 2 episodes "in flight" for minutes.
+    assert not still_running, f"the run was still going {stopped_after:.0f} s after losing its node"
+    assert isinstance(outcome[0], CrabrayError), outcome
+    assert "no node hosts sandboxes of kind 'local'" in str(outcome[0])
+    assert "--resume lost" in str(outcome[0])
+    rows = raw_episode_rows(tmp_path / "out", ["task_id", "termination_reason"])
+    assert rows and {r["termination_reason"] for r in rows} == {"env_error"}, (
+        "the episodes it gave up are recorded as infrastructure failures, to run on resume"
+    )
+
+
+def test_rows_of_timeouts_and_dead_nodes_have_ordered_times_and_a_node(tmp_path: Path) -> None:
+    """A row the driver writes for an episode that did not return still says when and where."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    doomed = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    cluster.wait_for_nodes()
+    suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=6, sleep=3.0, limit=30.0)
+    out = tmp_path / "out"
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
+         "--out", str(out), "--address", cluster.address, "--concurrency", "4"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and len(raw_rows(out)) < 1:
+            assert driver.poll() is None, driver.communicate()
+            time.sleep(0.1)
+        cluster.remove_node(doomed)
+        _, stderr = driver.communicate(timeout=300)
+    finally:
+        driver.kill()
+        cluster.shutdown()
+    assert driver.returncode == 0, stderr
+    columns = ["task_id", "termination_reason", "node", "started_at", "finished_at"]
+    rows = raw_episode_rows(out, columns)
+    lost = [r for r in rows if r["termination_reason"] == "env_error"]
+    assert lost, "the removed node was running episodes"
+    for row in rows:
+        assert row["node"], f"{row['task_id']} ({row['termination_reason']}) has no node"
+        assert row["started_at"] <= row["finished_at"], row

@@ -24,6 +24,7 @@ from crabray.results import (
     read_steps,
     steps_table,
 )
+from tests.conftest import raw_episode_rows
 
 RUN = "run-a"
 
@@ -224,6 +225,25 @@ def test_leftover_temporary_files_are_ignored(tmp_path, make_record):
     sink.write([make_record("t2")])
     sink.compact()
     assert len(read_episodes(tmp_path, RUN)) == 2
+
+
+def test_a_run_with_nothing_committed_yet_reads_as_no_rows(tmp_path, make_record):
+    """A reader polling a run in progress (as the kill-and-resume tests do) never crashes."""
+    half = ResultSink(tmp_path / "other", RUN)
+    half.write([make_record("t1")])
+    committed = _files(tmp_path / "other", "episodes")[0].read_bytes()
+    for table in ("episodes", "steps"):
+        directory = tmp_path / table / f"run_id={RUN}"
+        directory.mkdir(parents=True)
+        (directory / ".tmp-part-1-half0000.parquet").write_bytes(committed[: len(committed) // 2])
+    (tmp_path / "episodes" / "run_id=run-b").mkdir()
+    assert read_episodes(tmp_path, RUN).empty
+    assert read_episodes(tmp_path).empty
+    assert read_steps(tmp_path, RUN).empty
+    assert finished_keys(tmp_path, RUN) == set()
+    assert raw_episode_rows(tmp_path, ["task_id", "attempt"]) == []
+    ResultSink(tmp_path, RUN).write([make_record("t1")])
+    assert raw_episode_rows(tmp_path, ["task_id", "attempt"]) == [{"task_id": "t1", "attempt": 0}]
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "empty"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,8 @@ def _task_files(
         ]
     try:
         selection = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        errors.append(ConfigError(f"cannot read the index: {exc}", file=str(index)))
+    except (OSError, ValueError, RecursionError) as exc:
+        errors.append(ConfigError(f"cannot read the index: {exc!r}", file=str(index)))
         return []
     if not isinstance(selection, dict) or not all(
         isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in selection.values()
@@ -244,6 +245,13 @@ def _load_task(file: Path, tool: str) -> tuple[Task, dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", file=str(file)
+        ) from exc
+    except RecursionError as exc:
+        raise ConfigError(
+            "is nested too deeply to read (arrays or objects inside one another past "
+            f"Python's limit of about {sys.getrecursionlimit()} levels); a task needs a few "
+            "levels at most: flatten or remove the deep value",
+            file=str(file),
         ) from exc
     if not isinstance(raw, dict):
         raise ConfigError("must hold a JSON object (the task)", file=str(file))

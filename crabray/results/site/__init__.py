@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
+from crabray.results._layout import check_output_dir
 from crabray.results.site._data import (
     MAX_LISTED_EPISODES,
     SiteData,
@@ -90,7 +91,8 @@ def build_site(
         The path of the site's ``index.html``.
 
     Raises:
-        ResultsError: ``site_dir`` is ``out_dir``, a bad run id, or an unreadable part file.
+        ResultsError: ``site_dir`` is ``out_dir`` or cannot be written (a file, a read-only
+            file system), a bad run id, or an unreadable part file.
 
     Example:
         >>> build_site("results", "site")  # doctest: +SKIP
@@ -104,6 +106,7 @@ def build_site(
             "(its episodes/ folder is the dataset); choose another folder, e.g. "
             f"{out / 'site'}"
         )
+    check_output_dir(site, "site directory")
     data = load(out, run_id, max_listed)
     pages = site / EPISODES_DIR
     pages.mkdir(parents=True, exist_ok=True)

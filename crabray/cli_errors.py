@@ -1,0 +1,89 @@
+"""How the ``crabray`` command shows an error: one paragraph, an exit code, no traceback.
+
+The command group in ``cli.py`` calls ``show_error`` for whatever a command
+raises, so no command has error handling of its own. Errors crabray raises on
+purpose (``CrabrayError``) carry their file, field and reason already; the
+operating system's errors (a path that is a file, a read-only file system)
+and a few of Python's (a nesting too deep to parse) are worded here; an error
+raised on a Ray worker is shown as the error it wraps, without Ray's trace.
+Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from rich.console import Console
+from rich.markup import escape
+
+from crabray.core.errors import CrabrayError
+
+SUITE_PROBLEMS_EXIT = 1
+"""A suite with problems: every problem is listed (``tasks validate`` fails with it)."""
+
+ERROR_EXIT = 2
+"""Any other refused input or failed command."""
+
+_OS_ADVICE = {
+    errno.ENOTDIR: "a part of it is a file, not a directory; give a directory path",
+    errno.EISDIR: "it is a directory; give a file path",
+    errno.EROFS: "the file system is read-only; give a path on a writable one",
+    errno.EACCES: "permission denied; give a path you can write, or fix its permissions",
+    errno.EPERM: "not permitted; give a path you can write, or fix its permissions",
+    errno.ENOSPC: "the disk is full; free space or give a path on another disk",
+    errno.ENOENT: "it does not exist; check the path",
+    errno.ELOOP: "it is a loop of symbolic links; point to the real file or folder",
+    errno.EEXIST: "it already exists as something else; give another path",
+}
+
+
+def show_error(exc: BaseException, errors: Console) -> int | None:
+    """Print ``exc`` for the user on ``errors``; return the exit code, or None for a bug.
+
+    Args:
+        exc: What a command raised.
+        errors: The console of stderr.
+    """
+    from crabray.formats import SuiteErrors
+
+    exc = _unwrapped(exc)
+    if isinstance(exc, SuiteErrors):
+        for problem in exc.errors:
+            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
+        return SUITE_PROBLEMS_EXIT
+    message = _message(exc)
+    if message is None:
+        return None
+    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    return ERROR_EXIT
+
+
+def _message(exc: BaseException) -> str | None:
+    if isinstance(exc, CrabrayError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        return _os_message(exc)
+    if isinstance(exc, RecursionError):
+        return (
+            "an input is nested too deeply to read (Python's recursion limit was hit); "
+            "flatten the deeply nested value (run with -vv to see where)"
+        )
+    return None
+
+
+def _os_message(exc: OSError) -> str:
+    """``path: what went wrong; what to do`` for an error of the operating system."""
+    path = exc.filename if exc.filename is not None else "a file"
+    reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+    advice = _OS_ADVICE.get(exc.errno or 0, "check the path and its permissions")
+    return f"{path}: {reason} ({advice})"
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The error a Ray worker raised, if ``exc`` is Ray's wrapper around one."""
+    cause = getattr(exc, "cause", None)
+    if type(exc).__module__.startswith("ray.") and isinstance(cause, BaseException):
+        return cause
+    return exc
