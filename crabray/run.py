@@ -79,6 +79,9 @@ class RunOptions(BaseModel):
     epochs: int = Field(default=1, gt=0)
     max_attempts: int = Field(default=3, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
+    time_limit_sec: float | None = Field(
+        default=None, gt=0, description="Overrides every task's time budget, in seconds."
+    )
     task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
@@ -167,6 +170,7 @@ def run_suite(
             concurrency=options.concurrency,
             retry=RetryPolicy(max_attempts=options.max_attempts),
             max_steps=options.max_steps,
+            time_limit_sec=options.time_limit_sec,
             pooling=options.pooling,
             warm=options.warm,
         )
