@@ -1,0 +1,68 @@
+"""Containers die with their owner: a watchdog removes them when the owning process is gone.
+
+A container outlives the process that made it (the engine keeps it), so a
+driver or actor killed with -9 would leave its containers running until the
+next run's orphan cleanup. As the VM backend does for QEMU, each owning
+process starts one tiny ``sh`` loop, in a session of its own, that polls the
+owner once a second; when the owner is gone it runs this module, which
+removes every crabray container and snapshot image whose owner died on this
+host (the owner's included). A container stops within ``STOP_WITHIN_SEC`` of
+its owner's death. The loop costs a shell, not a Python interpreter, while
+the owner lives.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+import time
+
+logger = logging.getLogger(__name__)
+
+STOP_WITHIN_SEC = 10.0
+"""Documented bound: a dead owner's containers are gone this long after its death."""
+
+_SECOND_SWEEP_SEC = 2.0
+"""A create the owner had in flight when it died may land after the first sweep."""
+
+_LOOP = (
+    'while kill -0 "$1" 2>/dev/null; do sleep 1; done; '
+    'exec "$2" -m crabray.backends.docker._watchdog'
+)
+
+_lock = threading.Lock()
+_watching: int | None = None
+"""The pid this process started a watchdog for (a forked child must start its own)."""
+
+
+def watch_owner() -> None:
+    """Start this process's watchdog, once; later calls do nothing."""
+    global _watching
+    pid = os.getpid()
+    with _lock:
+        if _watching == pid:
+            return
+        subprocess.Popen(
+            ["/bin/sh", "-c", _LOOP, "crabray-docker-watchdog", str(pid), sys.executable],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        _watching = pid
+
+
+def _sweep() -> None:
+    from crabray.backends.docker._engine import prune
+
+    for removed in prune(everything=False):
+        logger.info("watchdog removed %s", removed)
+
+
+if __name__ == "__main__":
+    _sweep()
+    time.sleep(_SECOND_SWEEP_SEC)
+    _sweep()
