@@ -27,7 +27,13 @@ import ray
 from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
+from crabray.cluster.jobs import (
+    EpisodeJob,
+    JobOutcome,
+    failed_result,
+    killed_by_its_sandbox,
+    sandbox_result,
+)
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, slot_key
 from crabray.cluster.progress import SweepProgress
@@ -379,7 +385,10 @@ class Scheduler:
                 self.pool.discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
             result = failed_result(self._job(flight.item), tags, exc)
-            if flight.cancelled:
+            if not flight.cancelled and killed_by_its_sandbox(exc):
+                logger.warning("episode %s killed its own worker: %s", flight.item.task_id, exc)
+                result = sandbox_result(self._job(flight.item), tags, exc)
+            elif flight.cancelled:
                 result.termination_reason = TerminationReason.TIMEOUT
                 result.error = (
                     f"still running past its time limit; cancelled and its environments "
