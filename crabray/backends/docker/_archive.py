@@ -20,7 +20,13 @@ MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27
 MAX_SYMLINKS = 8
 CHUNK = 1 << 20
 _TAR_BLOCK = 512
-_FILE_REQUEST_HINTS = ("no such file", "not a directory", "cannot overwrite", "is a directory")
+_FILE_REQUEST_HINTS = (
+    "no such file",
+    "not a directory",
+    "cannot overwrite",
+    "is a directory",
+    "marked read-only",  # read_only: a refusal for this path, not a broken engine
+)
 
 
 def tar_stream(name: str, data: bytes, owner: tuple[int, int] = (0, 0)) -> Iterator[bytes]:

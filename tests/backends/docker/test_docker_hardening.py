@@ -22,6 +22,7 @@ from crabray.backends import create_backend
 from crabray.backends.docker._settings import DEFAULT_CAPABILITIES
 from crabray.backends.docker._watchdog import STOP_WITHIN_SEC
 from crabray.core.environment import EnvironmentConfig
+from crabray.core.errors import SandboxFileError
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE
 from tests.conftest import ROOT
 
@@ -95,6 +96,8 @@ def test_a_read_only_root_refuses_writes_but_tmp_works(make: Make) -> None:
     refused = backend.exec("echo x > /written")
     assert refused.exit_code != 0 and "Read-only file system" in refused.stderr
     assert backend.exec("echo x > /tmp/ok && cat /tmp/ok").stdout == "x\n"
+    with pytest.raises(SandboxFileError, match="read-only"):
+        backend.put_file("/root/new.txt", b"data")  # the agent's mistake, not the engine's
     writable = make()
     assert writable.exec("echo x > /written").ok, "the default root is writable"
 
