@@ -3,8 +3,9 @@
 A container outlives the process that made it (the engine keeps it), so a
 driver or actor killed with -9 would leave its containers running until the
 next run's orphan cleanup. As the VM backend does for QEMU, each owning
-process starts one tiny ``sh`` loop, in a session of its own, that polls the
-owner once a second; when the owner is gone it runs this module, which
+process starts one tiny ``sh`` loop, in a session of its own and detached
+from its owner (Ray kills a dying worker's children), that polls the owner
+once a second; when the owner is gone it runs this module, which
 removes every crabray container and snapshot image whose owner died on this
 host (the owner's included). A container stops within ``STOP_WITHIN_SEC`` of
 its owner's death. The loop costs a shell, not a Python interpreter, while
@@ -33,6 +34,10 @@ _LOOP = (
     'exec "$2" -m crabray.backends.docker._watchdog'
 )
 
+_DETACH = '/bin/sh -c "$1" crabray-docker-watchdog "$2" "$3" </dev/null >/dev/null 2>&1 &'
+"""Starts the loop in the background and exits: the loop is nobody's child, so Ray, which
+kills the children of a worker that exits, does not take it along with its owner."""
+
 _lock = threading.Lock()
 _watching: int | None = None
 """The pid this process started a watchdog for (a forked child must start its own)."""
@@ -45,12 +50,13 @@ def watch_owner() -> None:
     with _lock:
         if _watching == pid:
             return
-        subprocess.Popen(
-            ["/bin/sh", "-c", _LOOP, "crabray-docker-watchdog", str(pid), sys.executable],
+        subprocess.run(
+            ["/bin/sh", "-c", _DETACH, "detach", _LOOP, str(pid), sys.executable],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            check=True,
         )
         _watching = pid
 

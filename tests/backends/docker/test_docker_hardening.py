@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +159,48 @@ def test_containers_of_an_owner_killed_with_9_are_gone_within_the_documented_tim
     assert not client.containers.list(all=True, filters={"label": "crabray.env=doomed_owner"})
     if gone_after > STOP_WITHIN_SEC:
         pytest.fail(f"gone only after {gone_after:.1f} s, documented {STOP_WITHIN_SEC:g} s")
+
+
+_DRIVER_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import SHELL_ACTIONS, path_exists, run_command
+
+    BOX = EnvironmentConfig(
+        name="driver_killed_box", backend="docker", action_space=[*SHELL_ACTIONS],
+        backend_settings={"image": "IMAGE"},
+    )
+    suite = BenchmarkConfig(name="killed", environments=[BOX], tasks=[
+        Task(id="long", description="sleep", evaluator=path_exists(path="never"),
+             solution=[run_command(command="sleep 50")]),
+    ])
+    """
+)
+
+
+def test_a_run_whose_driver_is_killed_with_9_leaves_no_container(
+    client: Any, tmp_path: Path
+) -> None:
+    """The driver dies, Ray ends its actors, and each actor's watchdog removes its containers."""
+    suite = tmp_path / "killed.py"
+    suite.write_text(_DRIVER_SUITE.replace("IMAGE", BUSYBOX_IMAGE))
+    label = {"label": "crabray.env=driver_killed_box"}
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
+         "--out", str(tmp_path / "out")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not client.containers.list(filters=label) and time.monotonic() < deadline:
+            assert driver.poll() is None, "the run ended before its container started"
+            time.sleep(0.2)
+        assert client.containers.list(filters=label), "no container started within 120 s"
+        driver.kill()
+        driver.wait()
+        killed_at = time.monotonic()
+        while client.containers.list(all=True, filters=label):
+            assert time.monotonic() - killed_at < 6 * STOP_WITHIN_SEC, "containers outlived it"
+            time.sleep(0.2)
+    finally:
+        driver.kill()
