@@ -6,10 +6,10 @@ next run's orphan cleanup. As the VM backend does for QEMU, each owning
 process starts one tiny ``sh`` loop, in a session of its own and detached
 from its owner (Ray kills a dying worker's children), that polls the owner
 once a second; when the owner is gone it runs this module, which
-removes every crabray container and snapshot image whose owner died on this
-host (the owner's included). A container stops within ``STOP_WITHIN_SEC`` of
-its owner's death. The loop costs a shell, not a Python interpreter, while
-the owner lives.
+removes the containers and snapshot images labelled with that owner (and
+checks first that the owner is really gone, not a recycled pid). A
+container stops within ``STOP_WITHIN_SEC`` of its owner's death. The loop
+costs a shell, not a Python interpreter, while the owner lives.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from crabray.backends.ownership import owner_tag
+
 logger = logging.getLogger(__name__)
 
 STOP_WITHIN_SEC = 10.0
@@ -31,10 +33,10 @@ _SECOND_SWEEP_SEC = 2.0
 
 _LOOP = (
     'while kill -0 "$1" 2>/dev/null; do sleep 1; done; '
-    'exec "$2" -m crabray.backends.docker._watchdog'
+    'exec "$2" -m crabray.backends.docker._watchdog "$3"'
 )
 
-_DETACH = '/bin/sh -c "$1" crabray-docker-watchdog "$2" "$3" </dev/null >/dev/null 2>&1 &'
+_DETACH = '/bin/sh -c "$1" crabray-docker-watchdog "$2" "$3" "$4" </dev/null >/dev/null 2>&1 &'
 """Starts the loop in the background and exits: the loop is nobody's child, so Ray, which
 kills the children of a worker that exits, does not take it along with its owner."""
 
@@ -51,7 +53,7 @@ def watch_owner() -> None:
         if _watching == pid:
             return
         subprocess.run(
-            ["/bin/sh", "-c", _DETACH, "detach", _LOOP, str(pid), sys.executable],
+            ["/bin/sh", "-c", _DETACH, "detach", _LOOP, str(pid), sys.executable, owner_tag()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -61,14 +63,14 @@ def watch_owner() -> None:
         _watching = pid
 
 
-def _sweep() -> None:
+def _sweep(owner: str) -> None:
     from crabray.backends.docker._engine import prune
 
-    for removed in prune(everything=False):
+    for removed in prune(everything=False, owner=owner):
         logger.info("watchdog removed %s", removed)
 
 
 if __name__ == "__main__":
-    _sweep()
+    _sweep(sys.argv[1])
     time.sleep(_SECOND_SWEEP_SEC)
-    _sweep()
+    _sweep(sys.argv[1])
