@@ -257,6 +257,14 @@ def run(
     max_steps: Annotated[
         int | None, typer.Option(min=1, help="Override every task's step budget.")
     ] = None,
+    time_limit_sec: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="Override every task's time budget, in seconds (default: the task's, else the "
+            "suite's, else 3600).",
+        ),
+    ] = None,
     max_attempts: Annotated[
         int | None,
         typer.Option(
@@ -327,6 +335,7 @@ def run(
         "resume": resume,
         "epochs": epochs,
         "max_steps": max_steps,
+        "time_limit_sec": time_limit_sec,
         "max_attempts": max_attempts,
         "task_ids": task or None,
         "warm": warm,

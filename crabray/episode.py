@@ -79,6 +79,9 @@ class EpisodeSettings(BaseModel):
     attempt: int = 0
     node: str | None = Field(default=None, description="Where it runs; the host name if unset.")
     max_steps: int | None = Field(default=None, description="Overrides the task's step budget.")
+    time_limit_sec: float | None = Field(
+        default=None, gt=0, description="Overrides the task's time budget, in seconds."
+    )
     max_consecutive_action_errors: int = DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS
     max_tokens: int | None = Field(
         default=None, gt=0, description="Ends the episode (token_limit) past this many tokens."
@@ -177,7 +180,7 @@ class _Episode:
         self.stats: GraphStats = self.progress.stats()
         self.actions_taken = 0
         self.consecutive_errors = 0
-        self.time_limit = benchmark.time_limit_of(task)
+        self.time_limit = settings.time_limit_sec or benchmark.time_limit_of(task)
         self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
         self.t0 = time.monotonic()
         self.score: float | None = None

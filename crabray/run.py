@@ -159,6 +159,7 @@ def run_suite(
                 concurrency=options.concurrency,
                 retry=RetryPolicy(max_attempts=options.max_attempts),
                 max_steps=options.max_steps,
+                time_limit_sec=options.time_limit_sec,
                 pooling=options.pooling,
                 warm=options.warm,
             )

@@ -66,6 +66,12 @@ class RunSettings(BaseModel):
     max_steps: int | None = Field(
         default=None, gt=0, description="Overrides every task's step budget."
     )
+    time_limit_sec: float | None = Field(
+        default=None,
+        gt=0,
+        description="Overrides every task's time budget, in seconds (else the task's, "
+        "else the suite's, else the default episode time limit).",
+    )
     task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from crabray.actions.limits import TimeoutSec
 from crabray.core import action, evaluator
 from crabray.core.errors import ActionError
 from crabray.core.images import downscale_png
@@ -263,14 +264,14 @@ def launch_app(
     command: str,
     env: Any,
     window_title: str | None = None,
-    timeout_sec: Annotated[float, Field(gt=0, le=300)] = 20.0,
+    timeout_sec: TimeoutSec = 20.0,
 ) -> str:
     """Start a graphical program in the background, and wait for its window when named.
 
     Args:
         command: The command line, run by `sh -c` in the sandbox's working directory.
         window_title: A regular expression matching the title of the window to wait for.
-        timeout_sec: Seconds to wait for the window before giving up.
+        timeout_sec: Seconds to wait for the window before giving up; at most 300.
         env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     started = f"({command}) </dev/null >/dev/null 2>&1 &"

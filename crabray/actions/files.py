@@ -10,20 +10,49 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from crabray.actions.limits import MAX_READ_BYTES
 from crabray.core import action
 from crabray.core.errors import SandboxFileError
 
 
 @action
 def read_file(path: str, env: Any) -> str:
-    """Read a text file from the sandbox.
+    """Read a text file from the sandbox; past 1 MB it is cut, with a line saying so.
 
     Args:
         path: Path of the file, absolute or relative to the working directory.
         env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    data: bytes = env.get_file(path)
-    return data.decode("utf-8", errors="replace")
+    found = _stat(env, path)
+    if found is None or (found[0] and found[1] <= MAX_READ_BYTES):
+        # A small file, or one stat cannot see (the backend's get_file says why).
+        data: bytes = env.get_file(path)
+        return _cut(data.decode("utf-8", errors="replace"), path, len(data))
+    # Too big, or not a regular file (a device, a pipe): read no more than the cap
+    # inside the sandbox, so a huge file never crosses into the worker's memory.
+    head = env.exec(["head", "-c", str(MAX_READ_BYTES), "--", path])
+    if not head.ok:
+        raise SandboxFileError(f"cannot read '{path}': {head.stderr.strip()}")
+    return _cut(head.stdout, path, found[1] if found[0] else None, cut=True)
+
+
+def _stat(env: Any, path: str) -> tuple[bool, int] | None:
+    """Whether ``path`` is a regular file (after symlinks) and its size; None if stat fails."""
+    result = env.exec(["stat", "-L", "-c", "%s %F", "--", path])
+    size, _, kind = result.stdout.strip().partition(" ")
+    if not result.ok or not size.isdigit():
+        return None
+    return kind.startswith("regular"), int(size)
+
+
+def _cut(text: str, path: str, size: int | None, *, cut: bool = False) -> str:
+    """``text`` within the cap, with a last line saying it was cut when it was."""
+    if not cut and (size is None or size <= MAX_READ_BYTES):
+        return text
+    encoded = text.encode("utf-8", errors="replace")[:MAX_READ_BYTES]
+    total = "" if size is None else f" of {size}"
+    kept = encoded.decode("utf-8", errors="ignore")
+    return f"{kept}\n[read_file cut '{path}' at {MAX_READ_BYTES} bytes{total}]"
 
 
 @action

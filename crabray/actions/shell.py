@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from crabray.actions.limits import TimeoutSec
 from crabray.core import action
 
 DEFAULT_TIMEOUT_SEC = 60.0
@@ -11,12 +12,12 @@ _MAX_OUTPUT_CHARS = 10_000
 
 
 @action
-def run_command(command: str, env: Any, timeout_sec: float = DEFAULT_TIMEOUT_SEC) -> str:
+def run_command(command: str, env: Any, timeout_sec: TimeoutSec = DEFAULT_TIMEOUT_SEC) -> str:
     """Run a shell command in the sandbox and return its exit code and output.
 
     Args:
         command: The command line, run by `sh -c` in the sandbox's working directory.
-        timeout_sec: Seconds before the command is killed.
+        timeout_sec: Seconds before the command is killed; at most 300.
         env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
     result = env.exec(command, timeout_sec=timeout_sec)

@@ -89,6 +89,40 @@ def failed_result(
     )
 
 
+def killed_by_its_sandbox(error: BaseException) -> bool:
+    """Whether ``error`` says the episode's worker died on a node that is still alive.
+
+    Ray's only public signal is the actor's death cause, in the error's text:
+    the node's raylet reports "its worker process has died" with exit type
+    ``SYSTEM_ERROR`` when the worker process ended unexpectedly (a signal such
+    as SIGKILL from a command in the sandbox or from the kernel's OOM killer, a
+    crash), which it can report only while the node lives. A node that died
+    says "its node has died"; an actor we killed (``ray.kill``, time limits)
+    says it was killed intentionally; Ray's own memory monitor, which may pick
+    another episode's worker under pressure, names memory pressure. Those stay
+    infrastructure failures.
+    """
+    if not isinstance(error, ray.exceptions.ActorDiedError):
+        return False
+    text = str(error)
+    return (
+        "worker process has died" in text
+        and "exit type: SYSTEM_ERROR" in text
+        and "memory pressure" not in text.lower()
+    )
+
+
+def sandbox_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
+    """A final ``sandbox_error`` result: the episode's own sandbox killed its worker."""
+    result = failed_result(job, tags, error)
+    result.termination_reason = TerminationReason.SANDBOX_ERROR
+    result.error = (
+        "the worker running this episode died while its node lived: something the episode's "
+        f"sandbox did killed it (a command, or the memory it used). Ray said: {error}"
+    )
+    return result
+
+
 def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     """Run ``job`` with ``host``'s sandbox in-process and ``others`` through their actors."""
     entry = load_suite(job.suite).entry(job.task_id)

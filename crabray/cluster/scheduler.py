@@ -28,7 +28,13 @@ import ray
 from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, failed_result
+from crabray.cluster.jobs import (
+    EpisodeJob,
+    JobOutcome,
+    failed_result,
+    killed_by_its_sandbox,
+    sandbox_result,
+)
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
@@ -73,6 +79,9 @@ class SchedulerSettings(BaseModel):
         description="Tries of an episode whose infrastructure failed; agent failures never retry.",
     )
     max_steps: int | None = Field(description="Overrides every task's step budget.")
+    time_limit_sec: float | None = Field(
+        default=None, gt=0, description="Overrides every task's time budget, in seconds."
+    )
     pooling: bool = Field(description="Reuse environments across episodes.")
     warm: int = Field(ge=0, description="Environments started per configuration ahead.")
     timeout_grace_sec: float = Field(
@@ -200,11 +209,14 @@ class Scheduler:
             self._specs[task_id] = [SandboxSpec.of(env) for env in envs]
         return self._specs[task_id]
 
-    def _expected_cost(self, item: SweepItem) -> float:
-        """Longest-expected first: the time limit if any, else the step budget."""
+    def _expected_cost(self, item: SweepItem) -> tuple[float, int]:
+        """Longest-expected first: by time limit, then by step budget."""
         entry = self.suite.entry(item.task_id)
-        limit = entry.benchmark.time_limit_of(entry.task)
-        return limit if limit is not None else float(entry.benchmark.step_limit_of(entry.task))
+        return self._time_limit(item), entry.benchmark.step_limit_of(entry.task)
+
+    def _time_limit(self, item: SweepItem) -> float:
+        entry = self.suite.entry(item.task_id)
+        return self.settings.time_limit_sec or entry.benchmark.time_limit_of(entry.task)
 
     def _warm(self, queue: deque[SweepItem]) -> None:
         if not self.settings.warm or not self.settings.pooling:
@@ -236,10 +248,8 @@ class Scheduler:
                 scanned += 1
 
     def _submit(self, item: SweepItem) -> tuple[Any, _InFlight]:
-        entry = self.suite.entry(item.task_id)
-        limit = entry.benchmark.time_limit_of(entry.task)
         now = time.monotonic()
-        deadline = now + limit + self.settings.timeout_grace_sec if limit is not None else None
+        deadline = now + self._time_limit(item) + self.settings.timeout_grace_sec
         flight = _InFlight(item, now, deadline)
         for spec in self._specs_of(item.task_id):
             flight.actors[spec.name] = (spec, self.pool.acquire(spec, self._capacity))
@@ -259,6 +269,7 @@ class Scheduler:
             epoch=item.epoch,
             attempt=item.attempt,
             max_steps=self.settings.max_steps,
+            time_limit_sec=self.settings.time_limit_sec,
             max_tokens=item.agent.max_tokens,
             max_cost_usd=item.agent.max_cost_usd,
         )
@@ -407,7 +418,10 @@ class Scheduler:
                 self.pool.discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
             result = failed_result(job, tags, remote_cause(exc), started_at=flight.started_at)
-            if flight.cancelled:
+            if not flight.cancelled and killed_by_its_sandbox(exc):
+                logger.warning("episode %s killed its own worker: %s", flight.item.task_id, exc)
+                result = sandbox_result(job, tags, exc)
+            elif flight.cancelled:
                 result.termination_reason = TerminationReason.TIMEOUT
                 result.error = (
                     f"still running past its time limit; cancelled and its environments "

@@ -23,6 +23,10 @@ from crabray.core.task import Task
 
 DEFAULT_STEP_LIMIT = 30
 
+DEFAULT_TIME_LIMIT_SEC = 3600.0
+"""Time budget of an episode whose task and benchmark set none: an evaluator or a command
+that never ends holds a sweep for an hour at most, not forever."""
+
 
 class BoundAction(BaseModel):
     """An action as one task's agent sees it: the name it calls, the env it runs in."""
@@ -62,7 +66,8 @@ class BenchmarkConfig(BaseModel):
         root_action_space: Extra actions of the root environment for every task;
             they replace crabray's default root actions of the same name.
         step_limit: Step budget of tasks that set none.
-        time_limit_sec: Time budget of tasks that set none.
+        time_limit_sec: Time budget in seconds of tasks that set none;
+            ``DEFAULT_TIME_LIMIT_SEC`` (one hour) when unset.
         common_setup: Closed actions run before every task's own setup.
         prompting_tools: CRAB's field, refused when set: observations are shown to
             agents as they are.
@@ -138,9 +143,9 @@ class BenchmarkConfig(BaseModel):
         """The step budget of ``task``."""
         return task.max_steps or self.step_limit
 
-    def time_limit_of(self, task: Task) -> float | None:
-        """The time budget of ``task`` in seconds, if any."""
-        return task.time_limit_sec or self.time_limit_sec
+    def time_limit_of(self, task: Task) -> float:
+        """The time budget of ``task`` in seconds (``DEFAULT_TIME_LIMIT_SEC`` if none is set)."""
+        return task.time_limit_sec or self.time_limit_sec or DEFAULT_TIME_LIMIT_SEC
 
     def action_space(self, task: Task, root_actions: Iterable[Action] = ()) -> list[BoundAction]:
         """What the agent may call in ``task``, under the names it calls them.

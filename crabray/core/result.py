@@ -17,7 +17,10 @@ class TerminationReason(StrEnum):
     """Why an episode ended.
 
     ``env_error`` is an infrastructure failure (the sandbox broke): the episode
-    may be retried as a new attempt. Every other reason is a final result.
+    may be retried as a new attempt. Every other reason is a final result;
+    ``sandbox_error`` among them: the worker running the episode died on a live
+    node, of something its own sandbox did (a command killed it, or the output
+    or memory it caused), so retrying would only repeat it.
     """
 
     SUCCESS = "success"
@@ -29,6 +32,7 @@ class TerminationReason(StrEnum):
     ACTION_ERROR = "action_error"
     AGENT_ERROR = "agent_error"
     ENV_ERROR = "env_error"
+    SANDBOX_ERROR = "sandbox_error"
     EVALUATOR_ERROR = "evaluator_error"
     TOKEN_LIMIT = "token_limit"
     COST_LIMIT = "cost_limit"

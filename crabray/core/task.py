@@ -43,7 +43,8 @@ class Task(BaseModel):
         extra_actions: Actions added to the agent's action space for this task
             (such as ``submit``).
         max_steps: Step budget; the benchmark's ``step_limit`` when unset.
-        time_limit_sec: Wall-clock budget of the episode, setup included.
+        time_limit_sec: Wall-clock budget of the episode in seconds, setup included; the
+            benchmark's ``time_limit_sec`` when unset.
         tags: Labels for filtering and leaderboard breakdowns.
         metadata: Anything else worth keeping with the task.
         solution: A reference solution: closed actions the oracle agent replays.

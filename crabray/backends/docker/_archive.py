@@ -20,12 +20,20 @@ MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27
 MAX_SYMLINKS = 8
 CHUNK = 1 << 20
 _TAR_BLOCK = 512
-_FILE_REQUEST_HINTS = ("no such file", "not a directory", "cannot overwrite", "is a directory")
+_FILE_REQUEST_HINTS = (
+    "no such file",
+    "not a directory",
+    "cannot overwrite",
+    "is a directory",
+    "marked read-only",  # read_only: a refusal for this path, not a broken engine
+)
 
 
-def tar_stream(name: str, data: bytes) -> Iterator[bytes]:
-    """A tar archive holding one file, yielded in pieces so ``data`` is never copied whole."""
+def tar_stream(name: str, data: bytes, owner: tuple[int, int] = (0, 0)) -> Iterator[bytes]:
+    """A tar archive holding one file owned by ``owner`` (uid, gid), yielded in pieces so
+    ``data`` is never copied whole."""
     info = tarfile.TarInfo(name)
+    info.uid, info.gid = owner
     info.size = len(data)
     info.mode = 0o644
     info.mtime = int(time.time())

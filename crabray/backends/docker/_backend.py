@@ -1,8 +1,12 @@
 """``DockerBackend``: one container per environment, through the docker SDK.
 
 Isolation is the default: no network (``network="none"``), CPU, memory and
-process limits, ``no-new-privileges``, never privileged, no host mounts unless
-the settings list them. Every container carries labels (``crabray=1``,
+process limits, ``no-new-privileges``, never privileged, every capability
+dropped but the few root needs to manage its own files and users
+(``DEFAULT_CAPABILITIES``), no host mounts unless the settings list them; a
+read-only root file system and another user are settings. A container dies
+with the process that owns it (see :mod:`crabray.backends.docker._watchdog`).
+Every container carries labels (``crabray=1``,
 ``crabray.env``, ``crabray.run``, ``crabray.owner`` = host, pid and start time
 of the process that made it), so ``cleanup_orphans`` and ``crabray envs
 prune`` remove containers whose owner died on this host, and only those.
@@ -70,6 +74,7 @@ from crabray.backends.docker._engine import (
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
 from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
@@ -106,6 +111,9 @@ class DockerBackend(Backend):
         self.settings: DockerSettings = parse_docker_settings(config.backend_settings)
         self.image: str | None = self.settings.image_name
         self._ready_command: str | None = None
+        self._image_user = ""
+        self._owner = (0, 0)
+        """Uid and gid of the container's user: files put in belong to it."""
         self._workdir = self.settings.workdir or "/"
         self._sandbox_id = uuid.uuid4().hex[:12]
         self._client: docker.DockerClient | None = None
@@ -128,8 +136,12 @@ class DockerBackend(Backend):
             raise SandboxError(f"docker sandbox of '{self.config.name}' is already started")
         self._client = connect()
         self._ensure_image()
+        if self.settings.die_with_owner:
+            watch_owner()
         try:
             self._container = self._launch(self.image, run_init=True)
+            if self.settings.user or self._image_user:
+                self._owner = self._user_ids(self._container)
             if self.settings.reset == "snapshot":
                 self._snapshot = self._commit(self._container)
                 self._reset_image = self._snapshot
@@ -235,7 +247,7 @@ class DockerBackend(Backend):
             response = api._put(
                 api._url("/containers/{0}/archive", container.id),
                 params={"path": "/", "noOverwriteDirNonDir": "true"},
-                data=tar_stream(target.lstrip("/"), data),
+                data=tar_stream(target.lstrip("/"), data, owner=self._owner),
             )
             api._raise_for_status(response)
         except ENGINE_ERRORS as exc:
@@ -425,6 +437,7 @@ class DockerBackend(Backend):
         if self.image is None:  # built from build_context: the tag is known only now
             self.image = self._reset_image = next(iter(image.tags), str(image.id))
         self._ready_command = (image.labels or {}).get(LABEL_READY)
+        self._image_user = (image.attrs.get("Config") or {}).get("User") or ""
         if self.settings.workdir is None:
             config = image.attrs.get("Config") or {}
             self._workdir = posixpath.normpath(config.get("WorkingDir") or "/")
@@ -479,6 +492,25 @@ class DockerBackend(Backend):
             self._run_setup_command(
                 container, command, self._workdir, f"init command of '{self.config.name}'"
             )
+
+    def _user_ids(self, container: Container) -> tuple[int, int]:
+        """The numeric uid and gid commands run as (the engine resolves names in the image)."""
+        result = run_exec(
+            self._api(),
+            str(container.id),
+            [self.settings.shell, "-c", "id -u; id -g"],
+            workdir="/",
+            environment={},
+            timeout_sec=self.settings.init_timeout_sec,
+            shell=self.settings.shell,
+        )
+        ids = result.stdout.split()
+        if not result.ok or len(ids) != 2 or not all(i.isdigit() for i in ids):
+            raise SandboxError(
+                f"cannot tell which uid the user {self.settings.user or self._image_user!r} of "
+                f"'{self.config.name}' has (`id -u; id -g` said {result.stdout + result.stderr!r})"
+            )
+        return int(ids[0]), int(ids[1])
 
     def _run_setup_command(
         self, container: Container, command: str, workdir: str, what: str

@@ -86,12 +86,13 @@ def _where() -> str:
     return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
 
 
-def prune(*, everything: bool) -> list[str]:
+def prune(*, everything: bool, owner: str | None = None) -> list[str]:
     """Remove crabray's containers and snapshot images whose owner died on this host.
 
     Args:
         everything: Remove every crabray container and snapshot image, live
             owners' included (``crabray envs prune --all``).
+        owner: Only those of this owner tag (a watchdog cleaning up after its owner).
 
     Returns:
         What was removed, one description each.
@@ -102,7 +103,8 @@ def prune(*, everything: bool) -> list[str]:
     client = connect()
     removed: list[str] = []
     try:
-        for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+        wanted = [f"{LABEL}=1"] + ([f"{LABEL_OWNER}={owner}"] if owner else [])
+        for container in client.containers.list(all=True, filters={"label": wanted}):
             labels = container.labels or {}
             if not everything and not owner_tag_is_dead(labels.get(LABEL_OWNER, "")):
                 continue
@@ -114,7 +116,8 @@ def prune(*, everything: bool) -> list[str]:
             logger.info(
                 "removed %s container %s", "crabray" if everything else "orphaned", container.name
             )
-        for image in client.images.list(filters={"label": f"{LABEL_SNAPSHOT}=1"}):
+        snapshots = [f"{LABEL_SNAPSHOT}=1"] + ([f"{LABEL_OWNER}={owner}"] if owner else [])
+        for image in client.images.list(filters={"label": snapshots}):
             labels = image.labels or {}
             if not everything and not owner_tag_is_dead(labels.get(LABEL_OWNER, "")):
                 continue

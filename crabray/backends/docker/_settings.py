@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from docker.types import Mount
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -15,6 +15,18 @@ from crabray.backends.settings import BackendSettings, parse_settings
 
 KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
 """The container's main process: does nothing, forever, with busybox alone."""
+
+DEFAULT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "SETGID", "SETUID")
+"""What a container keeps of root's powers; every other capability is dropped.
+
+What crabray's images need for root to manage files and users in its own
+container: give files to another user (CHOWN), read and write any file and
+change its mode whoever owns it (DAC_OVERRIDE, FOWNER), and switch to another
+user (SETUID, SETGID: ``su``, ``apt-get``'s download user). Gone from Docker's
+default set: raw sockets (NET_RAW), device nodes (MKNOD), chroot, binding
+ports below 1024, killing other users' processes, file capabilities and
+audit writes.
+"""
 
 
 class BindMount(BaseModel):
@@ -83,6 +95,23 @@ class DockerSettings(BackendSettings):
     pids_limit: int | None = Field(
         default=512, ge=1, description="Most processes at once; None = unlimited."
     )
+    capabilities: list[Annotated[str, Field(pattern=r"^[A-Z_]+$")]] = Field(
+        default_factory=lambda: list(DEFAULT_CAPABILITIES),
+        description="Linux capabilities the container keeps, without the CAP_ prefix; all "
+        "others are dropped. Default: CHOWN, DAC_OVERRIDE, FOWNER, SETGID, SETUID.",
+    )
+    user: str | None = Field(
+        default=None,
+        min_length=1,
+        description="User commands run as (a name, uid or uid:gid of the image); the image's "
+        "USER when unset (root in crabray's images; crabray/debian also has 'user', uid 1000). "
+        "Files put in by the harness belong to this user.",
+    )
+    read_only: bool = Field(
+        default=False,
+        description="Make the container's root file system read-only, with a tmpfs on /tmp; "
+        "the harness cannot put files outside mounts then (the engine refuses).",
+    )
     mounts: list[BindMount] = Field(
         default_factory=list, description="Host directories to mount; none by default."
     )
@@ -114,6 +143,11 @@ class DockerSettings(BackendSettings):
     init_timeout_sec: float = Field(default=600, gt=0, description="Limit of each init command.")
     run_id: str | None = Field(
         default=None, description=f"Value of the crabray.run label; ${RUN_ID_VAR} when unset."
+    )
+    die_with_owner: bool = Field(
+        default=True,
+        description="Remove the containers within 10 s of the death of the process that owns "
+        "them (a watchdog per process); off, they wait for the next run's orphan cleanup.",
     )
     warm_spare: bool = Field(
         default=True,
@@ -188,6 +222,9 @@ class DockerSettings(BackendSettings):
             "init": self.init,
             "privileged": False,
             "security_opt": ["no-new-privileges"],
+            "cap_drop": ["ALL"],
+            "cap_add": list(self.capabilities),
+            "read_only": self.read_only,
             "hostname": "crabray",
             "mounts": [
                 Mount(target=m.target, source=m.source, type="bind", read_only=m.read_only)
@@ -196,6 +233,10 @@ class DockerSettings(BackendSettings):
         }
         if self.workdir is not None:
             options["working_dir"] = self.workdir
+        if self.user is not None:
+            options["user"] = self.user
+        if self.read_only:
+            options["tmpfs"] = {"/tmp": "rw,nosuid,nodev,mode=1777"}
         if self.network in ("none", "host"):
             # Modes, not networks: the engine cannot attach an endpoint to either.
             options["network_mode"] = self.network

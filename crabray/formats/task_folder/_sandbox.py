@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from crabray.actions import run_command
+from crabray.actions.limits import MAX_TIMEOUT_SEC
 from crabray.core import Action
 from crabray.core.errors import ActionError
 from crabray.formats.steps import closed_action
@@ -39,7 +40,8 @@ SANDBOX_MODULES = ("scoring.py", "common.py", "eval.py")
 """crabray's stdlib-only modules that evaluators and eval.py import in the sandbox."""
 
 INIT_TIMEOUT_SEC = 600.0
-SOLUTION_TIMEOUT_SEC = 900.0
+SOLUTION_TIMEOUT_SEC = MAX_TIMEOUT_SEC
+"""The oracle replays ``solution.sh`` as an agent's ``run_command``, within an agent's bound."""
 
 
 def sandbox_modules() -> dict[str, bytes]:

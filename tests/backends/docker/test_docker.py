@@ -161,7 +161,7 @@ _ORPHAN_MAKER = textwrap.dedent(
     from crabray.core.environment import EnvironmentConfig
     backend = create_backend(EnvironmentConfig(
         name="orphan", backend="docker",
-        backend_settings={"image": sys.argv[1], "reset": "snapshot"},
+        backend_settings={"image": sys.argv[1], "reset": "snapshot", "die_with_owner": False},
     ))
     backend.start()
     backend._spare.result()  # its warm spare exists too, so no create is in flight at death
