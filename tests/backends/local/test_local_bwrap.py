@@ -259,23 +259,20 @@ def test_unconfined_mode_warns_once_per_process(
     assert "apt-get install bubblewrap" in warnings[0].getMessage()
 
 
-def test_auto_without_bwrap_falls_back_to_unconfined_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+def test_auto_without_bwrap_fails_and_says_how_to_opt_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(local_bwrap, "_unconfined_warned", False)
+    """Unconfined is only ever explicit: no silent fallback from 'auto'."""
     monkeypatch.setattr(bwrap, "probe", lambda: (False, "bwrap not found on PATH"))
-    caplog.set_level(logging.WARNING, logger="crabray.backends.local._isolation")
     backend = LocalBackend(make_config(tmp_path, isolation="auto"))
-    backend.start()
-    try:
-        assert backend.describe()["isolation"] == "none"
-        assert backend.exec("pwd").stdout == f"{backend.workdir}\n"
-    finally:
-        backend.close()
-    message = caplog.records[-1].getMessage()
-    assert "UNCONFINED" in message
+    with pytest.raises(SandboxError) as raised:
+        backend.start()
+    message = str(raised.value)
     assert "bwrap not found on PATH" in message
     assert "apt-get install bubblewrap" in message
+    assert "isolation to 'none'" in message
+    assert "UNCONFINED" in message
+    assert not list((tmp_path / "sandboxes").glob("crabray-*"))
 
 
 def test_explicit_bwrap_without_the_tool_fails_at_start(
