@@ -250,8 +250,7 @@ class LocalBackend(Backend):
         started = time.monotonic()
         if self._holder is not None:
             inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
-            # A directory of the host's system (/usr) is not the sandbox's: nsenter says.
-            missing = is_mapped(inside) and not self._view().is_dir(inside)
+            missing = self._confined_dir_missing(inside)
             # The host side never enters a sandbox directory: nsenter changes into it inside.
             run_dir, shown = Path("/"), inside
             path, home, tmp = SANDBOX_PATH, SANDBOX_HOME, SANDBOX_TMP
@@ -310,6 +309,19 @@ class LocalBackend(Backend):
             timed_out=timed_out,
             duration_sec=duration,
         )
+
+    def _confined_dir_missing(self, inside: str) -> bool:
+        """Whether sandbox directory ``inside`` is known to be missing (checked inside the sandbox).
+
+        A directory of the host's system (``/usr``) or one a symlink leads out
+        of is not the sandbox's own: ``nsenter`` reports on those.
+        """
+        if not is_mapped(inside):
+            return False
+        try:
+            return not self._view().is_dir(inside)
+        except SandboxFileError:
+            return False
 
     def _unconfined_dir(self, sandbox: Path, cwd: str | None) -> Path:
         """Where an unconfined command runs: ``cwd`` mapped as files are, or a host path."""
