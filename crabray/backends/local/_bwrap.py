@@ -301,6 +301,10 @@ class Holder:
         finally:
             os.close(read_fd)
         self.pid_namespace = info.get("pid-namespace")
+        if self._stage is not None:
+            # bwrap's namespace holds its own binds now: the stage is needed no more.
+            _remove_stage(self._stage)
+            self._stage = None
         self._enter = self._enter_argv(found, self._pid1)
         self._setpriv = [found.setpriv, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
         logger.debug("bwrap holder of '%s': pid %d, pid 1 is %d", self.label, proc.pid, self._pid1)

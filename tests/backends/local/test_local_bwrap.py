@@ -295,3 +295,14 @@ def _members(namespace: str) -> list[int]:
         except OSError:
             continue
     return [pid for pid in found if host_pid_alive(pid)]
+
+
+def test_files_put_by_the_driver_belong_to_the_sandbox_user(jail: LocalBackend) -> None:
+    """The sandbox runs unprivileged, so what setup puts there must be its own to change."""
+    jail.put_file("made/by/setup.txt", b"from the driver\n")
+    changed = jail.exec(
+        "echo more >> made/by/setup.txt && mv made/by/setup.txt moved && rmdir -p made/by"
+    )
+    assert changed.exit_code == 0, changed
+    assert jail.get_file("moved") == b"from the driver\nmore\n"
+    assert jail.exec("id -un").stdout == "user\n"
