@@ -57,8 +57,9 @@ NOT_ISOLATED: dict[str, dict[str, str]] = {
 
 
 FIFO_BLOCKS = {
-    "ssh": "known defect: get_file over SFTP blocks on a FIFO the agent planted (and holds "
-    "the connection), so this test would hang instead of failing",
+    kind: "known defect: get_file over SFTP blocks on a FIFO the agent planted (and holds "
+    "the connection), so this test would hang instead of failing"
+    for kind in ("ssh", "vm")
 }
 """Backends on which reading a planted FIFO blocks the driver (not run: it would hang)."""
 
