@@ -10,6 +10,7 @@ protocol and ``_client`` for starting and restarting it.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -49,6 +50,9 @@ def python_call(action: Action, values: dict[str, Any]) -> PythonCall:
         ActionError: The function's source cannot be sent, or an argument is not JSON.
     """
     func = action.entry
+    while isinstance(func, functools.partial):
+        # Bound arguments are already in ``values``; the source sent is the function's own.
+        func = func.func
     try:
         arguments = to_jsonable_python(values)
     except Exception as exc:

@@ -4,8 +4,9 @@ Commands are confined with bubblewrap when it works here (the ``isolation``
 setting); see :class:`LocalBackend` for the sandbox's layout and rules. This
 package's ``__init__`` is its whole public API; its ``_``-prefixed modules are
 the implementation: the backend (``_backend``), its settings (``_settings``),
-choosing the confinement (``_isolation``) and running it (``_bwrap``),
-commands and their process groups (``_exec``) and the path mapping (``_paths``).
+choosing the confinement (``_isolation``) and running it (``_bwrap``), the
+sandbox's own ``/etc`` (``_etc``), commands and their process groups
+(``_exec``) and the path mapping and in-sandbox file access (``_paths``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ is its own directory ``ROOT`` with ``work``, ``home`` and ``tmp`` in it, and
 the ``isolation`` setting says how far its commands are kept inside:
 
 - ``bwrap`` (confined): commands run under bubblewrap (:mod:`crabray.backends.local._bwrap`)
-  with the host's system directories read-only, ``ROOT/home`` at ``/home/user``
+  as an unprivileged user in a user namespace, with nothing of the driver's
+  environment, an ``/etc`` of its own, the host's system directories read-only,
+  ``ROOT/home`` at ``/home/user``
   (``HOME``), ``ROOT/work`` at ``/home/user/work`` (where they start) and
   ``ROOT/tmp`` at ``/tmp``; nothing else of the host is writable or visible, no
   network unless ``network: true``, and killing the sandbox kills every process
@@ -14,12 +16,15 @@ the ``isolation`` setting says how far its commands are kept inside:
   this host, in ``ROOT/work`` with ``HOME`` and ``TMPDIR`` inside ``ROOT``. For
   development and for suites that ask for it on purpose (see DESIGN.md); the
   log says so with a WARNING.
-- ``auto`` (the default): ``bwrap`` when it works on this host (probed once per
-  process), else ``none`` with a WARNING saying how to install it.
+- ``auto`` (the default): ``bwrap``, probed once per process; when it does not
+  work on this host, starting the sandbox fails with how to install it or opt out.
 
 File transfers use the same paths as confined commands in both modes
 (``/home/user/...``, ``/tmp/...``, relative to the working directory; see
-:mod:`crabray.backends.local._paths`) and never leave ``ROOT``. Every command
+:mod:`crabray.backends.local._paths`) and never leave ``ROOT``; confined, they
+resolve every path inside the sandbox's own view of the file system
+(:class:`~crabray.backends.local._paths.SandboxView`), so no symlink swapped in
+by its processes can lead them to a host file. Every command
 runs in its own process group, and ``reset()``/``close()`` kill every group
 the sandbox started (and, confined, its whole pid namespace) before wiping the
 directory.
@@ -53,7 +58,7 @@ from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import DisplayHook
 from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
-from crabray.backends.local._bwrap import Holder
+from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
 from crabray.backends.local._isolation import choose_isolation, host_user, start_holder
 from crabray.backends.local._paths import (
@@ -63,7 +68,8 @@ from crabray.backends.local._paths import (
     SANDBOX_WORKDIR,
     TMP_DIR,
     WORK_DIR,
-    resolve_confined,
+    SandboxView,
+    is_mapped,
     resolve_unconfined,
     sandbox_abspath,
 )
@@ -227,9 +233,11 @@ class LocalBackend(Backend):
 
         ``cwd`` is relative to the working directory, or absolute: a sandbox
         path (``/home/user/...``, ``/tmp/...``; confined, any directory the
-        sandbox sees) or, unconfined, also a host path. The environment is the
-        host's ``PATH``, ``HOME`` and ``TMPDIR`` inside the sandbox
-        (``/home/user`` and ``/tmp`` confined), ``DISPLAY`` with a screen, then
+        sandbox sees) or, unconfined, also a host path. The environment is made
+        for the sandbox, never the driver's: ``PATH`` (the standard system
+        directories confined, the host's unconfined), ``HOME`` and ``TMPDIR``
+        inside the sandbox (``/home/user`` and ``/tmp`` confined), ``LANG``
+        (``C.UTF-8``), ``TERM`` (``dumb``), ``DISPLAY`` with a screen, then
         ``env``. A program that does not exist is a result with exit 127 (126
         when not executable), and a ``cwd`` that does not exist one with exit
         126, as a shell would report them: they are the caller's mistake, not
@@ -245,26 +253,27 @@ class LocalBackend(Backend):
         started = time.monotonic()
         if self._holder is not None:
             inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
-            try:
-                run_dir: Path | None = resolve_confined(sandbox, inside, "run in")
-            except SandboxFileError:
-                run_dir = None  # a directory of the host's system, or missing: nsenter says
-            shown = inside
-            home, tmp = SANDBOX_HOME, SANDBOX_TMP
+            missing = self._confined_dir_missing(inside)
+            # The host side never enters a sandbox directory: nsenter changes into it inside.
+            run_dir, shown = Path("/"), inside
+            path, home, tmp = SANDBOX_PATH, SANDBOX_HOME, SANDBOX_TMP
             argv = self._holder.command(argv, cwd=inside)
         else:
             run_dir = self._unconfined_dir(sandbox, cwd)
-            shown = str(run_dir)
+            missing, shown = not run_dir.is_dir(), str(run_dir)
+            path = os.environ.get("PATH", os.defpath)
             home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
         run_env = {
-            "PATH": os.environ.get("PATH", os.defpath),
+            "PATH": path,
             "HOME": home,
             "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
             **self._display.env,
             **(env or {}),
         }
         logger.debug("exec in %s (timeout %s s): %.200r", shown, timeout_sec, command)
-        if run_dir is not None and not run_dir.is_dir():
+        if missing:
             return ExecResult(
                 exit_code=126,
                 stderr=f"cannot run in {shown}: no such directory\n",
@@ -278,7 +287,7 @@ class LocalBackend(Backend):
         try:
             proc = subprocess.Popen(
                 argv,
-                cwd=run_dir or sandbox,
+                cwd=run_dir,
                 env=run_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
@@ -333,16 +342,33 @@ class LocalBackend(Backend):
         argv = ["python3", "-c", BOOTSTRAP]
         if self._holder is not None:
             argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
-            home, tmp = SANDBOX_HOME, SANDBOX_TMP
+            path, home, tmp = SANDBOX_PATH, SANDBOX_HOME, SANDBOX_TMP
         else:
+            path = os.environ.get("PATH", os.defpath)
             home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
+        # The guest's own environment is made like a command's: nothing of the driver's.
         run_env = {
-            "PATH": os.environ.get("PATH", os.defpath),
+            "PATH": path,
             "HOME": home,
             "TMPDIR": tmp,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
             **self._display.env,
         }
         return launch_guest(argv, sandbox / WORK_DIR, run_env, self._groups, self.config.name)
+
+    def _confined_dir_missing(self, inside: str) -> bool:
+        """Whether sandbox directory ``inside`` is known to be missing (checked inside the sandbox).
+
+        A directory of the host's system (``/usr``) or one a symlink leads out
+        of is not the sandbox's own: ``nsenter`` reports on those.
+        """
+        if not is_mapped(inside):
+            return False
+        try:
+            return not self._view().is_dir(inside)
+        except SandboxFileError:
+            return False
 
     def _unconfined_dir(self, sandbox: Path, cwd: str | None) -> Path:
         """Where an unconfined command runs: ``cwd`` mapped as files are, or a host path."""
@@ -366,6 +392,13 @@ class LocalBackend(Backend):
                 cannot be written there (a file in the way, no permission).
             SandboxError: The host failed (disk full, I/O error).
         """
+        if self._holder is not None:
+            try:
+                self._view().write(path, data)
+            except OSError as exc:
+                raise self._file_error("write", path, exc) from exc
+            logger.debug("put %d bytes to %s", len(data), path)
+            return
         target = self._resolve(path, "write")
         if target.is_dir():
             raise SandboxFileError(f"cannot write '{path}': {target} is a directory")
@@ -394,6 +427,11 @@ class LocalBackend(Backend):
                 missing, is a directory, or cannot be read (no permission).
             SandboxError: The host failed (I/O error).
         """
+        if self._holder is not None:
+            try:
+                return self._view().read(path)
+            except OSError as exc:
+                raise self._file_error("read", path, exc) from exc
         target = self._resolve(path, "read")
         if not target.exists():
             raise SandboxFileError(
@@ -402,7 +440,11 @@ class LocalBackend(Backend):
         if target.is_dir():
             raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
         try:
-            data = target.read_bytes()
+            # Non-blocking, so a FIFO put there by a command cannot hang the caller.
+            with open(os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
+                data = handle.read()
         except OSError as exc:
             raise self._file_error("read", path, exc) from exc
         logger.debug("got %d bytes from %s", len(data), target)
@@ -494,15 +536,29 @@ class LocalBackend(Backend):
         return list(command)
 
     def _resolve(self, path: str, operation: str) -> Path:
-        """The real host path of sandbox path ``path``, refusing anything outside.
+        """Unconfined: the real host path of sandbox path ``path``, refusing anything outside.
 
         Raises:
             SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
         """
         sandbox = self._require_started(f"{operation} '{path}'")
-        if self._isolation == "bwrap":
-            return resolve_confined(sandbox, path, operation)
         return resolve_unconfined(sandbox, path, operation)
+
+    def _view(self) -> SandboxView:
+        """Confined: the sandbox's files as its processes see them (see :class:`SandboxView`).
+
+        The one seam for file operations of a confined sandbox: they resolve
+        every path inside the sandbox's own mount namespace, never on the host.
+
+        Raises:
+            SandboxError: Not started, closed, or the sandbox's bwrap process is gone.
+        """
+        sandbox = self._require_started("reach the sandbox's files")
+        if self._holder is None:
+            raise SandboxError(f"internal error: the sandbox of '{self.config.name}' is unconfined")
+        identity = self._holder.identity
+        owner = (identity.host_uid, identity.host_gid) if identity.as_root else None
+        return SandboxView(self._holder.root_fd, owner, str(sandbox))
 
     def _file_error(self, verb: str, path: str, exc: OSError) -> CrabrayError:
         """Translate an ``OSError``: a bad request, or a host that is failing.

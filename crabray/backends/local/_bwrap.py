@@ -1,13 +1,28 @@
 """Confinement of a local sandbox with bubblewrap (``bwrap``).
 
 A confined sandbox is one long-lived ``bwrap`` process (the *holder*) that owns
-a set of fresh namespaces: mount (the host's system directories read-only, the
-sandbox directories at ``/home/user``, ``/home/user/work`` and ``/tmp``, see
-:mod:`crabray.backends.local._paths`), pid, ipc, uts, cgroup, user where the
-kernel allows it, and network unless the sandbox asks for the host's. Every
-command joins those namespaces with ``nsenter`` and drops all capabilities with
+a set of fresh namespaces: user, mount (the host's system directories
+read-only, an ``/etc`` made for the sandbox (:mod:`crabray.backends.local._etc`),
+the sandbox directories at ``/home/user``, ``/home/user/work`` and ``/tmp``,
+see :mod:`crabray.backends.local._paths`), pid (with its own ``/proc``), ipc,
+uts, cgroup, and network unless the sandbox asks for the host's. Every command
+joins those namespaces with ``nsenter`` and drops all capabilities with
 ``setpriv --no-new-privs`` before it runs, so processes a command leaves behind
 (``server &``) are still there for the next command, as in a container.
+
+Who the sandbox's processes are (:func:`identity`): when the driver runs as
+root, ``bwrap`` itself runs as the unprivileged host user ``nobody``
+(:data:`HOST_UID`) and maps it to the sandbox user ``user`` (uid
+:data:`SANDBOX_UID`) in a user namespace, so nothing in the sandbox is root
+on the host, and files it makes are owned by ``nobody``. ``bwrap`` running as
+``nobody`` may not be able to reach the sandbox directory (a parent may be
+private to root), so the holder first bind-mounts the three directories onto
+a stage directory that it can reach, in a private mount namespace of its own
+(nothing changes on the host). Otherwise the sandbox user is the driver's own
+user.
+
+Nothing of the driver's environment reaches the sandbox: the holder starts
+with an empty environment, and commands get only what ``exec`` gives them.
 
 Killing is by namespace: the holder's first process is pid 1 of the sandbox's
 pid namespace, and when pid 1 dies the kernel kills everything else in it,
@@ -33,8 +48,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+from crabray.backends.local._etc import SANDBOX_HOSTNAME, generated_files, host_entries
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -50,11 +67,21 @@ logger = logging.getLogger(__name__)
 INSTALL_HINT = "apt-get install bubblewrap"
 """How to get ``bwrap`` on Debian and Ubuntu."""
 
-SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
-"""Host directories a confined sandbox sees, read-only, when they exist here."""
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+"""Host directories a confined sandbox sees, read-only, when they exist here (and some
+entries of ``/etc``: :func:`crabray.backends.local._etc.host_entries`)."""
 
-MASKED_FILES = ("/etc/shadow", "/etc/gshadow")
-"""Host files hidden behind ``/dev/null`` even though ``/etc`` is visible."""
+SANDBOX_UID = 1000
+"""The sandbox user's uid and gid inside the sandbox when the driver runs as root."""
+
+HOST_UID = 65534
+"""The host uid and gid (``nobody``/``nogroup``) of the sandbox user when the driver is root."""
+
+SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""``PATH`` inside a confined sandbox (the host's ``PATH`` names directories it cannot see)."""
+
+_STAGE_PARENTS = ("/run", "/tmp")
+"""Where a root driver makes the stage directory that ``nobody`` can reach (first that exists)."""
 
 START_TIMEOUT_SEC = 10.0
 """How long a new holder may take to report that its namespaces are ready."""
@@ -69,14 +96,45 @@ _probe_lock = threading.Lock()
 _probe_result: tuple[bool, str] | None = None
 
 
-def tools() -> tuple[str, str, str] | str:
-    """The paths of ``bwrap``, ``nsenter`` and ``setpriv``, or what is missing and how to fix it."""
-    found = {name: shutil.which(name) for name in ("bwrap", "nsenter", "setpriv")}
+@dataclass(frozen=True)
+class Tools:
+    """Absolute paths of the programs confinement runs."""
+
+    bwrap: str
+    nsenter: str
+    setpriv: str
+    unshare: str
+    mount: str
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a sandbox's processes are, inside the sandbox and on the host."""
+
+    uid: int
+    gid: int
+    host_uid: int
+    host_gid: int
+    as_root: bool
+    """The driver runs as root: ``bwrap`` is started as the host user, and commands switch to it."""
+
+
+def identity() -> Identity:
+    """The sandbox user: host ``nobody`` as uid 1000 under a root driver, else the driver's user."""
+    if os.geteuid() == 0:
+        return Identity(SANDBOX_UID, SANDBOX_UID, HOST_UID, HOST_UID, as_root=True)
+    return Identity(os.getuid(), os.getgid(), os.getuid(), os.getgid(), as_root=False)
+
+
+def tools() -> Tools | str:
+    """The programs confinement needs, or what is missing and how to fix it."""
+    names = ("bwrap", "nsenter", "setpriv", "unshare", "mount")
+    found = {name: shutil.which(name) or shutil.which(name, path=SANDBOX_PATH) for name in names}
     missing = [name for name, where in found.items() if where is None]
     if missing:
-        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install util-linux"
+        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install util-linux mount"
         return f"{', '.join(missing)} not found on PATH (install with: {fix})"
-    return found["bwrap"], found["nsenter"], found["setpriv"]  # type: ignore[return-value]
+    return Tools(**{name: str(where) for name, where in found.items()})
 
 
 def probe() -> tuple[bool, str]:
@@ -102,7 +160,13 @@ def _probe() -> tuple[bool, str]:
         try:
             holder.start()
             argv = holder.command(["true"], cwd=SANDBOX_WORKDIR)
-            done = subprocess.run(argv, capture_output=True, timeout=START_TIMEOUT_SEC, check=False)
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                timeout=START_TIMEOUT_SEC,
+                check=False,
+                env={"PATH": SANDBOX_PATH},
+            )
         except (SandboxError, OSError, subprocess.TimeoutExpired) as exc:
             return False, str(exc)
         finally:
@@ -135,34 +199,59 @@ class Holder:
         self.label = label
         self.network = network
         self.extra_binds = extra_binds
+        self.identity = identity()
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid1: int | None = None
         self._enter: list[str] = []
         self._setpriv: list[str] = []
+        self._stage: Path | None = None
+        self._root_fd: int | None = None
         self.pid_namespace: int | None = None
 
-    def bwrap_argv(self, bwrap: str, info_fd: int) -> list[str]:
-        """The holder's command line."""
-        argv = [bwrap]
+    def bwrap_argv(self, found: Tools, info_fd: int, etc_fds: dict[str, int]) -> list[str]:
+        """The holder's command line (``etc_fds``: generated ``/etc`` file name -> readable fd)."""
+        me = self.identity
+        argv = [found.bwrap]
         for directory in SYSTEM_DIRS:
             if os.path.lexists(directory):
                 argv += ["--ro-bind", directory, directory]
-        for masked in MASKED_FILES:
-            if os.path.isfile(masked):
-                argv += ["--ro-bind", "/dev/null", masked]
+        for entry in host_entries() + (["/etc/hosts"] if self.network else []):
+            argv += ["--ro-bind-try", entry, entry]
+        for name, fd in etc_fds.items():
+            argv += ["--perms", "0644", "--file", str(fd), f"/etc/{name}"]
         argv += ["--proc", "/proc", "--dev", "/dev"]
-        argv += ["--bind", str(self.root / HOME_DIR), SANDBOX_HOME]
-        argv += ["--bind", str(self.root / WORK_DIR), SANDBOX_WORKDIR]
-        argv += ["--bind", str(self.root / TMP_DIR), SANDBOX_TMP]
+        source = self._stage or self.root
+        argv += ["--bind", str(source / HOME_DIR), SANDBOX_HOME]
+        argv += ["--bind", str(source / WORK_DIR), SANDBOX_WORKDIR]
+        argv += ["--bind", str(source / TMP_DIR), SANDBOX_TMP]
         for path in self.extra_binds:
             argv += ["--bind", path, path]
-        argv += ["--chdir", SANDBOX_WORKDIR, "--setenv", "HOME", SANDBOX_HOME]
-        argv += ["--unshare-all", *(["--share-net"] if self.network else [])]
-        argv += ["--die-with-parent", "--new-session", "--remount-ro", "/"]
-        argv += ["--info-fd", str(info_fd), "--"]
+        argv += ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+        argv += ["--unshare-cgroup-try", *([] if self.network else ["--unshare-net"])]
+        if me.as_root:
+            argv += ["--uid", str(me.uid), "--gid", str(me.gid)]
+        argv += ["--hostname", SANDBOX_HOSTNAME, "--clearenv"]
+        argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", SANDBOX_HOME]
+        argv += ["--chdir", SANDBOX_WORKDIR, "--die-with-parent", "--new-session"]
+        argv += ["--remount-ro", "/", "--info-fd", str(info_fd), "--"]
         # Report readiness once every mount is in place, then wait for stdin to close.
         argv += ["/bin/sh", "-c", f"printf '{_READY.decode().strip()}\\n'; exec cat >/dev/null"]
-        return argv
+        if not me.as_root:
+            return argv
+        # As nobody, in a private mount namespace where the sandbox directories are on the stage.
+        drop = [found.setpriv, f"--reuid={me.host_uid}", f"--regid={me.host_gid}", "--clear-groups"]
+        binds = " && ".join(
+            f'{found.mount} --bind -- "$1/{name}" "$2/{name}"'
+            for name in (WORK_DIR, HOME_DIR, TMP_DIR)
+        )
+        stage = [found.unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
+        stage += [
+            f'{binds} && shift 2 && exec "$@"',
+            "crabray-stage",
+            str(self.root),
+            str(self._stage),
+        ]
+        return [*stage, *drop, "--", *argv]
 
     def start(self) -> None:
         """Start the holder and wait until its namespaces are ready.
@@ -173,36 +262,88 @@ class Holder:
         found = tools()
         if isinstance(found, str):
             raise SandboxError(f"cannot confine the sandbox of '{self.label}': {found}")
-        bwrap, nsenter, setpriv = found
+        try:
+            self._prepare_dirs()
+        except OSError as exc:
+            self.kill()
+            raise SandboxError(f"cannot prepare the sandbox of '{self.label}': {exc}") from exc
+        etc_fds = self._etc_files()
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(
-                self.bwrap_argv(bwrap, write_fd),
-                pass_fds=(write_fd,),
+                self.bwrap_argv(found, write_fd, etc_fds),
+                pass_fds=(write_fd, *etc_fds.values()),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                env={"PATH": SANDBOX_PATH},
+                cwd="/",
                 start_new_session=True,
             )
         except OSError as exc:
             os.close(read_fd)
+            self.kill()
             raise SandboxError(f"cannot start bwrap for '{self.label}': {exc}") from exc
         finally:
             os.close(write_fd)
+            for fd in etc_fds.values():
+                os.close(fd)
         self._proc = proc
         try:
             info = self._wait_ready(proc, read_fd)
-        except SandboxError:
+            self._pid1 = int(info["child-pid"])
+            self._root_fd = os.open(f"/proc/{self._pid1}/root", os.O_PATH | os.O_DIRECTORY)
+        except (SandboxError, OSError) as exc:
             self.kill()
-            raise
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"cannot reach the sandbox of '{self.label}': {exc}") from exc
         finally:
             os.close(read_fd)
-        self._pid1 = int(info["child-pid"])
         self.pid_namespace = info.get("pid-namespace")
-        self._enter = [nsenter, "-t", str(self._pid1), *self._namespace_flags(self._pid1)]
-        self._enter += ["--preserve-credentials", "-r"]
-        self._setpriv = [setpriv, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
+        if self._stage is not None:
+            # bwrap's namespace holds its own binds now: the stage is needed no more.
+            _remove_stage(self._stage)
+            self._stage = None
+        self._enter = self._enter_argv(found, self._pid1)
+        self._setpriv = [found.setpriv, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
         logger.debug("bwrap holder of '%s': pid %d, pid 1 is %d", self.label, proc.pid, self._pid1)
+
+    def _prepare_dirs(self) -> None:
+        """Give the sandbox directories to the sandbox user; as root, make the stage."""
+        me = self.identity
+        if not me.as_root:
+            return
+        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
+            os.chown(self.root / name, me.host_uid, me.host_gid)
+            os.chmod(self.root / name, 0o700)
+        parent = next((p for p in _STAGE_PARENTS if os.path.isdir(p)), None)
+        stage = Path(tempfile.mkdtemp(prefix="crabray-stage-", dir=parent))
+        self._stage = stage
+        os.chmod(stage, 0o711)
+        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
+            (stage / name).mkdir(mode=0o755)
+
+    def _etc_files(self) -> dict[str, int]:
+        """Readable file descriptors holding the generated ``/etc`` files (memory, no disk)."""
+        fds = {}
+        me = self.identity
+        for name, data in generated_files(me.uid, me.gid, host_hosts=self.network).items():
+            fd = os.memfd_create(f"crabray-etc-{name}")
+            os.write(fd, data)
+            os.lseek(fd, 0, os.SEEK_SET)
+            fds[name] = fd
+        return fds
+
+    def _enter_argv(self, found: Tools, pid1: int) -> list[str]:
+        """The command prefix that joins the namespaces of ``pid1`` as the sandbox user."""
+        me = self.identity
+        enter = [found.nsenter, "-t", str(pid1), *self._namespace_flags(pid1)]
+        if not me.as_root:
+            return [*enter, "--preserve-credentials", "-r"]
+        # Root joins every namespace, then becomes the sandbox user inside; no host group stays.
+        enter += ["-S", str(me.uid), "-G", str(me.gid), "-r"]
+        return [found.setpriv, "--clear-groups", "--", *enter]
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], info_fd: int) -> dict[str, int]:
         """Read bwrap's info JSON and the holder's ready line, or raise with bwrap's stderr."""
@@ -261,36 +402,76 @@ class Holder:
         """Whether the holder still runs (its namespaces exist)."""
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def root_fd(self) -> int:
+        """A descriptor of the sandbox's own root directory (``/`` as its processes see it).
+
+        File operations resolve paths from here, inside the sandbox's mount
+        namespace, so no symlink can lead them to the host's files.
+
+        Raises:
+            SandboxError: The holder is not running (killed, or never started).
+        """
+        if not self.running or self._root_fd is None:
+            raise self._gone()
+        return self._root_fd
+
     def command(self, argv: list[str], *, cwd: str) -> list[str]:
         """The host command line that runs ``argv`` inside the sandbox, in sandbox dir ``cwd``.
+
+        Run it with an environment made for the sandbox (nothing of the driver's):
+        it is what the command sees.
 
         Raises:
             SandboxError: The holder is not running (killed, or never started).
         """
         if not self.running:
-            raise SandboxError(
-                f"the confined sandbox of '{self.label}' is gone (its bwrap process ended); "
-                "reset or recreate it"
-            )
+            raise self._gone()
         return [*self._enter, f"-W{cwd}", *self._setpriv, "--", *argv]
+
+    def _gone(self) -> SandboxError:
+        return SandboxError(
+            f"the confined sandbox of '{self.label}' is gone (its bwrap process ended); "
+            "reset or recreate it"
+        )
 
     def kill(self) -> None:
         """Kill everything in the sandbox: pid 1 of its pid namespace, then the holder's group.
 
         Harmless when already dead or never started.
         """
+        root_fd, self._root_fd = self._root_fd, None
+        if root_fd is not None:
+            os.close(root_fd)
+        stage, self._stage = self._stage, None
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None and self._pid1 is not None:
-            # pid 1 is bwrap's child; while bwrap has not been reaped, its pid is not recycled.
-            _signal(lambda: os.kill(self._pid1 or 0, signal.SIGKILL))
-        _signal(lambda: os.killpg(proc.pid, signal.SIGKILL))
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        proc.wait()
-        logger.debug("killed the bwrap holder of '%s'", self.label)
+        if proc is not None:
+            if proc.poll() is None and self._pid1 is not None:
+                # pid 1 is bwrap's child; while bwrap has not been reaped, its pid is not recycled.
+                _signal(lambda: os.kill(self._pid1 or 0, signal.SIGKILL))
+            _signal(lambda: os.killpg(proc.pid, signal.SIGKILL))
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+            proc.wait()
+            logger.debug("killed the bwrap holder of '%s'", self.label)
+        if stage is not None:
+            _remove_stage(stage)
+
+
+def _remove_stage(stage: Path) -> None:
+    """Remove a stage: empty mount points on the host (the mounts were in the holder's namespace).
+
+    ``rmdir`` only, so a stage that somehow holds files is left alone, never emptied.
+    """
+    try:
+        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
+            (stage / name).rmdir()
+        stage.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("could not remove the stage directory %s: %s", stage, exc)
 
 
 def _signal(send: Callable[[], None]) -> None:

@@ -3,9 +3,10 @@
 The ``isolation`` setting (see :class:`~crabray.backends.local._settings.LocalSettings`)
 becomes ``bwrap`` or ``none`` here; a confined sandbox gets its holder
 (:class:`crabray.backends.local._bwrap.Holder`, which owns the namespaces) from
-:func:`start_holder`. Running unconfined is allowed but never silent: the
-first unconfined sandbox of a process logs a WARNING saying what it means and
-how to confine it.
+:func:`start_holder`. Running unconfined happens only when a suite asks for it
+(``isolation: none``), never as a fallback: ``auto`` without a working
+bubblewrap is an error saying how to install it or how to opt out. The first
+unconfined sandbox of a process logs a WARNING saying what it means.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
     The probe runs once per process (:func:`crabray.backends.local._bwrap.probe`).
 
     Raises:
-        SandboxError: ``isolation: bwrap`` but a tool it needs is missing.
+        SandboxError: ``isolation: bwrap`` but a tool it needs is missing, or ``auto``
+            and bubblewrap does not work here (the message says how to fix it or opt out).
     """
     if wanted == "bwrap":
         found = bwrap.tools()
@@ -48,11 +50,13 @@ def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
         usable, why = bwrap.probe()
         if usable:
             return "bwrap"
-        warn_unconfined(
-            f"bubblewrap is not usable on this host ({why}); install it with "
-            f"`{bwrap.INSTALL_HINT}` (user namespaces must be allowed) to confine them"
+        raise SandboxError(
+            f"local sandbox of '{name}' cannot be confined: bubblewrap is not usable on this "
+            f"host ({why}). Install it with `{bwrap.INSTALL_HINT}` (unprivileged user "
+            "namespaces must be allowed), or set backend_settings.isolation to 'none' to run "
+            f"its commands UNCONFINED, with full access to this host as user '{host_user()}' "
+            "(only for agents you trust)"
         )
-        return "none"
     warn_unconfined(
         "backend_settings.isolation is 'none'; set it to 'auto' or 'bwrap' "
         f"(needs `{bwrap.INSTALL_HINT}`) to confine them"

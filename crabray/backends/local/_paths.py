@@ -14,9 +14,14 @@ sandbox path           host path            what it is
 =====================  ===================  ===============================
 
 Confined (bubblewrap) sandboxes mount exactly these, so commands and file
-transfers agree on every path, and symlinks are followed as a command inside
-would follow them. Anything else (``/etc/passwd``, ``/root/x``) is outside the
-sandbox and refused.
+transfers agree on every path. Anything else (``/etc/passwd``, ``/root/x``) is
+outside the sandbox and refused. File transfers of a confined sandbox never
+touch a host path: :class:`SandboxView` resolves every path from a descriptor
+of the sandbox's own root directory (``/proc/PID/root`` of its pid 1), one
+component at a time with ``O_NOFOLLOW``, following symlinks as the sandbox
+sees them. A symlink, even one swapped in while a transfer runs, can only lead
+to what the sandbox's processes see themselves, and a path whose symlinks end
+outside the three directories above is refused.
 
 Unconfined sandboxes run commands on the host, where these names do not exist:
 commands see ``HOME=ROOT/home``, ``TMPDIR=ROOT/tmp`` and start in
@@ -32,6 +37,10 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from crabray.backends.confinement import (
@@ -83,49 +92,6 @@ def sandbox_abspath(path: str, cwd: str = SANDBOX_WORKDIR) -> str:
     return posixpath.normpath(posixpath.join(cwd, path))
 
 
-def resolve_confined(root: Path, path: str, operation: str) -> Path:
-    """The host path a confined command would reach at ``path``, following symlinks inside.
-
-    Symlinks are read on the host but their targets are sandbox paths, so an
-    absolute target like ``/home/user/x`` lands in ``ROOT/home/x``.
-
-    Raises:
-        SandboxFileError: ``path`` (or a symlink on the way) leads outside the mapped
-            directories, or there are too many symlinks.
-    """
-    lexical = sandbox_abspath(path)
-    if to_host(root, lexical) is None:
-        raise outside_error(str(root), path, operation, lexical_reason(path, _MAPPED))
-    pending = list(Path(lexical).parts[1:])
-    current = "/"
-    links = 0
-    while pending:
-        part = pending.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            current = posixpath.dirname(current)
-            continue
-        candidate = posixpath.join(current, part)
-        host = to_host(root, candidate)
-        if host is not None and host.is_symlink():
-            links += 1
-            if links > _MAX_SYMLINKS:
-                raise SandboxFileError(
-                    f"cannot {operation} '{path}': {os.strerror(errno.ELOOP).lower()}"
-                )
-            target = os.readlink(host)
-            if target.startswith("/"):
-                current = "/"
-            pending = [*Path(target).parts[1 if target.startswith("/") else 0 :], *pending]
-            continue
-        current = candidate
-    host = to_host(root, current)
-    if host is None:
-        raise outside_error(str(root), path, operation, symlink_reason(current))
-    return host
-
-
 def resolve_unconfined(root: Path, path: str, operation: str) -> Path:
     """The host path of ``path`` for an unconfined sandbox (see the module docstring).
 
@@ -146,3 +112,187 @@ def resolve_unconfined(root: Path, path: str, operation: str) -> Path:
     real = os.path.realpath(candidate)
     check_real(top, real, path, operation)
     return Path(real)
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""Opening a file to read: never a symlink, never blocking on a FIFO the agent planted."""
+
+_PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def is_mapped(sandbox_path: str) -> bool:
+    """Whether normalized absolute ``sandbox_path`` is in one of the sandbox's own directories."""
+    return any(within(sandbox_path, inside) for inside, _ in MOUNTS)
+
+
+class SandboxView:
+    """A confined sandbox's files as its processes see them, through a descriptor of its root.
+
+    Every path is resolved from ``root_fd`` one component at a time: each
+    directory is opened with ``O_NOFOLLOW`` relative to the one before, and a
+    symlink is read and followed as the sandbox would follow it (an absolute
+    target starts again at the sandbox's ``/``, ``..`` never climbs above it).
+    Nothing is looked up by a host path, so a symlink swapped in by a process
+    of the sandbox while a transfer runs cannot lead outside the sandbox's own
+    view; the final path must also lie under ``/home/user`` or ``/tmp``.
+
+    Args:
+        root_fd: A descriptor of the sandbox's ``/`` (owned by the caller).
+        owner: Host uid and gid to give new files and directories (the sandbox user),
+            or None to leave them to the calling process.
+        label: The sandbox directory on the host, for messages.
+    """
+
+    def __init__(self, root_fd: int, owner: tuple[int, int] | None, label: str) -> None:
+        self.root_fd = root_fd
+        self.owner = owner
+        self.label = label
+
+    def read(self, path: str) -> bytes:
+        """The content of the regular file at sandbox path ``path``.
+
+        Raises:
+            SandboxFileError: Outside the sandbox's directories, missing, a directory or
+                not a regular file (a FIFO, a socket).
+            OSError: The host failed; ``errno`` says how.
+        """
+        with self._walk(path, "read", create=False) as (parent, name):
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=parent)
+            except FileNotFoundError:
+                raise SandboxFileError(
+                    f"cannot read '{path}': no such file in the sandbox"
+                ) from None
+            with os.fdopen(fd, "rb") as handle:
+                mode = os.fstat(fd).st_mode
+                if stat.S_ISDIR(mode):
+                    raise SandboxFileError(f"cannot read '{path}': it is a directory, not a file")
+                if not stat.S_ISREG(mode):
+                    raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
+                return handle.read()
+
+    def write(self, path: str, data: bytes) -> None:
+        """Replace the file at ``path`` with ``data`` atomically, creating parent directories.
+
+        An existing file keeps its permission bits; the new one belongs to the sandbox user.
+
+        Raises:
+            SandboxFileError: Outside the sandbox's directories, or a directory.
+            OSError: The write failed; ``errno`` says how.
+        """
+        with self._walk(path, "write", create=True) as (parent, name):
+            try:
+                existing = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                existing = None
+            if existing is not None and stat.S_ISDIR(existing):
+                raise SandboxFileError(f"cannot write '{path}': it is a directory")
+            mode = stat.S_IMODE(existing) if existing is not None else 0o644
+            temp = f".{name[:200]}.{secrets.token_hex(6)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temp, flags, 0o600, dir_fd=parent)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    os.fchmod(fd, mode)
+                    if self.owner is not None:
+                        os.fchown(fd, *self.owner)
+                os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                with suppress(OSError):
+                    os.unlink(temp, dir_fd=parent)
+                raise
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory of the sandbox's own directories.
+
+        Raises:
+            SandboxFileError: ``path`` (or a symlink on the way) is outside them.
+        """
+        try:
+            with self._walk(path, "run in", create=False) as (parent, name):
+                mode = os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return stat.S_ISDIR(mode)
+
+    @contextmanager
+    def _walk(self, path: str, operation: str, *, create: bool) -> Iterator[tuple[int, str]]:
+        """Resolve ``path`` to (descriptor of its directory, final name that is no symlink).
+
+        Raises:
+            SandboxFileError: The path leads outside the sandbox's directories, through
+                something that is not a directory, or through too many symlinks.
+            FileNotFoundError: A directory on the way is missing (and ``create`` is false).
+        """
+        lexical = sandbox_abspath(path)
+        if not is_mapped(lexical):
+            raise outside_error(self.label, path, operation, lexical_reason(path, _MAPPED))
+        pending = [part for part in lexical.split("/") if part]
+        opened: list[tuple[str, int]] = []
+        links = 0
+        try:
+            while pending:
+                part = pending.pop(0)
+                if part == ".":
+                    continue
+                if part == "..":
+                    if opened:
+                        os.close(opened.pop()[1])
+                    continue
+                parent = opened[-1][1] if opened else self.root_fd
+                handle = self._open(parent, part, create=create and bool(pending))
+                mode = None if handle is None else os.fstat(handle).st_mode
+                if handle is not None and (not pending or not stat.S_ISDIR(mode or 0)):
+                    os.close(handle)  # only directories on the way stay open
+                if handle is not None and stat.S_ISLNK(mode or 0):
+                    links += 1
+                    if links > _MAX_SYMLINKS:
+                        raise SandboxFileError(
+                            f"cannot {operation} '{path}': {os.strerror(errno.ELOOP).lower()}"
+                        )
+                    target = self._readlink(parent, part)
+                    if target.startswith("/"):
+                        while opened:
+                            os.close(opened.pop()[1])
+                    pending = [p for p in target.split("/") if p] + pending
+                    continue
+                if not pending:
+                    where = "/" + "/".join([*(name for name, _ in opened), part])
+                    if not is_mapped(where):
+                        raise outside_error(self.label, path, operation, symlink_reason(where))
+                    yield parent, part
+                    return
+                if handle is None or not stat.S_ISDIR(mode or 0):
+                    missing = "no such directory" if handle is None else "not a directory"
+                    raise SandboxFileError(f"cannot {operation} '{path}': '{part}' is {missing}")
+                opened.append((part, handle))
+        finally:
+            for _, fd in opened:
+                os.close(fd)
+
+    def _open(self, parent: int, name: str, *, create: bool) -> int | None:
+        """An ``O_PATH`` descriptor of ``name`` itself (a symlink is not followed), or None
+        when it does not exist; a missing directory is made first when ``create``."""
+        try:
+            return os.open(name, _PATH_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if not create:
+                return None
+        with suppress(FileExistsError):  # made meanwhile by the sandbox: use what is there
+            os.mkdir(name, 0o755, dir_fd=parent)
+            if self.owner is not None:
+                os.chown(name, *self.owner, dir_fd=parent, follow_symlinks=False)
+        return os.open(name, _PATH_FLAGS, dir_fd=parent)
+
+    @staticmethod
+    def _readlink(parent: int, name: str) -> str:
+        """The target of symlink ``name``; a sandbox that swapped it meanwhile gets a refusal."""
+        try:
+            return os.readlink(name, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno in (errno.EINVAL, errno.ENOENT):
+                raise SandboxFileError(
+                    f"'{name}' changed while the path was resolved; try again"
+                ) from exc
+            raise

@@ -29,9 +29,11 @@ class LocalSettings(BackendSettings):
     )
     isolation: Isolation = Field(
         default="auto",
-        description="How commands are confined: 'bwrap' (bubblewrap: system directories "
-        "read-only, only the sandbox writable, no network), 'none' (unconfined, as the host "
-        "user), or 'auto': 'bwrap' when it works on this host, else 'none' with a warning.",
+        description="How commands are confined: 'bwrap' (bubblewrap: an unprivileged user, "
+        "system directories read-only, an /etc of its own, only the sandbox writable, no "
+        "network, nothing of the driver's environment), 'auto' (the same, with a clear error "
+        "when bubblewrap does not work on this host), or 'none': UNCONFINED, as the host user "
+        "with full access to this host, only when asked for, with a warning.",
     )
     network: bool = Field(
         default=False,

@@ -259,23 +259,20 @@ def test_unconfined_mode_warns_once_per_process(
     assert "apt-get install bubblewrap" in warnings[0].getMessage()
 
 
-def test_auto_without_bwrap_falls_back_to_unconfined_with_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+def test_auto_without_bwrap_fails_and_says_how_to_opt_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(local_bwrap, "_unconfined_warned", False)
+    """Unconfined is only ever explicit: no silent fallback from 'auto'."""
     monkeypatch.setattr(bwrap, "probe", lambda: (False, "bwrap not found on PATH"))
-    caplog.set_level(logging.WARNING, logger="crabray.backends.local._isolation")
     backend = LocalBackend(make_config(tmp_path, isolation="auto"))
-    backend.start()
-    try:
-        assert backend.describe()["isolation"] == "none"
-        assert backend.exec("pwd").stdout == f"{backend.workdir}\n"
-    finally:
-        backend.close()
-    message = caplog.records[-1].getMessage()
-    assert "UNCONFINED" in message
+    with pytest.raises(SandboxError) as raised:
+        backend.start()
+    message = str(raised.value)
     assert "bwrap not found on PATH" in message
     assert "apt-get install bubblewrap" in message
+    assert "isolation to 'none'" in message
+    assert "UNCONFINED" in message
+    assert not list((tmp_path / "sandboxes").glob("crabray-*"))
 
 
 def test_explicit_bwrap_without_the_tool_fails_at_start(
@@ -298,3 +295,14 @@ def _members(namespace: str) -> list[int]:
         except OSError:
             continue
     return [pid for pid in found if host_pid_alive(pid)]
+
+
+def test_files_put_by_the_driver_belong_to_the_sandbox_user(jail: LocalBackend) -> None:
+    """The sandbox runs unprivileged, so what setup puts there must be its own to change."""
+    jail.put_file("made/by/setup.txt", b"from the driver\n")
+    changed = jail.exec(
+        "echo more >> made/by/setup.txt && mv made/by/setup.txt moved && rmdir -p made/by"
+    )
+    assert changed.exit_code == 0, changed
+    assert jail.get_file("moved") == b"from the driver\nmore\n"
+    assert jail.exec("id -un").stdout == "user\n"
