@@ -50,7 +50,11 @@ def test_a_solution_step_the_agent_cannot_call_is_reported_with_file_and_field(
     with pytest.raises(SuiteErrors) as caught:
         validate_suite(suite)
     (error,) = caught.value.errors
-    assert (error.file, error.field) == (str(path.resolve()), "tasks[bad].solution")
+    lines = path.read_text().splitlines()
+    task_line = next(n for n, line in enumerate(lines, 1) if 'id="bad"' in line) - 1
+    assert lines[task_line - 1].strip() == "Task("
+    # reported at the line of the task, not of the BenchmarkConfig that holds it
+    assert (error.file, error.field) == (f"{path.resolve()}:{task_line}", "tasks[bad].solution")
     assert "step 0 calls 'submit'" in error.reason
 
 

@@ -26,6 +26,7 @@ _FILE_REQUEST_HINTS = (
     "cannot overwrite",
     "is a directory",
     "marked read-only",  # read_only: a refusal for this path, not a broken engine
+    "readlink ",  # the sandbox swapped a path component while the engine resolved it
 )
 
 
@@ -66,14 +67,26 @@ class _ChunkReader:
 
 
 def read_single_file(stream: Iterator[bytes], path: str) -> bytes:
-    with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:  # type: ignore[call-overload]
-        member = archive.next()
-        if member is None or not member.isfile():
-            raise SandboxFileError(f"cannot read '{path}': not a regular file")
-        handle = archive.extractfile(member)
-        if handle is None:
-            raise SandboxFileError(f"cannot read '{path}': not a regular file")
-        return handle.read()
+    """The one regular file of the archive the engine streams back for ``path``.
+
+    Raises:
+        SandboxFileError: It is not a regular file, or the archive is unreadable: the
+            engine archives a file that changes meanwhile (the sandbox writing or
+            swapping it) into a truncated stream, the caller's race, not the engine's.
+    """
+    try:
+        with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:  # type: ignore[call-overload]
+            member = archive.next()
+            if member is None or not member.isfile():
+                raise SandboxFileError(f"cannot read '{path}': not a regular file")
+            handle = archive.extractfile(member)
+            if handle is None:
+                raise SandboxFileError(f"cannot read '{path}': not a regular file")
+            return handle.read()
+    except tarfile.TarError as exc:
+        raise SandboxFileError(
+            f"cannot read '{path}': it changed while it was read ({exc}); try again"
+        ) from exc
 
 
 def file_error(verb: str, path: str, target: str, exc: Exception) -> CrabrayError:
