@@ -46,6 +46,7 @@ from crabray.core.errors import (
     ConfigError,
     CrabrayError,
     EvaluatorError,
+    SandboxConfigError,
     SandboxError,
     SandboxFileError,
 )
@@ -203,6 +204,10 @@ class _Episode:
         for act in steps:
             try:
                 act.run(self._env_for(act))
+            except SandboxConfigError as exc:
+                raise _End(
+                    TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
+                ) from exc
             except SandboxError as exc:
                 raise _End(TerminationReason.ENV_ERROR, exc) from exc
             except Exception as exc:

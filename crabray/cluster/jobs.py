@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from crabray.agents import AgentSpec, create_agent
 from crabray.backends.base import Backend
 from crabray.cluster.sandbox import ActorBackend, SandboxSpec
-from crabray.core.errors import SandboxError
+from crabray.core.errors import SandboxConfigError, SandboxError
 from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
 from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import SuiteRef, load_suite
@@ -54,7 +54,9 @@ class Host(Protocol):
 
 
 def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
-    """An ``env_error`` result for an episode whose infrastructure failed around it."""
+    """The result of an episode whose sandbox could not be made: ``setup_error`` when its
+    configuration is wrong (``SandboxConfigError``, never retried), else ``env_error``
+    (the infrastructure failed around it; retried)."""
     settings = job.settings
     return EpisodeResult(
         run_id=settings.run_id,
@@ -65,7 +67,11 @@ def failed_result(job: EpisodeJob, tags: list[str], error: BaseException) -> Epi
         model=settings.model,
         epoch=settings.epoch,
         attempt=settings.attempt,
-        termination_reason=TerminationReason.ENV_ERROR,
+        termination_reason=(
+            TerminationReason.SETUP_ERROR
+            if isinstance(error, SandboxConfigError)
+            else TerminationReason.ENV_ERROR
+        ),
         node=settings.node,
         error=str(error),
         error_type=type(error).__name__,

@@ -33,7 +33,7 @@ from docker.utils.build import create_archive, exclude_paths
 from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.envs import available_envs, build_env, build_lock, env_image
 from crabray.backends.ownership import owner_tag_is_dead
-from crabray.core.errors import CrabrayError, SandboxError
+from crabray.core.errors import CrabrayError, SandboxConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -371,7 +371,7 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
             else "build or load it on this host (`docker build`, `docker import` or "
             "`docker load`), or set backend_settings.build to an env under envs/"
         )
-        raise SandboxError(
+        raise SandboxConfigError(
             f"docker image '{name}' of environment '{env_name}' does not exist "
             f"on this engine and no registry is used: {how}"
         )
@@ -453,7 +453,8 @@ def _ensure_base(client: docker.DockerClient, base: str, plan: BuildPlan) -> Non
     if repository.startswith("crabray/") and tag in ("", "latest") and env in available_envs():
         _build_env_image(client, env, env_image(env))
         return
-    raise SandboxError(
+    raise SandboxConfigError(
         f"the base image '{base}' of {plan.dockerfile} does not exist on this engine and no "
-        "registry is used: build or load it first, or set backend_settings.base_image"
+        "registry is used: build or load it first, or pass --base-image IMAGE (in a suite "
+        "file: backend_settings.base_image)"
     )

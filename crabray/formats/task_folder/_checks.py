@@ -34,8 +34,12 @@ TASK_MARKERS = (TASK_MD, EVALUATOR, DOCKERFILE, DEPENDENCIES, CHECKPOINTS_MD)
 
 GRADER_FUNCTION = "grade_checkpoints"
 
-ORIGINAL_BASE_IMAGE = re.compile(r"^ghcr\.io/theagentcompany/task-base-image(:[\w.-]+)?(@\S+)?$")
-"""The original format's base image, which cannot be pulled here."""
+ORIGINAL_BASE_IMAGE = re.compile(
+    r"^(?:ghcr\.io/)?(?:theagentcompany|li-boxuan)/task-base-image(:[\w.-]+)?(@\S+)?$",
+    re.IGNORECASE,
+)
+"""Every published name of the original format's base image (TheAgentCompany's 175
+Dockerfiles say ``ghcr.io/li-boxuan/task-base-image:1.0.0``), which cannot be pulled here."""
 
 CRABRAY_BASE_IMAGE = "crabray/task-base:latest"
 """What replaces the original base image: built from ``envs/task-base``."""

@@ -1,0 +1,80 @@
+"""TheAgentCompany's task folders as published: their base image's names, bool
+checkpoints, and a base image that does not exist (a setup error, not retried)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crabray.formats import load_suite, resolve_suite
+from crabray.formats.task_folder import CRABRAY_BASE_IMAGE
+from crabray.results import read_episodes
+from tests.backends.docker.dockerd import require_env_image
+from tests.conftest import crabray
+from tests.formats.conftest import write_task_folder
+
+TAC_FROM = "FROM ghcr.io/li-boxuan/task-base-image:1.0.0\n"
+
+BOOL_EVALUATOR = """\
+from typing import List
+
+from common import grader
+from scoring import Checkpoint, Result
+
+
+@grader
+def grade_checkpoint1() -> bool:
+    with open("/workspace/answer.txt") as handle:
+        return handle.read().strip() == "hello"
+
+
+def grade_checkpoints(trajectory="") -> Result:
+    checkpoints: List[Checkpoint] = []
+    passed = grade_checkpoint1()
+    checkpoints.append(Checkpoint(1, passed))
+    checkpoints.append(Checkpoint(True, passed))
+    return Result(checkpoints)
+"""
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "ghcr.io/li-boxuan/task-base-image:1.0.0",
+        "ghcr.io/theagentcompany/task-base-image:1.0.0",
+        "ghcr.io/theagentcompany/task-base-image:latest",
+        "ghcr.io/li-boxuan/task-base-image",
+    ],
+)
+def test_every_published_base_image_name_maps_to_task_base(tmp_path: Path, image: str) -> None:
+    write_task_folder(tmp_path / "suite" / "t", files={"Dockerfile": f"FROM {image}\n"})
+    suite = load_suite(resolve_suite(tmp_path / "suite"))
+    entry = suite.entry("t")
+    (env,) = entry.benchmark.task_environments(entry.task)
+    assert env.backend_settings["base_image"] == CRABRAY_BASE_IMAGE
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
+    tmp_path: Path,
+) -> None:
+    require_env_image("task-base")
+    suite = tmp_path / "suite"
+    write_task_folder(
+        suite / "bools", files={"Dockerfile": TAC_FROM, "evaluator.py": BOOL_EVALUATOR}
+    )
+    write_task_folder(suite / "absent", files={"Dockerfile": "FROM example.org/absent:1\n"})
+    out = tmp_path / "out"
+    done = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), timeout=900)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    episodes = read_episodes(out)
+    rows = {r.task_id: r for r in episodes.itertuples()}
+    assert len(episodes) == 2, "the missing base image must not be retried"
+    solved = rows["bools"]
+    assert (solved.termination_reason, solved.score) == ("agent_complete", 1.0), solved.error
+    assert [(int(c["total"]), int(c["result"])) for c in solved.checkpoints] == [(1, 1), (1, 1)]
+    absent = rows["absent"]
+    assert (absent.termination_reason, absent.attempt) == ("setup_error", 0)
+    assert "example.org/absent:1" in absent.error and "--base-image" in absent.error
