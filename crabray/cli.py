@@ -460,6 +460,53 @@ def tasks_validate(
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 
 
+@tasks_app.command("grade")
+def tasks_grade(
+    suite: SuiteArg,
+    task_id: Annotated[str, typer.Argument(help="The task to grade.")],
+    result: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--result",
+            "-r",
+            help="[ENV:]SANDBOX_PATH=LOCAL_FILE: a file handed in as the result (repeatable).",
+        ),
+    ] = None,
+    skip_setup: Annotated[
+        bool, typer.Option("--skip-setup", help="Leave the task's own setup steps out.")
+    ] = False,
+    suite_format: FormatOpt = None,
+    index: IndexOpt = None,
+    base_image: BaseImageOpt = None,
+    services: ServicesOpt = None,
+) -> None:
+    """Run TASK_ID's setup, hand in the result files, grade it with no agent.
+
+    Prints the score and each evaluator's or checkpoint's outcome: the gold
+    file handed in should score 1, the untouched original 0.
+    """
+    from crabray.grade import grade_task, parse_result_file
+
+    loaded = _load_suite(suite, suite_format, index, base_image, services)
+    try:
+        files = [parse_result_file(spec) for spec in result or []]
+        graded = grade_task(loaded, task_id, files, skip_setup=skip_setup)
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
+    outcome = graded.record.result
+    table = Table(title=f"{task_id}: score {outcome.score:g} ({outcome.termination_reason.value})")
+    table.add_column("evaluator or checkpoint")
+    table.add_column("outcome")
+    for name, value in graded.breakdown:
+        table.add_row(escape(name), value)
+    console.print(table)
+    for warning in graded.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    if outcome.error:
+        errors.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
+    console.print(f"score {outcome.score:g}")
+
+
 @runs_app.command("list")
 def runs_list(
     out: Annotated[Path, typer.Argument(help="Output directory.")] = Path("results"),
