@@ -475,6 +475,10 @@ def tasks_grade(
     skip_setup: Annotated[
         bool, typer.Option("--skip-setup", help="Leave the task's own setup steps out.")
     ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="Task-JSON: the sandbox backend (default: local)."),
+    ] = None,
     suite_format: FormatOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
@@ -485,9 +489,22 @@ def tasks_grade(
     Prints the score and each evaluator's or checkpoint's outcome: the gold
     file handed in should score 1, the untouched original 0.
     """
+    from crabray.formats import load_suite, resolve_suite
     from crabray.grade import grade_task, parse_result_file
 
-    loaded = _load_suite(suite, suite_format, index, base_image, services)
+    try:
+        loaded = load_suite(
+            resolve_suite(
+                suite,
+                suite_format,
+                backend=backend,
+                index=index,
+                base_image=base_image,
+                services=services,
+            )
+        )
+    except CrabrayError as exc:
+        raise _fail(exc) from exc
     try:
         files = [parse_result_file(spec) for spec in result or []]
         graded = grade_task(loaded, task_id, files, skip_setup=skip_setup)

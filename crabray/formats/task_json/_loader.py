@@ -166,7 +166,7 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
             _environment(
                 name,
                 backend,
-                snapshot_settings.for_snapshot(snapshots[name]),
+                snapshot_settings.for_snapshot(snapshots[name], backend),
                 snapshot_settings.source_of(backend, snapshots[name]),
             )
             for name in sorted(snapshots)

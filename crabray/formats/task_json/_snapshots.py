@@ -27,6 +27,9 @@ from crabray.core.environment import SettingsSource
 from crabray.core.errors import ConfigError
 
 SNAPSHOTS_FILE = "snapshots.toml"
+SHIPPED_SNAPSHOTS = {"docker": {"jupyter": {"build": "jupyter"}}}
+"""Snapshots crabray ships an image for (``envs/jupyter``), used on that backend when
+``snapshots.toml`` gives the snapshot no table of its own (nor a ``default``)."""
 DEFAULT_SNAPSHOT = "default"
 
 
@@ -43,10 +46,14 @@ class SnapshotSettings:
             return snapshot
         return DEFAULT_SNAPSHOT if DEFAULT_SNAPSHOT in self.tables else None
 
-    def for_snapshot(self, snapshot: str | None) -> dict[str, Any]:
-        """Settings of ``snapshot`` (see ``table_of``); empty when no table applies."""
+    def for_snapshot(self, snapshot: str | None, backend: str | None = None) -> dict[str, Any]:
+        """Settings of ``snapshot`` (see ``table_of``); when no table applies, those of a
+        snapshot crabray ships for ``backend`` (``SHIPPED_SNAPSHOTS``), else empty."""
         table = self.table_of(snapshot)
-        return {} if table is None else dict(self.tables[table])
+        if table is not None:
+            return dict(self.tables[table])
+        shipped = SHIPPED_SNAPSHOTS.get(backend or "", {})
+        return dict(shipped.get(snapshot or "", {}))
 
     def source_of(self, backend: str, snapshot: str | None) -> SettingsSource | None:
         """The file and table (``backend.table``) ``snapshot``'s settings come from, if any."""
