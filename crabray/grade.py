@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from crabray.agents.scripted import NoopAgent
 from crabray.backends import create_backend
 from crabray.backends.base import Backend
 from crabray.core import Action
-from crabray.core.errors import ConfigError
+from crabray.core.errors import ActionError, ConfigError
 from crabray.core.result import EpisodeRecord
 from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import Suite
@@ -33,7 +34,8 @@ GRADE_RUN_ID = "grade"
 
 @dataclass(frozen=True)
 class ResultFile:
-    """A file the author hands in: its bytes go to ``sandbox_path`` before grading."""
+    """A file the author hands in: its bytes go to ``sandbox_path`` before grading
+    (executable there when it is executable here)."""
 
     sandbox_path: str
     local_file: Path
@@ -123,9 +125,14 @@ def grade_task(
 def _hand_in(result: ResultFile, default_env: str) -> Action:
     data = result.local_file.read_bytes()
     env_name = result.env or default_env
+    executable = os.access(result.local_file, os.X_OK)
 
     def put(env: Any) -> str:
         env.put_file(result.sandbox_path, data)
+        if executable:  # a program handed in (an installed tool) stays one
+            done = env.exec(["chmod", "+x", result.sandbox_path], timeout_sec=30)
+            if not done.ok:
+                raise ActionError(f"cannot make {result.sandbox_path} executable: {done.stderr}")
         return f"put {result.local_file} at {result.sandbox_path}"
 
     return closed_action(

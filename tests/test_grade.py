@@ -101,3 +101,34 @@ def test_task_folder_checkpoints_for_a_correct_and_an_untouched_answer(tmp_path:
     assert last == "score 0" and "0/1" in shown
     summary = json.dumps(shown)
     assert "checkpoint 2" in summary
+
+
+TOOL_SUITE = """\
+from crabray import BenchmarkConfig, EnvironmentConfig, Task
+from crabray.actions import command_output_contains
+
+benchmark = BenchmarkConfig(
+    name="tools",
+    environments=[EnvironmentConfig(name="box")],
+    tasks=[
+        Task(
+            id="install-tool",
+            description="Install the tool so that ./tool prints its version.",
+            evaluator=command_output_contains(command="./tool", text="tool 1.17"),
+        )
+    ],
+)
+"""
+
+
+def test_an_executable_handed_in_stays_executable(tmp_path: Path) -> None:
+    suite = tmp_path / "tools.py"
+    suite.write_text(TOOL_SUITE)
+    tool = tmp_path / "tool"
+    tool.write_text("#!/bin/sh\necho tool 1.17\n")
+    tool.chmod(0o644)
+    last, _ = graded(str(suite), "install-tool", "-r", f"tool={tool}")
+    assert last == "score 0"
+    tool.chmod(0o755)
+    last, _ = graded(str(suite), "install-tool", "-r", f"tool={tool}")
+    assert last == "score 1"
