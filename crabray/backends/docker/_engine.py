@@ -175,13 +175,17 @@ class BuildPlan:
         return [image for image in from_images(self.text) if "$" not in image]
 
 
-def plan_build(context: str, dockerfile: str, base_image: str | None) -> BuildPlan:
+def plan_build(
+    context: str, dockerfile: str, base_image: str | None, base_ids: tuple[str, ...] = ()
+) -> BuildPlan:
     """Read a build context and derive its image tag from what the build would see.
 
     Args:
         context: Absolute folder (``build_context``).
         dockerfile: The Dockerfile, relative to ``context``.
         base_image: Replaces the image of every FROM line, when given.
+        base_ids: The ids of the FROM images as they are now, so that a rebuilt base
+            (a new ``crabray/task-base:latest``) gives its derived images a new tag.
 
     Raises:
         SandboxError: The folder or the Dockerfile is missing or unreadable; names the path.
@@ -198,7 +202,7 @@ def plan_build(context: str, dockerfile: str, base_image: str | None) -> BuildPl
         text = substitute_from(text, base_image)
     files = sorted(exclude_paths(str(folder), _dockerignore(folder), dockerfile=dockerfile))
     digest = hashlib.sha256()
-    for part in (_BUILD_HASH_VERSION, text, base_image or ""):
+    for part in (_BUILD_HASH_VERSION, text, base_image or "", *base_ids):
         digest.update(part.encode() + b"\0")
     for name in files:
         digest.update(name.encode() + b"\0" + _file_digest(folder / name) + b"\0")
@@ -358,6 +362,10 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
     """
     if settings.build_context is not None:
         plan = plan_build(settings.build_context, settings.dockerfile, settings.base_image)
+        for base in plan.base_images:
+            _ensure_base(client, base, plan)
+        ids = tuple(str(image.id) for b in plan.base_images if (image := find_image(client, b)))
+        plan = plan_build(settings.build_context, settings.dockerfile, settings.base_image, ids)
         return _ensure_built(client, plan)
     name = settings.image_name or ""
     found = find_image(client, name)
