@@ -3,6 +3,7 @@ checkpoints, and a base image that does not exist (a setup error, not retried)."
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,42 @@ def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
     absent = rows["absent"]
     assert (absent.termination_reason, absent.attempt) == ("setup_error", 0)
     assert "example.org/absent:1" in absent.error and "--base-image" in absent.error
+
+
+PY312_EVALUATOR = """\
+from scoring import Checkpoint, Result
+
+
+def grade_checkpoints(trajectory="") -> Result:
+    names = {"who": "hello"}
+    said = f"{names["who"]}"  # the same quotes inside: Python 3.12 and later only
+    return Result([Checkpoint(1, int(said == "hello"))])
+"""
+
+
+@pytest.mark.slow
+def test_evaluator_syntax_is_checked_with_the_images_python(tmp_path: Path) -> None:
+    """The host's Python may be older than the image's: 3.12 syntax validates, a real
+    syntax error is still reported (naming the image), and a Result grades in the image."""
+    require_env_image("task-base")
+    suite = tmp_path / "suite"
+    write_task_folder(
+        suite / "py312", files={"Dockerfile": TAC_FROM, "evaluator.py": PY312_EVALUATOR}
+    )
+    write_task_folder(
+        suite / "broken",
+        files={"Dockerfile": TAC_FROM, "evaluator.py": "def grade_checkpoints(:\n"},
+    )
+    done = crabray("tasks", "validate", str(suite))
+    assert done.returncode == 1
+    problems = [line for line in done.stderr.splitlines() if line.startswith("✗")]
+    assert len(problems) == 1, done.stderr
+    assert "broken/evaluator.py" in problems[0] and CRABRAY_BASE_IMAGE in problems[0]
+    (suite / "broken" / "evaluator.py").unlink()
+    (suite / "broken" / "evaluator.py").write_text(PY312_EVALUATOR.replace("def grade_", "def no_"))
+    done = crabray("tasks", "validate", str(suite))
+    assert "defines no grade_checkpoints" in done.stderr
+    shutil.rmtree(suite / "broken")
+    last = crabray("tasks", "grade", str(suite), "py312", timeout=900)
+    assert last.returncode == 0, last.stderr
+    assert last.stdout.strip().splitlines()[-1] == "score 1"
