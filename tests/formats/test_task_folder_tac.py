@@ -118,3 +118,48 @@ def test_evaluator_syntax_is_checked_with_the_images_python(tmp_path: Path) -> N
     last = crabray("tasks", "grade", str(suite), "py312", timeout=900)
     assert last.returncode == 0, last.stderr
     assert last.stdout.strip().splitlines()[-1] == "score 1"
+
+
+SLIDES_EVALUATOR = """\
+import pandas, requests, openpyxl  # what TheAgentCompany's evaluators import most
+from pptx import Presentation
+
+from common import get_all_texts_from_slide
+from scoring import Checkpoint, Result
+
+
+def grade_checkpoints(trajectory="") -> Result:
+    deck = Presentation("/workspace/deck.pptx")
+    texts = [get_all_texts_from_slide(slide) for slide in deck.slides]
+    return Result([Checkpoint(1, texts == ["quarterly report"])])
+"""
+
+MAKE_DECK = """\
+from pptx import Presentation
+
+deck = Presentation()
+slide = deck.slides.add_slide(deck.slide_layouts[5])
+slide.shapes.title.text = "{title}"
+deck.save("/workspace/deck.pptx")
+"""
+
+
+@pytest.mark.slow
+def test_evaluator_modules_and_slide_texts_in_the_image(tmp_path: Path) -> None:
+    """python-pptx, pandas, requests, openpyxl import in task-base, and common's
+    get_all_texts_from_slide reads a deck as the original does (lower-cased)."""
+    require_env_image("task-base")
+    suite = tmp_path / "suite"
+    for name, title in (("right", "Quarterly Report"), ("wrong", "Draft")):
+        write_task_folder(
+            suite / name,
+            files={
+                "Dockerfile": TAC_FROM,
+                "evaluator.py": SLIDES_EVALUATOR,
+                "post_init.py": MAKE_DECK.format(title=title),
+            },
+        )
+    for name, score in (("right", "score 1"), ("wrong", "score 0")):
+        done = crabray("tasks", "grade", str(suite), name, timeout=900)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == score, f"{done.stdout}\n{done.stderr}"
