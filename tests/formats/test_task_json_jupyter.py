@@ -44,8 +44,7 @@ grep -q "setup complete" /mnt/container/task-setup.log && echo "SETUP-LOGGED" >>
 NOTEBOOK = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 
 
-def test_a_vm_style_init_sh_runs_unchanged_in_the_jupyter_image(tmp_path: Path) -> None:
-    require_env_image("jupyter")
+def kernel_task(root: Path) -> None:
     doc = {
         "instruction": "Open the notebook.",
         "snapshot": "jupyter",
@@ -72,7 +71,27 @@ def test_a_vm_style_init_sh_runs_unchanged_in_the_jupyter_image(tmp_path: Path) 
         },
     }
     files = {"init.sh": INIT_SH, "eval.sh": EVAL_SH, "notebook.ipynb": NOTEBOOK}
-    write_task(tmp_path, doc, tool="jupyter", task_id="kernel", files=files)
+    write_task(root, doc, tool="jupyter", task_id="kernel", files=files)
+
+
+def test_a_vm_style_init_sh_runs_unchanged_in_the_jupyter_image(tmp_path: Path) -> None:
+    require_env_image("jupyter")
+    kernel_task(tmp_path)
     done = crabray("tasks", "grade", str(tmp_path), "kernel", "--backend", "docker", timeout=900)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     assert done.stdout.strip().splitlines()[-1] == "score 1", f"{done.stdout}\n{done.stderr}"
+
+
+@pytest.mark.ray
+def test_the_shared_folder_comes_back_as_artifacts(tmp_path: Path) -> None:
+    require_env_image("jupyter")
+    suite, out = tmp_path / "suite", tmp_path / "out"
+    kernel_task(suite)
+    done = crabray(
+        "run", str(suite), "--backend", "docker", "--agent", "noop", "--out", str(out), timeout=900
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    (log,) = out.glob("artifacts/*/*/mnt-container/task-setup.log")
+    assert "setup complete" in log.read_text()
+    (editor,) = out.glob("artifacts/*/*/mnt-container/editor.log")
+    assert "code" in editor.read_text()  # nothing stands in for VS Code: its launch failed

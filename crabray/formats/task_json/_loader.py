@@ -28,7 +28,12 @@ from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
 from crabray.formats.task_json import _evaluation, _notebooks, _setup  # noqa: F401 (registers)
 from crabray.formats.task_json._legacy import LegacyEvaluator, plan_evaluator, score_plan
 from crabray.formats.task_json._registry import TaskContext, lookup
-from crabray.formats.task_json._snapshots import SnapshotSettings, load_snapshot_settings
+from crabray.formats.task_json._snapshots import (
+    SHARED_FOLDER,
+    SnapshotSettings,
+    collect_shared_folder,
+    load_snapshot_settings,
+)
 from crabray.formats.task_json._summary import summary_files
 
 logger = logging.getLogger(__name__)
@@ -134,6 +139,8 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
             continue
         try:
             task, raw = _load_task(file, task_tool)
+            if backend != DEFAULT_BACKEND:
+                task = task.model_copy(update={"teardown": [*task.teardown, _collect_step()]})
         except SuiteErrors as exc:
             errors += exc.errors
             continue
@@ -204,6 +211,16 @@ def _environment(
         settings_source=source,
         description="A Linux machine; the task's files are where its instruction says.",
         action_space=[*SHELL_ACTIONS, *FILE_ACTIONS],
+    )
+
+
+def _collect_step() -> Action:
+    """Hands the sandbox's shared folder back as artifacts (not on the local backend, where
+    an absolute path would be the host's)."""
+    return closed_action(
+        "collect_shared_folder",
+        f"hand the files of {SHARED_FOLDER} back as the episode's artifacts",
+        collect_shared_folder,
     )
 
 
