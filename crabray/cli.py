@@ -728,6 +728,73 @@ def tasks_validate(
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
 
 
+@tasks_app.command(
+    "grade",
+    epilog="""Examples:
+
+  crabray tasks grade tasks/demo/demo.py hello-file -r hello.txt=/tmp/hello.txt
+
+  crabray tasks grade SUITE TASK_ID -r /home/user/out.csv=gold.csv --skip-setup
+""",
+)
+def tasks_grade(
+    suite: SuiteArg,
+    task_id: Annotated[str, typer.Argument(help="The task to grade.")],
+    result: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--result",
+            "-r",
+            help="[ENV:]SANDBOX_PATH=LOCAL_FILE: a file handed in as the result (repeatable).",
+        ),
+    ] = None,
+    skip_setup: Annotated[
+        bool, typer.Option("--skip-setup", help="Leave the task's own setup steps out.")
+    ] = False,
+    backend: Annotated[
+        str | None,
+        typer.Option("--backend", help="Task-JSON: the sandbox backend (default: local)."),
+    ] = None,
+    suite_format: SuiteFormatOpt = None,
+    old_format: OldFormatOpt = None,
+    index: IndexOpt = None,
+    base_image: BaseImageOpt = None,
+    services: ServicesOpt = None,
+) -> None:
+    """Run TASK_ID's setup, hand in the result files, grade it with no agent.
+
+    Prints the score and each evaluator's or checkpoint's outcome: the gold
+    file handed in should score 1, the untouched original 0.
+    """
+    from crabray.formats import load_suite, resolve_suite
+    from crabray.grade import grade_task, parse_result_file
+
+    loaded = load_suite(
+        resolve_suite(
+            suite,
+            _suite_format(suite_format, old_format),
+            backend=backend,
+            index=index,
+            base_image=base_image,
+            services=services,
+        )
+    )
+    files = [parse_result_file(spec) for spec in result or []]
+    graded = grade_task(loaded, task_id, files, skip_setup=skip_setup)
+    outcome = graded.record.result
+    table = Table(title=f"{task_id}: score {outcome.score:g} ({outcome.termination_reason.value})")
+    table.add_column("evaluator or checkpoint")
+    table.add_column("outcome")
+    for name, value in graded.breakdown:
+        table.add_row(escape(name), value)
+    console.print(table)
+    for warning in graded.warnings:
+        errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+    if outcome.error:
+        errors.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
+    console.print(f"score {outcome.score:g}")
+
+
 @runs_app.command(
     "list",
     epilog="""Examples:

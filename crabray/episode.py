@@ -14,7 +14,7 @@ import shutil
 import socket
 import tempfile
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -46,12 +46,14 @@ from crabray.core.errors import (
     ConfigError,
     CrabrayError,
     EvaluatorError,
+    SandboxConfigError,
     SandboxError,
     SandboxFileError,
 )
 from crabray.core.graph import GraphProgress
 from crabray.core.result import (
     ARTIFACTS_DIR,
+    EpisodeFiles,
     EpisodeRecord,
     EpisodeResult,
     GraphStats,
@@ -212,6 +214,10 @@ class _Episode:
         for act, env_name in steps:
             try:
                 act.run(self.envs[env_name])
+            except SandboxConfigError as exc:
+                raise _End(
+                    TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
+                ) from exc
             except SandboxError as exc:
                 raise _End(TerminationReason.ENV_ERROR, exc) from exc
             except Exception as exc:
@@ -503,11 +509,22 @@ class _Episode:
     def _teardown(self) -> None:
         for act in self.task.teardown:
             try:
-                act.run(self._env_for(act))
+                value = act.run(self._env_for(act))
+                if isinstance(value, EpisodeFiles):
+                    self._keep_files(value)
             except Exception as exc:
                 logger.warning("teardown '%s' of task %s failed: %s", act.name, self.task.id, exc)
                 if self.result.error is None:
                     self.result.error = f"teardown '{act.name}' failed: {exc}"
+
+    def _keep_files(self, handed: EpisodeFiles) -> None:
+        """Keep files a teardown step handed back as the episode's artifacts."""
+        folder = f"{ARTIFACTS_DIR}/{self.settings.run_id}/{self.result.episode_id}"
+        for name, data in handed.files.items():
+            path = PurePosixPath(name)
+            if path.is_absolute() or ".." in path.parts or not path.parts:
+                raise ActionError(f"artifact name '{name}' must be a relative path without '..'")
+            self.artifacts[f"{folder}/{path}"] = data
 
     def _end(
         self, reason: TerminationReason, error: BaseException | None, context: str | None = None

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from crabray.agents import AgentSpec, create_agent
 from crabray.backends.base import Backend
 from crabray.cluster.sandbox import ActorBackend, SandboxSpec
-from crabray.core.errors import SandboxError
+from crabray.core.errors import SandboxConfigError, SandboxError
 from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
 from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import SuiteRef, load_suite
@@ -60,7 +60,10 @@ def failed_result(
     error: BaseException,
     started_at: datetime | None = None,
 ) -> EpisodeResult:
-    """An ``env_error`` result for an episode whose infrastructure failed around it.
+    """The result of an episode whose sandbox could not be made or whose job died.
+
+    ``setup_error`` when its configuration is wrong (``SandboxConfigError``, never
+    retried), else ``env_error`` (the infrastructure failed around it; retried).
 
     Args:
         job: The episode (its settings' ``node`` is where it ran, when known).
@@ -80,7 +83,11 @@ def failed_result(
         model=settings.model,
         epoch=settings.epoch,
         attempt=settings.attempt,
-        termination_reason=TerminationReason.ENV_ERROR,
+        termination_reason=(
+            TerminationReason.SETUP_ERROR
+            if isinstance(error, SandboxConfigError)
+            else TerminationReason.ENV_ERROR
+        ),
         node=settings.node,
         error=str(error),
         error_type=type(error).__name__,

@@ -17,7 +17,9 @@ are translated at the boundary with ``raise ... from exc``.
     ├── EvaluatorError           an evaluator that raised or returned a non-bool
     ├── GraphError               an invalid evaluator graph (cycle, several sinks, empty)
     ├── SandboxError             a sandbox (backend) failed: infrastructure, retried
-    │   └── SandboxTimeoutError  a sandbox operation outlived its timeout
+    │   ├── SandboxTimeoutError  a sandbox operation outlived its timeout
+    │   └── SandboxConfigError   a sandbox cannot be made as configured (an image that does
+    │                            not exist): deterministic, a setup error, never retried
     ├── SandboxFileError         a file operation was refused or the file is missing:
     │                            the caller's mistake, a result, never retried
     ├── AgentError               the agent itself failed (not a bad action call)
@@ -137,6 +139,14 @@ class SandboxError(CrabrayError):
 
     This is an infrastructure failure: the episode is retried on a fresh
     environment, never counted against the agent.
+    """
+
+
+class SandboxConfigError(SandboxError):
+    """A sandbox cannot be made as it is configured (a base image that does not exist here).
+
+    Deterministic: trying again fails the same way, so the episode ends as a
+    ``setup_error`` and is not retried. The message names the option that fixes it.
     """
 
 

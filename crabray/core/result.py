@@ -196,6 +196,17 @@ ARTIFACTS_DIR = "artifacts"
 """Folder of the output directory where episodes' files (screenshots) land."""
 
 
+class EpisodeFiles(BaseModel):
+    """Files a teardown step hands back: they become artifacts of the episode.
+
+    A task's teardown action returns one (e.g. the files of a sandbox's shared
+    folder); each lands at ``artifacts/<run>/<episode>/<name>`` under the output
+    directory. Names are relative paths without ``..``.
+    """
+
+    files: dict[str, bytes] = Field(default_factory=dict)
+
+
 class EpisodeRecord(BaseModel):
     """What an episode job returns to the driver: the result, its steps, its files.
 

@@ -18,13 +18,15 @@
 #   CRABRAY_IMAGE       the image name (default crabray/debian:latest)
 #   DEBIAN_MIRROR       the mirror (default: the one /etc/apt/sources.list{,.d} names)
 #   DEBIAN_SUITE        the release (default bookworm)
+#   DEBIAN_PACKAGES     the packages to include, space-separated (default: the list below);
+#                       envs/task-base/build.sh builds its own root file system this way
 #   CRABRAY_CACHE_DIR   where the package tarball is kept
 set -euo pipefail
 
 image="${CRABRAY_IMAGE:-crabray/debian:latest}"
 suite="${DEBIAN_SUITE:-bookworm}"
 variant=minbase
-packages=(python3 procps xvfb xdotool x11-apps x11-utils)
+read -r -a packages <<<"${DEBIAN_PACKAGES:-python3 procps xvfb xdotool x11-apps x11-utils}"
 cache_dir="${CRABRAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crabray}/debootstrap"
 
 fail() { echo "error: $*" >&2; exit 1; }

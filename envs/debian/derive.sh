@@ -3,7 +3,7 @@
 # steps only (no registry, no package mirror, no network): what
 # envs/task-base/build.sh and envs/desktop/build.sh run.
 #
-# Usage: derive.sh IMAGE CONTEXT_DIR
+# Usage: derive.sh IMAGE CONTEXT_DIR [DOCKER_BUILD_OPTION...]
 # Builds crabray/debian first when it is missing (envs/debian/build.sh: needs
 # root and debootstrap), under the same lock `crabray envs build debian` takes.
 # Environment: BASE_IMAGE replaces crabray/debian:latest (the Dockerfile's ARG).
@@ -33,7 +33,7 @@ previous="$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null || true)"
 echo "building $image from $base ..."
 # The classic builder: BuildKit may be missing (Debian's docker.io has no buildx).
 DOCKER_BUILDKIT=0 docker build --network none --build-arg "BASE_IMAGE=$base" \
-  -t "$image" -f "$context/Dockerfile" "$context"
+  -t "$image" -f "$context/Dockerfile" "${@:3}" "$context"
 # The image it replaces would linger untagged; drop it unless a container still uses it.
 if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$image")" ]; then
   docker rmi "$previous" >/dev/null 2>&1 || true

@@ -39,10 +39,22 @@ def test_checkpoint_rejects_invalid_points(scoring: ModuleType) -> None:
         scoring.Checkpoint(-2, 0)
     with pytest.raises(ValueError, match=r"result must be an int, got float 0\.5"):
         scoring.Checkpoint(1, 0.5)
-    with pytest.raises(ValueError, match="result must be an int, got bool True"):
-        scoring.Checkpoint(1, True)
+    with pytest.raises(TypeError, match=r"total must be an int, got str '1'"):
+        scoring.Checkpoint("1", 0)
     assert issubclass(scoring.CheckpointError, ValueError)
     assert scoring.Checkpoint(2, 2).complete and not scoring.Checkpoint(2, 1).complete
+
+
+def test_checkpoint_takes_bools_as_the_original_does(scoring: ModuleType) -> None:
+    """TheAgentCompany's evaluators write ``Checkpoint(1, int(passed))`` and also
+    ``Checkpoint(1, passed)``; its scoring accepts the bool (an int subclass)."""
+    passed, failed = scoring.Checkpoint(1, True), scoring.Checkpoint(True, False)
+    assert (passed.total, passed.result, failed.total, failed.result) == (1, 1, 1, 0)
+    result = scoring.Result([passed, failed], scoring.bonus_for_completing_final)
+    assert result.to_dict()["checkpoints"] == [{"total": 1, "result": 1}, {"total": 1, "result": 0}]
+    assert result.final_score == {"total": 2, "result": 1}
+    with pytest.raises(ValueError, match="result 1 is greater than its total 0"):
+        scoring.Checkpoint(False, True)
 
 
 def test_default_strategy_sums(scoring: ModuleType) -> None:

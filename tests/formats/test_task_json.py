@@ -150,7 +150,7 @@ def test_every_problem_of_a_task_is_reported(tmp_path: Path) -> None:
                 "arguments": {"local_path": "../../x", "remote_path": "y"},
             },
             {"func": "teleport"},
-            {"type": "sleep", "parameters": {"seconds": "soon"}},
+            {"func": "sleep", "arguments": {"seconds": "soon"}},
             {"what": 1},
         ],
         "evaluation": {"func": "compare_text_file", "arguments": {"vm_result": "o", "colour": 1}},
@@ -162,9 +162,8 @@ def test_every_problem_of_a_task_is_reported(tmp_path: Path) -> None:
     assert "greater than 0" in fields["action_number"]
     assert "leaves the task folder" in fields["config.0.arguments.local_path"]
     assert "unknown setup function 'teleport'" in fields["config.1.func"]
-    assert "valid number" in fields["config.2.parameters.seconds"]
+    assert "valid number" in fields["config.2.arguments.seconds"]
     assert '"func"' in fields["config.3"]
-    assert fields["evaluation.arguments.local_expected"] == "required by 'compare_text_file'"
     assert "takes no such argument" in fields["evaluation.arguments.colour"]
 
 

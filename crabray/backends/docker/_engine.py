@@ -33,7 +33,7 @@ from docker.utils.build import create_archive, exclude_paths
 from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.envs import available_envs, build_env, build_lock, env_image
 from crabray.backends.ownership import owner_tag_is_dead
-from crabray.core.errors import CrabrayError, SandboxError
+from crabray.core.errors import CrabrayError, SandboxConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -178,13 +178,17 @@ class BuildPlan:
         return [image for image in from_images(self.text) if "$" not in image]
 
 
-def plan_build(context: str, dockerfile: str, base_image: str | None) -> BuildPlan:
+def plan_build(
+    context: str, dockerfile: str, base_image: str | None, base_ids: tuple[str, ...] = ()
+) -> BuildPlan:
     """Read a build context and derive its image tag from what the build would see.
 
     Args:
         context: Absolute folder (``build_context``).
         dockerfile: The Dockerfile, relative to ``context``.
         base_image: Replaces the image of every FROM line, when given.
+        base_ids: The ids of the FROM images as they are now, so that a rebuilt base
+            (a new ``crabray/task-base:latest``) gives its derived images a new tag.
 
     Raises:
         SandboxError: The folder or the Dockerfile is missing or unreadable; names the path.
@@ -201,7 +205,7 @@ def plan_build(context: str, dockerfile: str, base_image: str | None) -> BuildPl
         text = substitute_from(text, base_image)
     files = sorted(exclude_paths(str(folder), _dockerignore(folder), dockerfile=dockerfile))
     digest = hashlib.sha256()
-    for part in (_BUILD_HASH_VERSION, text, base_image or ""):
+    for part in (_BUILD_HASH_VERSION, text, base_image or "", *base_ids):
         digest.update(part.encode() + b"\0")
     for name in files:
         digest.update(name.encode() + b"\0" + _file_digest(folder / name) + b"\0")
@@ -361,6 +365,10 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
     """
     if settings.build_context is not None:
         plan = plan_build(settings.build_context, settings.dockerfile, settings.base_image)
+        for base in plan.base_images:
+            _ensure_base(client, base, plan)
+        ids = tuple(str(image.id) for b in plan.base_images if (image := find_image(client, b)))
+        plan = plan_build(settings.build_context, settings.dockerfile, settings.base_image, ids)
         return _ensure_built(client, plan)
     name = settings.image_name or ""
     found = find_image(client, name)
@@ -374,7 +382,7 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
             else "build or load it on this host (`docker build`, `docker import` or "
             "`docker load`), or set backend_settings.build to an env under envs/"
         )
-        raise SandboxError(
+        raise SandboxConfigError(
             f"docker image '{name}' of environment '{env_name}' does not exist "
             f"on this engine and no registry is used: {how}"
         )
@@ -456,7 +464,8 @@ def _ensure_base(client: docker.DockerClient, base: str, plan: BuildPlan) -> Non
     if repository.startswith("crabray/") and tag in ("", "latest") and env in available_envs():
         _build_env_image(client, env, env_image(env))
         return
-    raise SandboxError(
+    raise SandboxConfigError(
         f"the base image '{base}' of {plan.dockerfile} does not exist on this engine and no "
-        "registry is used: build or load it first, or set backend_settings.base_image"
+        "registry is used: build or load it first, or pass --base-image IMAGE (in a suite "
+        "file: backend_settings.base_image)"
     )

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import ast
 import json
+import platform
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,8 +36,12 @@ TASK_MARKERS = (TASK_MD, EVALUATOR, DOCKERFILE, DEPENDENCIES, CHECKPOINTS_MD)
 
 GRADER_FUNCTION = "grade_checkpoints"
 
-ORIGINAL_BASE_IMAGE = re.compile(r"^ghcr\.io/theagentcompany/task-base-image(:[\w.-]+)?(@\S+)?$")
-"""The original format's base image, which cannot be pulled here."""
+ORIGINAL_BASE_IMAGE = re.compile(
+    r"^(?:ghcr\.io/)?(?:theagentcompany|li-boxuan)/task-base-image(:[\w.-]+)?(@\S+)?$",
+    re.IGNORECASE,
+)
+"""Every published name of the original format's base image (TheAgentCompany's 175
+Dockerfiles say ``ghcr.io/li-boxuan/task-base-image:1.0.0``), which cannot be pulled here."""
 
 CRABRAY_BASE_IMAGE = "crabray/task-base:latest"
 """What replaces the original base image: built from ``envs/task-base``."""
@@ -57,6 +63,63 @@ class TaskFiles:
     base_image: str | None
     init_scripts: list[str] = field(default_factory=list)
     solution: str | None = None
+
+
+IMAGE_PYTHON_TIMEOUT_SEC = 60.0
+_PARSE = (
+    "import ast, sys\n"
+    "try:\n"
+    "    tree = ast.parse(sys.stdin.read(), filename='evaluator.py')\n"
+    "except SyntaxError as e:\n"
+    "    print(f'line {e.lineno}, column {e.offset}: {e.msg}')\n"
+    "    sys.exit(2)\n"
+    "names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]\n"
+    "sys.exit(0 if sys.argv[1] in names else 3)\n"
+)
+_NO_GRADER = 3
+_BAD_SYNTAX = 2
+_DOCKER_RUN = ("docker", "run", "--rm", "-i", "--network", "none")
+
+
+def syntax_problem(error: SyntaxError, source: str, image: str | None) -> str | None:
+    """What is wrong with an evaluator the host's Python cannot parse, or ``None``.
+
+    The evaluator runs on the image's Python, which may be newer than the
+    host's (TheAgentCompany's evaluators use Python 3.12 f-strings): when the
+    sandbox image is known, its ``python3`` has the last word. ``None`` means
+    it parses there.
+    """
+    where = f"line {error.lineno}, column {error.offset}: {error.msg}"
+    if image is None:
+        return f"has a syntax error at {where}"
+    try:
+        done = subprocess.run(
+            [*_DOCKER_RUN, image, "python3", "-c", _PARSE, GRADER_FUNCTION],
+            input=source,
+            capture_output=True,
+            text=True,
+            timeout=IMAGE_PYTHON_TIMEOUT_SEC,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return (
+            f"does not parse on the host's Python {platform.python_version()} ({where}) and "
+            f"cannot be checked with the python3 of its image {image}: {exc}"
+        )
+    if done.returncode == 0:
+        return None
+    if done.returncode == _NO_GRADER:
+        return (
+            f"defines no {GRADER_FUNCTION} function at module level: it must define "
+            f'`def {GRADER_FUNCTION}(trajectory="") -> Result`'
+        )
+    if done.returncode == _BAD_SYNTAX and done.stdout.startswith("line "):
+        return f"has a syntax error at {done.stdout.strip()} (the python3 of its image {image})"
+    last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+    hint = " (build it with `crabray envs build task-base`)" if image == CRABRAY_BASE_IMAGE else ""
+    return (
+        f"does not parse on the host's Python {platform.python_version()} ({where}) and "
+        f"cannot be checked with the python3 of its image {image}{hint}: {last}"
+    )
 
 
 def is_task_folder(folder: Path) -> bool:
@@ -101,8 +164,8 @@ class TaskChecker:
     def check(self) -> TaskFiles | None:
         """The task's files, or ``None`` when ``problems`` says what is wrong."""
         instruction = self._instruction()
-        self._evaluator()
         base_image = self._dockerfile()
+        self._evaluator(base_image)
         dependencies = self._dependencies()
         scenarios = self._scenarios()
         checkpoints = self._optional_text(CHECKPOINTS_MD)
@@ -146,15 +209,16 @@ class TaskChecker:
             return None
         return text.strip() if text is not None else None
 
-    def _evaluator(self) -> None:
+    def _evaluator(self, image: str | None) -> None:
         source = self._read(EVALUATOR, f"an evaluator.py defining {GRADER_FUNCTION}()")
         if source is None:
             return
         try:
             tree = ast.parse(source, filename=str(self.folder / EVALUATOR))
         except SyntaxError as exc:
-            where = f"line {exc.lineno}, column {exc.offset}"
-            self._problem(EVALUATOR, f"has a syntax error at {where}: {exc.msg}")
+            problem = syntax_problem(exc, source, image)
+            if problem is not None:
+                self._problem(EVALUATOR, problem)
             return
         if not any(
             isinstance(node, ast.FunctionDef) and node.name == GRADER_FUNCTION for node in tree.body

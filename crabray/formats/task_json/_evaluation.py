@@ -124,17 +124,43 @@ def text_equal(
     return result == expected
 
 
-@evaluation_function
+def _check_text_file(values: dict[str, Any], task_dir: Path) -> list[tuple[str, str]]:
+    return _one_spelling(values, ("local_expected", "local_expected_file")) + _one_spelling(
+        values, ("vm_result", "vm_result_file")
+    )
+
+
+def _one_spelling(values: dict[str, Any], names: tuple[str, str]) -> list[tuple[str, str]]:
+    """A problem unless exactly one of two spellings of the same argument is given."""
+    given = [name for name in names if values.get(name) is not None]
+    if len(given) == 1:
+        return []
+    if given:
+        return [(names[1], f"give '{names[0]}' or '{names[1]}', not both (they are one argument)")]
+    return [(names[0], f"required (or its other spelling '{names[1]}')")]
+
+
+@evaluation_function(check=_check_text_file)
 def compare_text_file(
     ctx: TaskContext,
-    local_expected: LocalPath,
-    vm_result: str,
+    local_expected: LocalPath | None = None,
+    vm_result: str | None = None,
     ignore_blanks: bool = False,
     ignore_case: bool = False,
+    local_expected_file: LocalPath | None = None,
+    vm_result_file: str | None = None,
 ) -> float:
-    """1 when the sandbox text file equals the expected one (see ``text_equal``)."""
-    expected = text_of(ctx.read_local(local_expected))
-    data = read_result(ctx, vm_result)
+    """1 when the sandbox text file equals the expected one (see ``text_equal``).
+
+    ``local_expected_file`` and ``vm_result_file`` are the GUI-OS repository's
+    spellings of ``local_expected`` and ``vm_result``; either is accepted.
+    """
+    expected_path = local_expected if local_expected is not None else local_expected_file
+    result_path = vm_result if vm_result is not None else vm_result_file
+    if expected_path is None or result_path is None:
+        raise ValueError("compare_text_file needs local_expected and vm_result")
+    expected = text_of(ctx.read_local(expected_path))
+    data = read_result(ctx, result_path)
     if data is None:
         return 0.0
     return float(
@@ -170,10 +196,28 @@ def log_matches(
     return True
 
 
-@evaluation_function
+class LogRules(BaseModel):
+    """The GUI-OS repository's ``rules`` of ``compare_script_logs``: substrings of the log."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+def _check_script_logs(values: dict[str, Any], task_dir: Path) -> list[tuple[str, str]]:
+    problems = _one_spelling(values, ("local_script", "eval_script"))
+    if values.get("rules") is not None and (
+        values.get("include") is not None or values.get("exclude") is not None
+    ):
+        problems.append(("rules", "give 'rules' or 'include'/'exclude', not both"))
+    return problems
+
+
+@evaluation_function(check=_check_script_logs)
 def compare_script_logs(
     ctx: TaskContext,
-    local_script: LocalPath,
+    local_script: LocalPath | None = None,
     remote_path: str | None = None,
     interpreter: str = "bash",
     include: list[str] | None = None,
@@ -182,11 +226,20 @@ def compare_script_logs(
     local_expected_log: LocalPath | None = None,
     expected_exit_code: int | None = None,
     timeout_sec: float = DEFAULT_SCRIPT_TIMEOUT_SEC,
+    eval_script: LocalPath | None = None,
+    vm_eval_logs: str | None = None,
+    rules: LogRules | None = None,
 ) -> float:
-    """Run a script of the task folder in the sandbox and grade its log (stdout + stderr).
+    """Run a script of the task folder in the sandbox and grade its log.
+
+    The log is the script's output (stdout + stderr), or, with ``vm_eval_logs``,
+    the file the script wrote there (missing: 0). The GUI-OS repository's
+    spelling ``eval_script``/``vm_eval_logs``/``rules`` grades as that
+    repository does: the file's text must hold every ``rules.include`` and no
+    ``rules.exclude``, and empty rules score 0.
 
     Args:
-        local_script: The script, relative to the task folder.
+        local_script: The script, relative to the task folder (or ``eval_script``).
         remote_path: Where it is copied in the sandbox before it runs (in its folder);
             ``.crabray-eval/<script name>`` under the working directory by default.
         interpreter: The program that runs it.
@@ -196,9 +249,19 @@ def compare_script_logs(
         local_expected_log: A file of the task folder the log's non-blank lines must equal.
         expected_exit_code: The exit code the script must end with, if any.
         timeout_sec: Seconds before the script is killed (a timeout scores 0).
+        eval_script: The GUI-OS spelling of ``local_script``.
+        vm_eval_logs: The sandbox file holding the log, written by the script.
+        rules: The GUI-OS spelling of ``include``/``exclude``.
     """
-    remote_path = remote_path or f".crabray-eval/{PurePosixPath(local_script).name}"
-    ctx.env.put_file(remote_path, ctx.read_local(local_script))
+    script = local_script if local_script is not None else eval_script
+    if script is None:
+        raise ValueError("compare_script_logs needs local_script (or eval_script)")
+    if rules is not None:
+        if not rules.include and not rules.exclude:
+            return 0.0
+        include, exclude = rules.include, rules.exclude
+    remote_path = remote_path or f".crabray-eval/{PurePosixPath(script).name}"
+    ctx.env.put_file(remote_path, ctx.read_local(script))
     expected_lines = (
         text_of(ctx.read_local(local_expected_log)).splitlines()
         if local_expected_log is not None
@@ -214,7 +277,13 @@ def compare_script_logs(
         return 0.0
     if expected_exit_code is not None and result.exit_code != expected_exit_code:
         return 0.0
-    log = result.stdout + result.stderr
+    if vm_eval_logs is not None:
+        data = read_result(ctx, vm_eval_logs)
+        if data is None:
+            return 0.0
+        log = text_of(data)
+    else:
+        log = result.stdout + result.stderr
     return float(log_matches(log, include, exclude, regex=regex, expected_lines=expected_lines))
 
 

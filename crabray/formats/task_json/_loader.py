@@ -7,6 +7,7 @@ imported first, so their registered functions are known when tasks validate.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 import re
@@ -28,7 +29,12 @@ from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
 from crabray.formats.task_json import _evaluation, _notebooks, _setup  # noqa: F401 (registers)
 from crabray.formats.task_json._legacy import LegacyEvaluator, plan_evaluator, score_plan
 from crabray.formats.task_json._registry import TaskContext, lookup
-from crabray.formats.task_json._snapshots import SnapshotSettings, load_snapshot_settings
+from crabray.formats.task_json._snapshots import (
+    SHARED_FOLDER,
+    SnapshotSettings,
+    collect_shared_folder,
+    load_snapshot_settings,
+)
 from crabray.formats.task_json._summary import summary_files
 
 logger = logging.getLogger(__name__)
@@ -77,11 +83,29 @@ class TaskDocument(BaseModel):
 
 
 def detect(path: Path) -> bool:
-    """Whether ``path`` is a task-JSON suite: a folder with ``examples/``, or an index beside it."""
-    root = path.parent if path.is_file() else path
+    """Whether ``path`` is a task-JSON suite: a folder with ``examples/``, an index beside it,
+    the ``examples/`` folder itself, or one ``examples/<tool>/`` folder of it."""
     if path.is_file() and path.suffix != ".json":
         return False
-    return (root / EXAMPLES_DIR).is_dir() and any((root / EXAMPLES_DIR).glob("*/*/*.json"))
+    root, tool = suite_root(path)
+    examples = root / EXAMPLES_DIR
+    pattern = f"{glob.escape(tool)}/*/*.json" if tool is not None else "*/*/*.json"
+    return examples.is_dir() and any(examples.glob(pattern))
+
+
+def suite_root(path: Path) -> tuple[Path, str | None]:
+    """The suite folder (holding ``examples/``) that ``path`` names, and the one tool it
+    selects, if any: ``path`` may be the suite folder, an index file in it, its
+    ``examples/`` folder or one ``examples/<tool>/`` folder."""
+    if path.is_file():
+        return path.parent, None
+    if (path / EXAMPLES_DIR).is_dir():
+        return path, None
+    if path.name == EXAMPLES_DIR:
+        return path.parent, None
+    if path.parent.name == EXAMPLES_DIR:
+        return path.parent.parent, path.name
+    return path, None
 
 
 def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -> Suite:
@@ -95,7 +119,7 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
     Raises:
         SuiteErrors: Every problem, each naming its file and field.
     """
-    root = path.parent if path.is_file() else path
+    root, tool = suite_root(path)
     index_file = Path(index) if index else (path if path.is_file() else None)
     ref = SuiteRef(path=str(path), format=FORMAT, backend=backend, index=index)
     errors: list[ConfigError] = []
@@ -111,9 +135,13 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
             except ConfigError as exc:
                 errors.append(exc)
     loaded: dict[str, tuple[Task, dict[str, Any]]] = {}
-    for tool, file in _task_files(root, index_file, errors):
+    for task_tool, file in _task_files(root, index_file, errors):
+        if tool is not None and task_tool != tool:
+            continue
         try:
-            task, raw = _load_task(file, tool)
+            task, raw = _load_task(file, task_tool)
+            if backend != DEFAULT_BACKEND:
+                task = task.model_copy(update={"teardown": [*task.teardown, _collect_step()]})
         except SuiteErrors as exc:
             errors += exc.errors
             continue
@@ -129,7 +157,8 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
                 )
             )
             continue
-        loaded[task.id] = (task, {**raw, "_file": str(file)})
+        warnings = task.metadata.get("warnings", [])
+        loaded[task.id] = (task, {**raw, "_file": str(file), "_warnings": warnings})
     if not errors and not loaded:
         errors.append(
             ConfigError("holds no task files examples/<tool>/<id>/<id>.json", file=str(path))
@@ -145,7 +174,7 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
             _environment(
                 name,
                 backend,
-                snapshot_settings.for_snapshot(snapshots[name]),
+                snapshot_settings.for_snapshot(snapshots[name], backend),
                 snapshot_settings.source_of(backend, snapshots[name]),
             )
             for name in sorted(snapshots)
@@ -183,6 +212,16 @@ def _environment(
         settings_source=source,
         description="A Linux machine; the task's files are where its instruction says.",
         action_space=[*SHELL_ACTIONS, *FILE_ACTIONS],
+    )
+
+
+def _collect_step() -> Action:
+    """Hands the sandbox's shared folder back as artifacts (not on the local backend, where
+    an absolute path would be the host's)."""
+    return closed_action(
+        "collect_shared_folder",
+        f"hand the files of {SHARED_FOLDER} back as the episode's artifacts",
+        collect_shared_folder,
     )
 
 
@@ -284,6 +323,8 @@ class _TaskBuilder:
         self.file, self.tool, self.doc = file, tool, doc
         self.task_dir = file.parent
         self.problems: list[tuple[str, str]] = []
+        self.warnings: list[str] = []
+        self.func_style = any(isinstance(e, dict) and "func" in e for e in doc.config)
 
     def build(self) -> Task | None:
         doc = self.doc
@@ -310,6 +351,7 @@ class _TaskBuilder:
             "related_apps": doc.related_apps,
             "counterpart": doc.counterpart,
             "action_number": doc.action_number,
+            "warnings": self.warnings,
             **{k: v for k, v in (doc.model_extra or {}).items() if k not in known},
         }
         try:
@@ -334,6 +376,8 @@ class _TaskBuilder:
         if "func" in entry:
             name, arguments, args_field = entry.get("func"), entry.get("arguments", {}), "arguments"
             extra = set(entry) - {"func", "arguments"}
+        elif "type" in entry and self.func_style:
+            return self._skipped_step(where, entry)
         elif "type" in entry:
             name, arguments, args_field = (
                 entry.get("type"),
@@ -349,6 +393,21 @@ class _TaskBuilder:
         if extra:
             self.problems.append((where, f"unknown keys {sorted(extra)}"))
         return self._call("setup", str(name), arguments, f"{where}.{args_field}", f"{where}.func")
+
+    def _skipped_step(self, where: str, entry: dict[str, Any]) -> Action:
+        """A ``{"type", "parameters"}`` step among ``func`` steps: the GUI-OS orchestrator
+        skips it (it has no ``func``) with a log line, and so does crabray, recording why."""
+        warning = (
+            f"{self.file}: {where}: skipped the step {json.dumps(entry, default=str)}: a "
+            "'type' step in a config of 'func' steps (the GUI-OS orchestrator skips it too)"
+        )
+        self.warnings.append(warning)
+
+        def run(env: Any) -> str:
+            logger.warning("%s", warning)
+            return warning
+
+        return closed_action("skipped_step", warning, run)
 
     def _call(
         self, kind: str, name: str, arguments: Any, args_where: str, name_where: str

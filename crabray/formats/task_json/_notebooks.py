@@ -151,9 +151,11 @@ def is_jupyter_cell_executed(
     vm_result: str,
     expected: list[int] | dict[str, Any] | None = None,
     cell_type: str = "code",
+    version: int = 4,
 ) -> float:
     """1 when exactly the cells listed in ``expected`` (indices; none by default) have
-    not been executed: every other cell of ``cell_type`` has an execution count."""
+    not been executed: every other cell of ``cell_type`` has an execution count.
+    ``version`` (the notebook format version) is accepted as the GUI-OS repository's is."""
     data = read_result(ctx, vm_result)
     try:
         cells = parse_notebook(data) if data is not None else None
@@ -175,9 +177,11 @@ def are_jupyter_outputs_cleared(
     vm_result: str,
     expected: list[int] | dict[str, Any] | None = None,
     cell_type: str = "code",
+    version: int = 4,
 ) -> float:
     """1 when exactly the cells listed in ``expected`` (indices; none by default) still
-    have outputs: every other cell of ``cell_type`` was cleared."""
+    have outputs: every other cell of ``cell_type`` was cleared. ``version`` is accepted
+    as the GUI-OS repository's is."""
     data = read_result(ctx, vm_result)
     try:
         cells = parse_notebook(data) if data is not None else None

@@ -35,6 +35,7 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import UnionType
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -226,7 +227,7 @@ def _register(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ActionError(f"{kind} function '{name}': *args/**kwargs cannot be validated")
         hint = hints.get(param.name, Any)
-        if LOCAL in getattr(hint, "__metadata__", ()):
+        if _is_local(hint):
             local.append(param.name)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (hint, default)
@@ -238,6 +239,12 @@ def _register(
     source = f"{func.__module__}.{func.__qualname__}"
     entry = TaskFunction(name, kind, func, model, tuple(local), check, source)
     return _FUNCTIONS[kind].register(name, entry)
+
+
+def _is_local(hint: Any) -> bool:
+    """Whether ``hint`` is ``LocalPath``, or ``LocalPath | None``."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, UnionType) else ()
+    return any(LOCAL in getattr(each, "__metadata__", ()) for each in (hint, *options))
 
 
 def _decorator(kind: Kind, skip: int) -> Callable[..., Any]:

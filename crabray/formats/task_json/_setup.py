@@ -81,30 +81,43 @@ def download_files(ctx: TaskContext, files: list[DownloadItem]) -> str:
     return f"placed {len(files)} files"
 
 
+DEFAULT_SCRIPT_FOLDER = "/home/user/Desktop"
+"""Where ``upload_script_and_execute`` puts a script by default, as the GUI-OS repository does."""
+
+
+def script_destination(local_path: str, remote_path: str) -> PurePosixPath:
+    """Where a script goes: ``remote_path`` itself when it ends with the script's name,
+    else the folder ``remote_path`` (the GUI-OS repository's meaning of the argument)."""
+    name = PurePosixPath(local_path).name
+    where = PurePosixPath(remote_path)
+    return where if where.name == name else where / name
+
+
 @setup_function
 def upload_script_and_execute(
     ctx: TaskContext,
     local_path: LocalPath,
-    remote_path: str,
+    remote_path: str = DEFAULT_SCRIPT_FOLDER,
     interpreter: str = "bash",
     timeout_sec: float = DEFAULT_TIMEOUT_SEC,
 ) -> str:
-    """Copy a script of the task folder into the sandbox and run it there.
+    """Copy a script of the task folder into the sandbox and run it there, in its folder.
 
     Args:
         local_path: The script, relative to the task folder.
-        remote_path: Where it goes in the sandbox.
+        remote_path: The script's path in the sandbox when it ends with the script's
+            name, else the folder it goes into (``/home/user/Desktop`` by default).
         interpreter: The program that runs it.
         timeout_sec: Seconds before it is killed.
     """
-    ctx.env.put_file(remote_path, ctx.read_local(local_path))
-    where = PurePosixPath(remote_path)
+    where = script_destination(local_path, remote_path)
+    ctx.env.put_file(str(where), ctx.read_local(local_path))
     command = (
         f"cd {shlex.quote(str(where.parent))} && "
         f"{shlex.quote(interpreter)} {shlex.quote('./' + where.name)}"
     )
     result = ctx.env.exec(command, timeout_sec=timeout_sec)
-    return _check(result, f"script {remote_path}")
+    return _check(result, f"script {where}")
 
 
 @setup_function(aliases=("command",))

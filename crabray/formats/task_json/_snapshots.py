@@ -20,13 +20,22 @@ backend's check of its settings before a run names them.
 from __future__ import annotations
 
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from crabray.core.environment import SettingsSource
 from crabray.core.errors import ConfigError
+from crabray.core.result import EpisodeFiles
 
 SNAPSHOTS_FILE = "snapshots.toml"
+SHIPPED_SNAPSHOTS = {"docker": {"jupyter": {"build": "jupyter"}}}
+"""Snapshots crabray ships an image for (``envs/jupyter``), used on that backend when
+``snapshots.toml`` gives the snapshot no table of its own (nor a ``default``)."""
+
+SHARED_FOLDER = "/mnt/container"
+"""The GUI-OS VM's shared folder: its files come back as the episode's artifacts."""
+SHARED_FILES_MAX = 50
+SHARED_FILE_MAX_BYTES = 10 * 1024 * 1024
 DEFAULT_SNAPSHOT = "default"
 
 
@@ -43,10 +52,14 @@ class SnapshotSettings:
             return snapshot
         return DEFAULT_SNAPSHOT if DEFAULT_SNAPSHOT in self.tables else None
 
-    def for_snapshot(self, snapshot: str | None) -> dict[str, Any]:
-        """Settings of ``snapshot`` (see ``table_of``); empty when no table applies."""
+    def for_snapshot(self, snapshot: str | None, backend: str | None = None) -> dict[str, Any]:
+        """Settings of ``snapshot`` (see ``table_of``); when no table applies, those of a
+        snapshot crabray ships for ``backend`` (``SHIPPED_SNAPSHOTS``), else empty."""
         table = self.table_of(snapshot)
-        return {} if table is None else dict(self.tables[table])
+        if table is not None:
+            return dict(self.tables[table])
+        shipped = SHIPPED_SNAPSHOTS.get(backend or "", {})
+        return dict(shipped.get(snapshot or "", {}))
 
     def source_of(self, backend: str, snapshot: str | None) -> SettingsSource | None:
         """The file and table (``backend.table``) ``snapshot``'s settings come from, if any."""
@@ -86,3 +99,30 @@ def load_snapshot_settings(root: Path, backend: str) -> SnapshotSettings:
                     field=f"{kind}.{snapshot}",
                 )
     return SnapshotSettings(file, data.get(backend, {}))
+
+
+def collect_shared_folder(env: Any) -> EpisodeFiles:
+    """The files of the sandbox's ``/mnt/container`` (none when it has none), handed back as
+    the episode's artifacts under ``mnt-container/``: the GUI-OS VM's shared folder, where
+    its ``init.sh`` scripts write their logs. At most 50 files of 10 MiB each."""
+    listed = env.exec(
+        [
+            "find",
+            SHARED_FOLDER,
+            "-maxdepth",
+            "1",
+            "-type",
+            "f",
+            "-size",
+            f"-{SHARED_FILE_MAX_BYTES}c",
+        ],
+        timeout_sec=30,
+    )
+    if not listed.ok:
+        return EpisodeFiles()
+    names = sorted(line for line in listed.stdout.splitlines() if line.strip())
+    files = {
+        f"mnt-container/{PurePosixPath(path).name}": env.get_file(path)
+        for path in names[:SHARED_FILES_MAX]
+    }
+    return EpisodeFiles(files=files)

@@ -77,6 +77,7 @@ def summary(raw: dict[str, Any], record: EpisodeRecord) -> dict[str, Any]:
             "model": result.model,
             "epoch": result.epoch,
             "attempt": result.attempt,
+            "warnings": raw.get("_warnings", []),
         },
     }
 

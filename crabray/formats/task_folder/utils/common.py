@@ -3,7 +3,9 @@
 This file runs INSIDE a task's container as ``/utils/common.py`` (Debian's
 python3, standard library only, crabray is not installed there). It keeps the
 names evaluators written for the format's original base image import
-(``grader``, ``llm_complete``, ``evaluate_with_llm``, ``check_repo_exists``),
+(``grader``, ``llm_complete``, ``evaluate_with_llm``, ``check_repo_exists``,
+``get_all_texts_from_slide``, and the modules a star import brings: ``os``,
+``logging``, ``base64``, ``subprocess``),
 so they run unmodified. The original's clients for its hosted services
 (RocketChat, GitLab, ownCloud, Plane) are not provided: crabray runs no such
 services.
@@ -27,6 +29,7 @@ import json
 import logging
 import os
 import re
+import subprocess  # noqa: F401  (the original's `from common import *` hands evaluators these)
 import time
 import urllib.error
 import urllib.request
@@ -247,6 +250,14 @@ def check_repo_exists(project_name: str) -> bool:
         logger.warning("unknown project %r; known: %s", project_name, sorted(PROJECT_FILES))
         return False
     return os.path.isfile(os.path.join("/workspace", project_name, PROJECT_FILES[project_name]))
+
+
+def get_all_texts_from_slide(slide: Any) -> str:
+    """The lower-cased text of every text frame of a python-pptx slide, space-joined
+    (the original's helper; ``""`` for no slide)."""
+    if slide is None:
+        return ""
+    return " ".join(shape.text_frame.text.lower() for shape in slide.shapes if shape.has_text_frame)
 
 
 def parse_trajectory(trajectory: str) -> list[dict[str, Any]]:

@@ -24,13 +24,17 @@ Score = dict[str, int]
 Strategy = Callable[[list["Checkpoint"]], Score]
 
 
-class CheckpointError(ValueError):
-    """A checkpoint's points are invalid (not an int, negative, or more earned than available)."""
+class CheckpointError(TypeError, ValueError):
+    """A checkpoint's points are invalid (not an int, negative, or more earned than available).
+
+    Both a ``TypeError`` and a ``ValueError``, as the original raises one or the other."""
 
 
 @dataclass
 class Checkpoint:
     """Points available (``total``) and earned (``result``) for one rubric item.
+
+    ``True``/``False`` count as 1/0, as in the original format.
 
     Raises:
         CheckpointError: A value is not an int, is negative, or ``result`` exceeds ``total``.
@@ -42,8 +46,12 @@ class Checkpoint:
     def __post_init__(self) -> None:
         for name in ("total", "result"):
             value = getattr(self, name)
-            # bool is an int subclass; True/False as points is almost always a bug.
-            if not isinstance(value, int) or isinstance(value, bool):
+            # The original accepts bools (an int subclass), and evaluators pass them:
+            # ``Checkpoint(1, passed)``. They count as 1 and 0.
+            if isinstance(value, bool):
+                setattr(self, name, int(value))
+                continue
+            if not isinstance(value, int):
                 raise CheckpointError(
                     f"Checkpoint {name} must be an int, got {type(value).__name__} {value!r}"
                 )
