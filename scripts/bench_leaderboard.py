@@ -18,6 +18,9 @@ Usage::
     .venv/bin/python scripts/bench_leaderboard.py                       # 1M episodes, 10M steps
     .venv/bin/python scripts/bench_leaderboard.py --episodes 100000 --steps 1000000
 
+``--smoke`` (2,000 episodes, 4,000 steps) only shows that the script runs on
+today's code; ``tests/test_bench_scripts.py`` runs it in CI.
+
 The data goes to a temporary directory that is deleted at the end (``--keep DIR``
 writes it there instead and keeps it; ``--data DIR`` reuses such a directory).
 """
@@ -137,6 +140,7 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
             "success": pa.array(success),
             "score": pa.array(score),
             "completeness": pa.array(np.where(success, 1.0, score)),
+            "checkpoints": pa.array([[]] * rows, EPISODES_SCHEMA.field("checkpoints").type),
             "steps": pa.array(n_steps),
             "action_errors": pa.array(rng.integers(0, 3, size=rows)),
             "tokens_in": pa.array(tokens_in),
@@ -259,8 +263,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000_000, help="step rows")
     parser.add_argument("--keep", type=Path, help="write the data here and keep it")
     parser.add_argument("--data", type=Path, help="reuse data written by an earlier --keep")
+    parser.add_argument("--smoke", action="store_true", help="2,000 episodes: does it run?")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
+    if args.smoke:
+        args.episodes, args.steps = 2_000, 4_000
     if args.phase:
         print(json.dumps(_phase(args.phase, args.data)))
         return
