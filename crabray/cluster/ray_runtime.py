@@ -22,8 +22,8 @@ logger = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_SEC = 5.0
 
-_started_here = False
-"""Whether this process started the local instance it is connected to."""
+_started_here: str | None = None
+"""The node id of the local instance this process started, if any (unique per start)."""
 
 
 def connect(
@@ -67,8 +67,9 @@ def connect(
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         hint = " (is `ray start --head` running there?)" if address else ""
         raise CrabrayError(f"cannot connect to {where}{hint}: {exc}") from exc
-    _started_here = address is None
-    logger.debug("connected to Ray: %s", ray.get_runtime_context().gcs_address)
+    context = ray.get_runtime_context()
+    _started_here = context.get_node_id() if address is None else None
+    logger.debug("connected to Ray: %s", context.gcs_address)
 
 
 def _check_reachable(address: str) -> None:
@@ -96,7 +97,7 @@ def _check_reachable(address: str) -> None:
 
 def is_local_instance() -> bool:
     """Whether this process is connected to a local instance it started: one node, this host."""
-    return _started_here and ray.is_initialized()
+    return ray.is_initialized() and ray.get_runtime_context().get_node_id() == _started_here
 
 
 def disconnect() -> None:
@@ -104,4 +105,4 @@ def disconnect() -> None:
     global _started_here
     if ray.is_initialized():
         ray.shutdown()
-    _started_here = False
+    _started_here = None
