@@ -21,6 +21,7 @@ SCRIPTS = ROOT / "scripts"
 SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_episodes.py": (["--smoke"], "steady-state ray c=2 / in-process:"),
     "bench_leaderboard.py": (["--smoke"], "target (leaderboard"),
+    "bench_peers.py": (["--smoke"], "crabray/CRAB"),
     "bench_cluster.py": (["--smoke"], "1 node, pooled"),
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
 }
