@@ -26,7 +26,7 @@ from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
-from crabray.cluster.ray_runtime import connect
+from crabray.cluster.ray_runtime import connect, is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import (
     ProgressCallback,
@@ -142,7 +142,7 @@ def run_suite(
         selectors = {k: v for _, selector in needs for k, v in selector}
         connect(options.address, hosts={kind: slots for kind, _ in needs}, labels=selectors)
         check_hostable(needs)
-        cleanup_orphans(_specs(suite, {item.task_id for item in items}))
+        cleanup_orphans(_specs(suite, {item.task_id for item in items}), here=is_local_instance())
     if manifest is not None:
         write_manifest(options.out_dir, manifest)
     logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))

@@ -13,7 +13,10 @@ overall episodes/s, the time to the first finished episode (the cold start),
 and the steady-state episodes/s after it; then the steady-state ratio of Ray at
 concurrency 2 to in-process. The target on a 2-core machine: at least 1.
 
-Usage: python scripts/bench_episodes.py [--tasks N] [--repeats R]
+Usage: python scripts/bench_episodes.py [--tasks N] [--repeats R] [--smoke]
+
+``--smoke`` (10 tasks, one repeat, a short warm-up) only shows that the
+script runs on today's code; ``tests/test_bench_scripts.py`` runs it in CI.
 """
 
 from __future__ import annotations
@@ -111,7 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=300, help="Tasks in the generated suite.")
     parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each mode.")
+    parser.add_argument(
+        "--smoke", action="store_true", help="A quick check that it runs: 10 tasks, 1 repeat."
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.tasks, args.repeats = 10, 1
     logging.basicConfig(level=logging.WARNING)
 
     from crabray.cluster.ray_runtime import connect
@@ -121,9 +129,11 @@ def main() -> None:
         suite = root / "bench_suite.py"
         suite.write_text(SUITE.replace("N_TASKS", str(args.tasks)))
         warmup = root / "warmup_suite.py"
-        warmup.write_text(SUITE.replace("N_TASKS", "20"))
+        warmup.write_text(SUITE.replace("N_TASKS", "4" if args.smoke else "20"))
 
-        connect()
+        # The local instance must host the suite's sandboxes, as `run_suite` would
+        # start it: two slots per episode in flight at the highest concurrency.
+        connect(hosts={"local": 4})
         on_ray(warmup, root / "warmup", 2)
 
         modes = {

@@ -9,7 +9,11 @@ of its own, so that each phase's peak memory (``ru_maxrss``) is its own:
   ``leaderboard()`` (pass@k included: every task has several epochs);
 - ``breakdown-tag``: the same plus ``tags``, then ``breakdown(..., "tag")``;
 - ``compare``: ``compare_runs`` between two runs;
-- ``steps-one-run``: ``read_steps`` of one run (what a report reads per run).
+- ``steps-one-run``: ``read_steps`` of one run (what a report reads per run);
+- ``cli``: ``crabray leaderboard DATA``, the whole process a user waits for;
+- ``duckdb``: the leaderboard's counts and means computed by DuckDB over the
+  same files in a process that imports only duckdb (skipped when duckdb is not
+  installed): the baseline ``cli`` is compared with (issue 16: within 1.2x).
 
 Targets (issue 6): the leaderboard over 1,000,000 episodes in under 5 s and 2 GB.
 
@@ -18,6 +22,9 @@ Usage::
     .venv/bin/python scripts/bench_leaderboard.py                       # 1M episodes, 10M steps
     .venv/bin/python scripts/bench_leaderboard.py --episodes 100000 --steps 1000000
 
+``--smoke`` (2,000 episodes, 4,000 steps) only shows that the script runs on
+today's code; ``tests/test_bench_scripts.py`` runs it in CI.
+
 The data goes to a temporary directory that is deleted at the end (``--keep DIR``
 writes it there instead and keeps it; ``--data DIR`` reuses such a directory).
 """
@@ -25,6 +32,7 @@ writes it there instead and keeps it; ``--data DIR`` reuses such a directory).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import resource
@@ -137,6 +145,7 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
             "success": pa.array(success),
             "score": pa.array(score),
             "completeness": pa.array(np.where(success, 1.0, score)),
+            "checkpoints": pa.array([[]] * rows, EPISODES_SCHEMA.field("checkpoints").type),
             "steps": pa.array(n_steps),
             "action_errors": pa.array(rng.integers(0, 3, size=rows)),
             "tokens_in": pa.array(tokens_in),
@@ -250,7 +259,44 @@ def _phase(name: str, data: Path) -> dict[str, float]:
     return timings
 
 
-PHASES = ("leaderboard", "breakdown-tag", "compare", "steps-one-run")
+DUCKDB_QUERY = """
+    WITH latest AS (
+        SELECT agent, model, task_id, termination_reason, success, score, completeness,
+               steps, tokens_in, tokens_out, model_calls, cost_usd
+        FROM read_parquet('{files}', hive_partitioning = false)
+        QUALIFY row_number() OVER (
+            PARTITION BY run_id, agent, task_id, epoch
+            ORDER BY attempt DESC, finished_at DESC, episode_id DESC) = 1
+    )
+    SELECT agent, model, count(*) AS episodes,
+           sum(CASE WHEN success THEN 1 ELSE 0 END) AS successes,
+           avg(CASE WHEN success THEN 1.0 ELSE 0.0 END)
+               FILTER (WHERE termination_reason NOT IN ({infra})) AS success_rate,
+           avg(score) AS mean_score, stddev_samp(score) / sqrt(count(*)) AS score_se,
+           avg(completeness), avg(steps), sum(tokens_in), sum(tokens_out),
+           sum(model_calls), sum(cost_usd)
+    FROM latest GROUP BY agent, model ORDER BY success_rate DESC, mean_score DESC
+"""
+"""The DuckDB baseline: the leaderboard's counts and means per agent and model over
+the same files, the latest attempt of each episode, infrastructure failures not
+graded (no pass@k). It runs in a process of its own that imports only duckdb."""
+
+DUCKDB_PROGRAM = (
+    "import duckdb, json, sys; rows = duckdb.sql(sys.argv[1]).fetchall(); "
+    'print(json.dumps({"rows_out": len(rows)}))'
+)
+
+
+def _duckdb_command(data: Path) -> list[str]:
+    from crabray.results.dataset import INFRA_REASONS
+
+    infra = ", ".join(f"'{reason}'" for reason in sorted(INFRA_REASONS))
+    files = str(data / "episodes" / "*" / "*.parquet")
+    query = DUCKDB_QUERY.replace("{files}", files).replace("{infra}", infra)
+    return [sys.executable, "-c", DUCKDB_PROGRAM, query]
+
+
+PHASES = ("leaderboard", "cli", "duckdb", "breakdown-tag", "compare", "steps-one-run")
 
 
 def main() -> None:
@@ -259,8 +305,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10_000_000, help="step rows")
     parser.add_argument("--keep", type=Path, help="write the data here and keep it")
     parser.add_argument("--data", type=Path, help="reuse data written by an earlier --keep")
+    parser.add_argument("--smoke", action="store_true", help="2,000 episodes: does it run?")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)  # child mode
     args = parser.parse_args()
+    if args.smoke:
+        args.episodes, args.steps = 2_000, 4_000
     if args.phase:
         print(json.dumps(_phase(args.phase, args.data)))
         return
@@ -274,8 +323,16 @@ def main() -> None:
             print(f"generate: {time.perf_counter() - t0:.1f} s, {size:.0f} MB of Parquet in {data}")
         results: dict[str, dict[str, float]] = {}
         for phase in PHASES:
+            if phase == "duckdb" and importlib.util.find_spec("duckdb") is None:
+                print("duckdb         skipped: not installed (`.venv/bin/pip install duckdb`)")
+                continue
+            started = time.perf_counter()
+            command = {
+                "cli": [sys.executable, "-m", "crabray", "leaderboard", str(data)],
+                "duckdb": _duckdb_command(data),
+            }.get(phase, [sys.executable, __file__, "--phase", phase, "--data", str(data)])
             done = subprocess.run(
-                [sys.executable, __file__, "--phase", phase, "--data", str(data)],
+                command,
                 capture_output=True,
                 text=True,
                 check=False,
@@ -283,7 +340,9 @@ def main() -> None:
             if done.returncode != 0:
                 print(f"{phase}: FAILED\n{done.stderr}", file=sys.stderr)
                 raise SystemExit(1)
-            results[phase] = result = json.loads(done.stdout.strip().splitlines()[-1])
+            output = done.stdout.strip().splitlines() if phase != "cli" else ["{}"]
+            results[phase] = result = json.loads(output[-1])
+            result["process_sec"] = time.perf_counter() - started
             details = "  ".join(
                 f"{key}={value:.2f}" if isinstance(value, float) else f"{key}={value}"
                 for key, value in result.items()
@@ -295,6 +354,12 @@ def main() -> None:
             f"target (leaderboard < 5 s and < 2048 MB): {'met' if ok else 'MISSED'} "
             f"({board['total_sec']:.2f} s, {board['peak_rss_mb']:.0f} MB)"
         )
+        if "duckdb" in results:
+            cli, duck = results["cli"]["process_sec"], results["duckdb"]["process_sec"]
+            print(
+                f"`crabray leaderboard` / DuckDB, whole processes: {cli / duck:.2f} "
+                f"({cli:.2f} s against {duck:.2f} s; target <= 1.2)"
+            )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ One function per backend (``bench_docker``, ...) returns its latency rows, and
 by writing both.
 
 Usage: python scripts/bench_sandboxes.py [--backend docker] [--n 20] [--episodes 40]
-       [--episode-sec 1.5] [--no-episodes] [--no-guest] [--quick]
+       [--episode-sec 1.5] [--no-episodes] [--no-guest] [--quick] [--smoke]
 """
 
 from __future__ import annotations
@@ -714,7 +714,12 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="A short look: --n 5 --episodes 12 --episode-sec 0.2."
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="Does it run (CI): --quick on the local backend."
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.quick, args.backend = True, args.backend or ["local"]
     if args.quick:
         args.n, args.episodes, args.episode_sec = 5, 12, 0.2
     logging.basicConfig(level=logging.INFO, format="%(message)s")

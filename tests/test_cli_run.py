@@ -121,3 +121,43 @@ def test_resume_with_another_suite_is_refused(tmp_path: Path) -> None:
     unknown = crabray("run", str(suite), "--agent", "noop", "--out", str(out), "--resume", "nope")
     assert unknown.returncode == 2
     assert "no run 'nope'" in unknown.stderr
+
+
+def test_run_on_a_local_instance_removes_sandboxes_abandoned_by_earlier_runs(
+    tmp_path: Path,
+) -> None:
+    """The driver of a local instance cleans up itself; a dead owner's sandbox goes."""
+    root = tmp_path / "sandboxes"
+    settings = f"{{'root_dir': {str(root)!r}, 'isolation': 'none'}}"
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\n"
+            "from crabray.backends import create_backend\n"
+            "from crabray.core.environment import EnvironmentConfig\n"
+            f"b = create_backend(EnvironmentConfig(name='old', backend_settings={settings}))\n"
+            "b.start(); print(b.root, flush=True); time.sleep(300)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert owner.stdout is not None
+    abandoned = Path(owner.stdout.readline().strip())
+    owner.kill()
+    owner.wait()
+    assert abandoned.is_dir()
+    suite = tmp_path / "suite.py"
+    suite.write_text(
+        "from crabray import BenchmarkConfig, EnvironmentConfig, Task\n"
+        "from crabray.actions import SHELL_ACTIONS, path_exists, run_command\n"
+        "ENV = EnvironmentConfig(name='box', action_space=SHELL_ACTIONS, "
+        f"backend_settings={settings})\n"
+        "bench = BenchmarkConfig(name='b', environments=[ENV], tasks=[Task(id='t', "
+        "description='touch', evaluator=path_exists(path='x'), "
+        "solution=[run_command(command='touch x')])])\n"
+    )
+    done = crabray("run", str(suite), "--agent", "oracle", "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    assert not abandoned.exists(), "the abandoned sandbox should have been removed"
+    assert read_episodes(tmp_path / "out")["success"].tolist() == [True]

@@ -2,7 +2,10 @@
 
 Before a sweep starts, one small task runs on each node that hosts a kind the
 sweep needs and asks that kind's backend to remove the abandoned sandboxes it
-finds there (see ``Backend.cleanup_orphans``).
+finds there (see ``Backend.cleanup_orphans``). On a local instance the driver
+started, the only node is this host, so the driver cleans up itself: a Ray
+task would first have to start a worker process, which is most of the cost
+of a one-task run's start.
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ def _cleanup_here(backend: str, settings: dict[str, Any]) -> int:
 _cleanup_task = ray.remote(num_cpus=0, max_retries=0)(_cleanup_here)
 
 
-def cleanup_orphans(specs: list[SandboxSpec]) -> int:
+def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
     """Remove abandoned sandboxes of ``specs``' kinds on every node that hosts them.
+
+    Args:
+        specs: The sandboxes a sweep will start; one cleanup per kind and settings.
+        here: The cluster is a local instance on this host: clean up in this process.
 
     Returns:
         How many sandboxes were removed, over all nodes.
@@ -40,6 +47,10 @@ def cleanup_orphans(specs: list[SandboxSpec]) -> int:
             the node, such as an unknown SSH host key), unwrapped from Ray's error.
     """
     distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
+    if here:
+        removed = sum(_cleanup_here(s.backend, s.backend_settings) for s in distinct.values())
+        _report(removed)
+        return removed
     refs = []
     for node in ray.nodes():
         if not node.get("Alive"):
@@ -64,6 +75,10 @@ def cleanup_orphans(specs: list[SandboxSpec]) -> int:
             f"checking the nodes for abandoned sandboxes failed before the run started: "
             f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
         ) from exc
+    _report(removed)
+    return removed
+
+
+def _report(removed: int) -> None:
     if removed:
         logger.warning("removed %d sandboxes abandoned by earlier runs", removed)
-    return removed

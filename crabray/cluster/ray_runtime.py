@@ -22,6 +22,9 @@ logger = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_SEC = 5.0
 
+_started_here: str | None = None
+"""The node id of the local instance this process started, if any (unique per start)."""
+
 
 def connect(
     address: str | None = None,
@@ -38,6 +41,7 @@ def connect(
     Raises:
         CrabrayError: Ray could not start or the address could not be reached.
     """
+    global _started_here
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -63,7 +67,9 @@ def connect(
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         hint = " (is `ray start --head` running there?)" if address else ""
         raise CrabrayError(f"cannot connect to {where}{hint}: {exc}") from exc
-    logger.debug("connected to Ray: %s", ray.get_runtime_context().gcs_address)
+    context = ray.get_runtime_context()
+    _started_here = context.get_node_id() if address is None else None
+    logger.debug("connected to Ray: %s", context.gcs_address)
 
 
 def _check_reachable(address: str) -> None:
@@ -89,10 +95,17 @@ def _check_reachable(address: str) -> None:
         ) from exc
 
 
+def is_local_instance() -> bool:
+    """Whether this process is connected to a local instance it started: one node, this host."""
+    return ray.is_initialized() and ray.get_runtime_context().get_node_id() == _started_here
+
+
 def disconnect() -> None:
     """Leave Ray (stopping the local instance if this process started it)."""
+    global _started_here
     if ray.is_initialized():
         ray.shutdown()
+    _started_here = None
 
 
 def remote_cause(exc: BaseException) -> BaseException:

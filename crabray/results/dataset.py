@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -130,6 +130,39 @@ def read_part_files(
     except (pa.ArrowException, OSError) as exc:
         error = _diagnose(paths, schema, exc, filesystem)
         raise error from exc
+
+
+def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of local part files as batches of ``schema``, file by file, in order.
+
+    What ``read_part_files`` reads, holding one batch at a time rather than every
+    row: a run's compaction streams through it, so the driver's memory does not
+    grow with the run.
+
+    Raises:
+        ResultsError: A file is not readable Parquet or does not fit ``schema``; the
+            message names the file.
+    """
+    filesystem = pafs.LocalFileSystem()
+    paths = [os.path.abspath(path) for path in files]
+    for path in paths:
+        dataset = ds.dataset(
+            [path],
+            schema=schema,
+            format="parquet",
+            filesystem=filesystem,
+            partitioning=_PARTITIONING,
+            partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
+        )
+        batches = iter(dataset.to_batches(columns=list(schema.names), use_threads=False))
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            except (pa.ArrowException, OSError) as exc:
+                raise _diagnose([path], schema, exc, filesystem) from exc
+            yield batch
 
 
 def one_row_per(table: pa.Table, key: list[str], *, keep: Literal["first", "last"]) -> pa.Table:

@@ -9,8 +9,9 @@ disk, so a crash between the two leaves only orphan steps, which readers drop
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -28,7 +29,7 @@ from crabray.results._layout import (
     part_files,
     partition_dir,
 )
-from crabray.results.dataset import one_row_per, read_part_files
+from crabray.results.dataset import iter_part_batches
 from crabray.results.schema import (
     EPISODES_SCHEMA,
     STEP_KEY,
@@ -40,6 +41,9 @@ from crabray.results.schema import (
 logger = logging.getLogger(__name__)
 
 _COMPRESSION = "zstd"
+_ROW_GROUP_ROWS = 16 * 1024
+"""Rows buffered before the merged file of a compaction gets a row group."""
+_GATHER_BATCHES = 256
 
 
 def _write_parquet(path: Path, table: pa.Table) -> None:
@@ -173,20 +177,76 @@ class ResultSink:
         self._compact("episodes", EPISODES_SCHEMA, ["episode_id"])
 
     def _compact(self, table: Table, schema: pa.Schema, identity: list[str]) -> None:
+        """Stream the partition's parts into one file, the first row of each identity kept.
+
+        Only the identity keys seen so far are held, never the rows: the
+        driver's memory does not grow with the run's length.
+        """
         directory = self._dir(table)
         parts = part_files(directory)
         if len(parts) <= 1:
             return
-        merged = read_part_files(parts, schema)
         # Repeats are left by a compaction killed between committing and deleting.
-        merged = one_row_per(merged, identity, keep="first")
-        _write_parquet(directory / f"{new_part_stem()}{PART_SUFFIX}", merged)
+        rows = _first_of_each(iter_part_batches(parts, schema), identity)
+        kept = 0
+
+        def write(handle: BinaryIO) -> None:
+            nonlocal kept
+            with pq.ParquetWriter(handle, schema, compression=_COMPRESSION) as writer:
+                for group in _row_groups(rows, schema):
+                    writer.write_table(group)
+                    kept += group.num_rows
+
+        _write_parquet_stream(directory / f"{new_part_stem()}{PART_SUFFIX}", write)
         for part in parts:
             part.unlink()
         logger.info(
-            "run %s: compacted %d %s files into one (%d rows)",
-            self.run_id,
-            len(parts),
-            table,
-            merged.num_rows,
+            "run %s: compacted %d %s files into one (%d rows)", self.run_id, len(parts), table, kept
         )
+
+
+def _write_parquet_stream(path: Path, write: Callable[[BinaryIO], None]) -> None:
+    """Commit what ``write`` writes as ``path``; a part it could not read is named as such.
+
+    Raises:
+        ResultsError: From reading a part (naming it), or the file could not be written.
+    """
+    try:
+        atomic_write(path, write)
+    except ResultsError as exc:
+        if isinstance(exc.__cause__, ResultsError):
+            raise exc.__cause__ from exc
+        raise
+
+
+def _first_of_each(
+    batches: Iterable[pa.RecordBatch], identity: list[str]
+) -> Iterable[pa.RecordBatch]:
+    """Each batch without the rows whose identity an earlier row already had."""
+    seen: set[tuple[Any, ...]] = set()
+    for batch in batches:
+        keep = []
+        for key in zip(*(batch.column(name).to_pylist() for name in identity), strict=True):
+            keep.append(key not in seen)
+            seen.add(key)
+        yield batch if all(keep) else batch.filter(pa.array(keep, pa.bool_()))
+
+
+def _row_groups(batches: Iterable[pa.RecordBatch], schema: pa.Schema) -> Iterable[pa.Table]:
+    """Batches gathered into tables of about ``_ROW_GROUP_ROWS`` rows (parts hold few rows).
+
+    Every ``_GATHER_BATCHES`` batches are copied into one: a batch read from a
+    small part file holds buffers much larger than its rows.
+    """
+    pending: list[pa.RecordBatch] = []
+    size = 0
+    for batch in batches:
+        pending.append(batch)
+        size += batch.num_rows
+        if size >= _ROW_GROUP_ROWS:
+            yield pa.Table.from_batches(pending, schema)
+            pending, size = [], 0
+        elif len(pending) >= _GATHER_BATCHES:
+            pending = [pa.Table.from_batches(pending, schema).combine_chunks().to_batches()[0]]
+    if pending:
+        yield pa.Table.from_batches(pending, schema)
