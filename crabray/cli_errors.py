@@ -19,11 +19,8 @@ from rich.markup import escape
 
 from crabray.core.errors import CrabrayError
 
-SUITE_PROBLEMS_EXIT = 1
-"""A suite with problems: every problem is listed (``tasks validate`` fails with it)."""
-
 ERROR_EXIT = 2
-"""Any other refused input or failed command."""
+"""Bad input (a suite with problems included: every problem is listed) or a failed command."""
 
 _OS_ADVICE = {
     errno.ENOTDIR: "a part of it is a file, not a directory; give a directory path",
@@ -52,7 +49,7 @@ def show_error(exc: BaseException, errors: Console) -> int | None:
         for problem in exc.errors:
             errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
         errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
-        return SUITE_PROBLEMS_EXIT
+        return ERROR_EXIT
     message = _message(exc)
     if message is None:
         return None

@@ -26,7 +26,7 @@ def test_validate_reports_every_bad_module_with_file_and_field(tmp_path: Path) -
     (tmp_path / "bad_task.py").write_text(BAD_TASK)
     (tmp_path / "broken.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")
     done = crabray("tasks", "validate", str(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "2 problem(s)" in done.stderr
     assert "bad_task.py" in done.stderr
     assert "bad_task.py:9: Task.evaluator: must be an evaluator" in done.stderr
@@ -39,7 +39,7 @@ def test_run_refuses_a_broken_suite_before_starting(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("import no_such_module_xyz\n")
     out = tmp_path / "out"
     done = crabray("run", str(tmp_path), "--agent", "oracle", "--out", str(out))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "broken.py:1" in done.stderr
     assert "no_such_module_xyz" in done.stderr
     assert not (out / "episodes").exists()
@@ -71,7 +71,7 @@ def test_validate_finds_a_solution_outside_the_action_space(tmp_path: Path) -> N
         )
     )
     done = crabray("tasks", "validate", str(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "tasks[t].solution" in done.stderr
     assert "run_command" in done.stderr
 

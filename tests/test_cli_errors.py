@@ -125,7 +125,7 @@ def test_task_json_nested_too_deeply(tmp_path: Path) -> None:
     for command in (["tasks", "validate"], ["run"]):
         extra = ["--agent", "oracle", "--out", str(tmp_path / "out")] if command == ["run"] else []
         done = crabray(*command, str(suite), "--format", "task-json", *extra)
-        assert done.returncode == 1, done.stderr  # a suite problem, listed with its file
+        assert done.returncode == 2, done.stderr  # a suite problem, listed with its file
         assert "Traceback" not in done.stderr
         assert f"{task_file}: is nested too deeply" in done.stderr
     assert not (tmp_path / "out").exists()

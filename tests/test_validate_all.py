@@ -71,7 +71,7 @@ def test_validate_shows_every_problem_of_every_file_at_its_task(tmp_path: Path) 
     result = CliRunner().invoke(
         app, ["tasks", "validate", str(suite)], env={"COLUMNS": "300", "NO_COLOR": "1"}
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.startswith("✗")]
     assert len(lines) == 5, result.output
     assert f"{suite}/broken.py:2: RuntimeError: boom at import" in lines[0]

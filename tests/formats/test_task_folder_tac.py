@@ -106,7 +106,7 @@ def test_evaluator_syntax_is_checked_with_the_images_python(tmp_path: Path) -> N
         files={"Dockerfile": TAC_FROM, "evaluator.py": "def grade_checkpoints(:\n"},
     )
     done = crabray("tasks", "validate", str(suite))
-    assert done.returncode == 1
+    assert done.returncode == 2
     problems = [line for line in done.stderr.splitlines() if line.startswith("✗")]
     assert len(problems) == 1, done.stderr
     assert "broken/evaluator.py" in problems[0] and CRABRAY_BASE_IMAGE in problems[0]

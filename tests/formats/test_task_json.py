@@ -243,7 +243,7 @@ def test_suite_function_cannot_take_a_shipped_name(tmp_path: Path) -> None:
 def test_cli_validate_reports_file_and_field(tmp_path: Path) -> None:
     file = write_task(tmp_path, {"evaluation": {"func": "nope"}})
     done = crabray("tasks", "validate", str(tmp_path))
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert f"{file}: instruction: Field required" in done.stderr
     assert f"{file}: evaluation.func: unknown evaluation function 'nope'" in done.stderr
 

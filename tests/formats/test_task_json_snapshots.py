@@ -106,12 +106,12 @@ def test_the_cli_reports_a_bad_snapshot_setting_against_its_file_and_table(
     root = suite(tmp_path, '[docker.default]\nimag = "crabray/busybox"\n')
     out = str(tmp_path / "out")
     run = crabray("run", str(root), "--backend", "docker", "--agent", "oracle", "--out", out)
-    assert run.returncode == 1, run.stderr
+    assert run.returncode == 2, run.stderr
     assert f"{root / 'snapshots.toml'}: docker.default.imag:" in run.stderr
     assert "did you mean 'image'?" in run.stderr and "1 problem(s)" in run.stderr
 
     (root / "snapshots.toml").write_text('[local.default]\nroot_dirr = "/srv"\n')
     validate = crabray("tasks", "validate", str(root))
-    assert validate.returncode == 1, validate.stderr
+    assert validate.returncode == 2, validate.stderr
     assert f"{root / 'snapshots.toml'}: local.default.root_dirr:" in validate.stderr
     assert "did you mean 'root_dir'?" in validate.stderr
