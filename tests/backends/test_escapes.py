@@ -56,14 +56,6 @@ NOT_ISOLATED: dict[str, dict[str, str]] = {
 """Per backend (contract id): escape -> why the backend does not prevent it."""
 
 
-FIFO_BLOCKS = {
-    kind: "known defect: get_file over SFTP blocks on a FIFO the agent planted (and holds "
-    "the connection), so this test would hang instead of failing"
-    for kind in ("ssh", "vm")
-}
-"""Backends on which reading a planted FIFO blocks the driver (not run: it would hang)."""
-
-
 KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 """(backend, escape) -> a defect of the backend that is not an escape but fails the test."""
 
@@ -312,8 +304,6 @@ def test_planted_symlink_to_a_host_file(
 def test_a_fifo_does_not_hang_the_driver(
     contract_kind: str, backend_factory: BackendFactory
 ) -> None:
-    if _family(contract_kind) in FIFO_BLOCKS:
-        pytest.skip(f"{contract_kind}: {FIFO_BLOCKS[_family(contract_kind)]}")
     backend = backend_factory()
     assert backend.exec("mkfifo pipe").exit_code == 0
     outcome: list[BaseException | bytes] = []

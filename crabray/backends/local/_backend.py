@@ -60,7 +60,12 @@ from crabray.backends.display import DisplayHook
 from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
-from crabray.backends.local._isolation import choose_isolation, host_user, start_holder
+from crabray.backends.local._isolation import (
+    choose_isolation,
+    host_user,
+    memory_prefix,
+    start_holder,
+)
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -112,6 +117,8 @@ class LocalBackend(Backend):
         self.settings = parse_local_settings(config.backend_settings)
         self._root: Path | None = None
         self._shell: str | None = None
+        self._bound: list[str] = []
+        """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``)."""
         self._closed = False
         self._groups = ProcessGroups()
         self._display = DisplayHook(self.settings.display, config.name)
@@ -159,6 +166,7 @@ class LocalBackend(Backend):
                 f"local sandbox of '{self.config.name}': shell '{self.settings.shell}' "
                 "(backend_settings.shell) is not an executable on this host"
             )
+        self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
         root = self.settings.root_dir or Path(tempfile.gettempdir())
         try:
@@ -286,7 +294,7 @@ class LocalBackend(Backend):
             )
         try:
             proc = subprocess.Popen(
-                argv,
+                [*self._bound, *argv],
                 cwd=run_dir,
                 env=run_env,
                 stdin=subprocess.DEVNULL,
@@ -355,7 +363,9 @@ class LocalBackend(Backend):
             "TERM": "dumb",
             **self._display.env,
         }
-        return launch_guest(argv, sandbox / WORK_DIR, run_env, self._groups, self.config.name)
+        return launch_guest(
+            [*self._bound, *argv], sandbox / WORK_DIR, run_env, self._groups, self.config.name
+        )
 
     def _confined_dir_missing(self, inside: str) -> bool:
         """Whether sandbox directory ``inside`` is known to be missing (checked inside the sandbox).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Literal
@@ -102,3 +103,26 @@ def host_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return f"uid {os.getuid()}"
+
+
+def memory_prefix(memory_mb: int | None, name: str) -> list[str]:
+    """The command prefix that bounds a process's address space to ``memory_mb`` MiB.
+
+    Every process of the sandbox is started through it (commands and the guest,
+    confined or not; confined ones enter the namespaces with ``nsenter`` rather
+    than descend from the holder, so the bound goes on each entry), and what a
+    process starts inherits it. Empty when ``memory_mb`` is unset.
+
+    Raises:
+        SandboxError: ``memory_mb`` is set and util-linux's ``prlimit`` is not on PATH.
+    """
+    if memory_mb is None:
+        return []
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        raise SandboxError(
+            f"local sandbox of '{name}': backend_settings.memory_mb needs util-linux's "
+            "'prlimit' on PATH (apt-get install util-linux), or drop the setting"
+        )
+    limit = memory_mb * 2**20
+    return [prlimit, f"--as={limit}:{limit}", "--"]

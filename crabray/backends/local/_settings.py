@@ -40,6 +40,15 @@ class LocalSettings(BackendSettings):
         description="Confined sandboxes only: share the host's network. Without it a confined "
         "sandbox has only its own loopback. Unconfined sandboxes always have the host's.",
     )
+    memory_mb: int | None = Field(
+        default=None,
+        ge=16,
+        description="Bound on the address space (RLIMIT_AS, in MiB) of every process the "
+        "sandbox runs, each on its own: commands, what they start and the Python guest. An "
+        "allocation past it fails inside the sandbox (MemoryError, ENOMEM) and the sandbox "
+        "stays usable. Unset (the default): no bound. Confined, the sandbox cannot raise it; "
+        "unconfined as root, a process could.",
+    )
     display: DisplaySetting = Field(
         default=False,
         description="A private X server (Xvfb) for desktop actions: true for 1280x800x24, or a "

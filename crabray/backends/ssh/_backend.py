@@ -300,11 +300,16 @@ class SshBackend(Backend):
 
     @override
     def get_file(self, path: str) -> bytes:
-        """Read a file under the sandbox directory.
+        """Read a regular file under the sandbox directory.
+
+        Anything else (a FIFO, a device, a socket the agent planted) is refused
+        before it is opened: the SFTP server opens files blocking, so a FIFO
+        would hold it, and with it this connection, until something writes.
 
         Raises:
-            SandboxFileError: The path is outside the sandbox, missing, a
-                directory, or cannot be read.
+            SandboxFileError: The path is outside the sandbox, missing, not a
+                regular file, cannot be read, or its read stalled longer than
+                ``file_stall_sec``.
             SandboxError: The connection failed (after reconnecting).
         """
         target = self._resolve(path, "read")
@@ -317,11 +322,15 @@ class SshBackend(Backend):
                 raise SandboxFileError(
                     f"cannot read '{path}': no such file in the sandbox {self._root}"
                 ) from None
-            if stat.S_ISDIR(attrs.st_mode or 0):
+            mode = attrs.st_mode or 0
+            if stat.S_ISDIR(mode):
                 raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
-            buffer = io.BytesIO()
-            sftp.getfo(target, buffer)
-            return buffer.getvalue()
+            if not stat.S_ISREG(mode):
+                raise SandboxFileError(
+                    f"cannot read '{path}': {target} is not a regular file "
+                    f"(mode {stat.filemode(mode)}); only regular files are read"
+                )
+            return self._read_bounded(sftp, target, path, attrs.st_size or 0)
 
         data = self._sftp_call(read, "read", path)
         logger.debug("got %d bytes from %s", len(data), target)
@@ -516,6 +525,51 @@ class SshBackend(Backend):
                         f"{exc or type(exc).__name__}"
                     ) from exc
         raise AssertionError("unreachable")
+
+    def _read_bounded(self, sftp: paramiko.SFTPClient, target: str, path: str, size: int) -> bytes:
+        """Read ``target`` whole, waiting at most ``file_stall_sec`` for any one reply.
+
+        The type check before it can be raced (the agent swaps a FIFO in after
+        the stat): then the server blocks in its open, this wait times out, and
+        the session, whose server is stuck, is dropped so the next call opens a
+        fresh one. Call with ``self._lock`` held (``_sftp_call`` does).
+
+        Raises:
+            SandboxFileError: A reply took longer than ``file_stall_sec``.
+        """
+        channel = sftp.get_channel()
+        if channel is None:
+            raise paramiko.SSHException("the SFTP session has no channel")
+        channel.settimeout(self.settings.file_stall_sec)
+        try:
+            handle = sftp.open(target, "rb")
+            try:
+                handle.prefetch(size)
+                data = handle.read()
+            except TimeoutError:
+                raise
+            except BaseException:
+                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                    handle.close()
+                raise
+            handle.close()
+            return data
+        except TimeoutError as exc:
+            self._drop_sftp()
+            raise SandboxFileError(
+                f"cannot read '{path}': no reply for {self.settings.file_stall_sec:g} s "
+                f"(is {target} still a regular file?); gave up so the sandbox cannot hang "
+                "the driver"
+            ) from exc
+        finally:
+            channel.settimeout(None)
+
+    def _drop_sftp(self) -> None:
+        """Forget the SFTP session (its server is stuck); the next file call opens a new one."""
+        sftp, self._sftp = self._sftp, None
+        if sftp is not None:
+            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+                sftp.close()
 
     def _live_transport(self) -> paramiko.Transport:
         """The connection's transport, reconnecting first if the link is known to be dead."""

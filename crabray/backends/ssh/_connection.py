@@ -80,6 +80,13 @@ class SshSettings(BackendSettings):
         "(a hypervisor hook, a service restart); a non-zero exit fails the reset.",
     )
     reset_timeout_sec: float = Field(default=300.0, gt=0, description="Timeout of `reset_command`.")
+    file_stall_sec: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest wait for one SFTP reply while reading a file: a read that "
+        "stalls longer (a FIFO swapped in after the check) fails as a file error and the "
+        "SFTP session is replaced, so nothing the sandbox plants can hang the driver.",
+    )
     shell: str = Field(
         default="/bin/sh", min_length=1, description="Remote shell that runs string commands."
     )

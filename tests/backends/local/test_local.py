@@ -471,3 +471,16 @@ def _remove_into(tree: Path, errors: list[BaseException]) -> None:
         _remove(tree)
     except BaseException as exc:
         errors.append(exc)
+
+
+def test_memory_mb_bounds_unconfined_commands_too(local: LocalBackend, tmp_path: Path) -> None:
+    allocate = 'python3 -c "b = bytearray(200 * 2**20)"'
+    assert local.exec(allocate).exit_code == 0, "unbounded, 200 MB must fit"
+    bounded = LocalBackend(make_config(tmp_path, name="bounded", memory_mb=64))
+    bounded.start()
+    try:
+        refused = bounded.exec(allocate)
+        assert refused.exit_code != 0 and "MemoryError" in refused.stderr, refused
+        assert bounded.exec("echo still here").stdout == "still here\n"
+    finally:
+        bounded.close()

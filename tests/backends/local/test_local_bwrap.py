@@ -306,3 +306,24 @@ def test_files_put_by_the_driver_belong_to_the_sandbox_user(jail: LocalBackend) 
     assert changed.exit_code == 0, changed
     assert jail.get_file("moved") == b"from the driver\nmore\n"
     assert jail.exec("id -un").stdout == "user\n"
+
+
+ALLOCATE_200_MB = 'python3 -c "b = bytearray(200 * 2**20)"'
+
+
+def test_memory_mb_bounds_commands_and_the_guest_and_the_sandbox_stays_usable(
+    jail: LocalBackend, tmp_path: Path
+) -> None:
+    assert jail.exec(ALLOCATE_200_MB).exit_code == 0, "unbounded, 200 MB must fit"
+    bounded = LocalBackend(make_config(tmp_path, memory_mb=64))
+    bounded.start()
+    try:
+        refused = bounded.exec(ALLOCATE_200_MB)
+        assert refused.exit_code != 0 and "MemoryError" in refused.stderr, refused
+        assert bounded.exec("echo still here").stdout == "still here\n"
+        bounded.check_python()  # from here on, commands run through the guest
+        refused = bounded.exec(ALLOCATE_200_MB)
+        assert refused.exit_code != 0 and "MemoryError" in refused.stderr, refused
+        assert bounded.exec("echo still here").stdout == "still here\n"
+    finally:
+        bounded.close()

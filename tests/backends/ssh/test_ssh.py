@@ -231,6 +231,37 @@ def test_paths_are_confined_to_the_sandbox(sshd: Sshd, make: Any, tmp_path: Path
     assert backend.exec('cat "$HOME/abs.txt"').stdout == "inside"
 
 
+def test_a_fifo_swapped_in_after_the_type_check_fails_the_read_within_the_stall_bound(
+    sshd: Sshd, make: Any
+) -> None:
+    """The stat before the open can be raced; the bounded read behind it must still give up."""
+    backend = make(sshd, file_stall_sec=2)
+    backend.start()
+    assert backend.exec("mkfifo pipe && echo kept > file.txt").exit_code == 0
+    target = f"{backend.workdir}/pipe"
+    started = time.monotonic()
+    try:
+        with pytest.raises(SandboxFileError, match="no reply for 2 s"):
+            backend._sftp_call(
+                lambda sftp: backend._read_bounded(sftp, target, "pipe", 0), "read", "pipe"
+            )
+        assert time.monotonic() - started < 60
+        assert backend.get_file("file.txt") == b"kept\n"
+    finally:
+        backend.exec(": > pipe", timeout_sec=5)  # lets the stuck SFTP server finish
+
+
+def test_only_regular_files_are_read(sshd: Sshd, make: Any) -> None:
+    backend = make(sshd)
+    backend.start()
+    assert backend.exec("mkfifo pipe && mkdir dir && ln -s pipe link").exit_code == 0
+    for path, reason in (("pipe", "not a regular file"), ("link", "not a regular file")):
+        with pytest.raises(SandboxFileError, match=reason):
+            backend.get_file(path)
+    with pytest.raises(SandboxFileError, match="is a directory"):
+        backend.get_file("dir")
+
+
 def test_timeout_and_reset_kill_processes_that_left_the_process_group(
     sshd: Sshd, make: Any
 ) -> None:
