@@ -64,6 +64,7 @@ from crabray.backends.ssh._remote import (
     list_script,
     make_script,
     posix_login_shell,
+    release_fifo_script,
     run,
     run_on,
     wipe_script,
@@ -556,6 +557,7 @@ class SshBackend(Backend):
             return data
         except TimeoutError as exc:
             self._drop_sftp()
+            self._release_fifo(target)
             raise SandboxFileError(
                 f"cannot read '{path}': no reply for {self.settings.file_stall_sec:g} s "
                 f"(is {target} still a regular file?); gave up so the sandbox cannot hang "
@@ -563,6 +565,13 @@ class SshBackend(Backend):
             ) from exc
         finally:
             channel.settimeout(None)
+
+    def _release_fifo(self, target: str) -> None:
+        """Let the SFTP server stuck opening a FIFO at ``target`` finish, so it does not linger."""
+        try:
+            self._admin(release_fifo_script(target), f"release the SFTP server stuck on {target}")
+        except CrabrayError as exc:
+            logger.warning("an SFTP server may stay blocked on %s: %s", target, exc)
 
     def _drop_sftp(self) -> None:
         """Forget the SFTP session (its server is stuck); the next file call opens a new one."""

@@ -117,6 +117,17 @@ def kill_exec_script(pid: int | None, marker: str) -> str:
     return _KILL_FUNCTION + group + f'crabray_kill "{EXEC_VAR}={marker}" ""'
 
 
+def release_fifo_script(path: str) -> str:
+    """Open the FIFO at ``path`` (if it is one) read-write once and close it again.
+
+    An SFTP server blocked in opening that FIFO for reading gets its open,
+    then end-of-file, and exits instead of waiting for a writer forever.
+    Opening read-write never blocks; it creates or changes nothing.
+    """
+    quoted = shlex.quote(path)
+    return f"if [ -p {quoted} ]; then exec 3<>{quoted}; fi; exit 0"
+
+
 def list_script(remote_root: str) -> str:
     """List ``<sandbox>\\t<owner record>`` for every sandbox under ``remote_root``."""
     return (

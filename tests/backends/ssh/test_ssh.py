@@ -6,6 +6,7 @@ skipped with the install command when ``sshd`` is missing, failed under ``CI=tru
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -231,24 +232,50 @@ def test_paths_are_confined_to_the_sandbox(sshd: Sshd, make: Any, tmp_path: Path
     assert backend.exec('cat "$HOME/abs.txt"').stdout == "inside"
 
 
-def test_a_fifo_swapped_in_after_the_type_check_fails_the_read_within_the_stall_bound(
-    sshd: Sshd, make: Any
+def _fifo_openers() -> set[int]:
+    """Host processes blocked opening a FIFO (the test sshd and its SFTP servers run here)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (entry / "wchan").read_text() == "wait_for_partner":
+                found.add(int(entry.name))
+    return found
+
+
+def _require_visible_fifo_openers(tmp_path: Path) -> None:
+    """Skip unless this host shows a process blocked opening a FIFO (``wchan``)."""
+    fifo = tmp_path / "probe-fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.DEVNULL)
+    try:
+        if not wait_until(lambda: reader.pid in _fifo_openers(), within_sec=10):
+            pytest.skip("/proc/PID/wchan does not show FIFO waits here (run as root on Linux)")
+    finally:
+        reader.kill()
+        reader.wait()
+
+
+def test_a_fifo_swapped_in_after_the_type_check_fails_the_read_and_leaves_no_server(
+    sshd: Sshd, make: Any, tmp_path: Path
 ) -> None:
-    """The stat before the open can be raced; the bounded read behind it must still give up."""
+    """The stat before the open can be raced: the bounded read behind it must still give up,
+    and the SFTP server stuck opening the FIFO must not stay behind."""
+    _require_visible_fifo_openers(tmp_path)
     backend = make(sshd, file_stall_sec=2)
     backend.start()
     assert backend.exec("mkfifo pipe && echo kept > file.txt").exit_code == 0
     target = f"{backend.workdir}/pipe"
+    before = _fifo_openers()
     started = time.monotonic()
-    try:
-        with pytest.raises(SandboxFileError, match="no reply for 2 s"):
-            backend._sftp_call(
-                lambda sftp: backend._read_bounded(sftp, target, "pipe", 0), "read", "pipe"
-            )
-        assert time.monotonic() - started < 60
-        assert backend.get_file("file.txt") == b"kept\n"
-    finally:
-        backend.exec(": > pipe", timeout_sec=5)  # lets the stuck SFTP server finish
+    with pytest.raises(SandboxFileError, match="no reply for 2 s"):
+        backend._sftp_call(
+            lambda sftp: backend._read_bounded(sftp, target, "pipe", 0), "read", "pipe"
+        )
+    assert time.monotonic() - started < 60
+    assert backend.get_file("file.txt") == b"kept\n"
+    assert wait_until(lambda: not _fifo_openers() - before, within_sec=10), (
+        "an SFTP server still waits to open the FIFO"
+    )
 
 
 def test_only_regular_files_are_read(sshd: Sshd, make: Any) -> None:
