@@ -183,7 +183,7 @@ class LocalBackend(Backend):
             self._display.start(cwd=sandbox)
             if isolation == "bwrap":
                 self._holder = start_holder(
-                    sandbox, self.config.name, self.settings.network, self._display
+                    sandbox, self.config.name, self.settings.network, self._display, self._bound
                 )
         except SandboxError:
             self._display.close()
@@ -224,7 +224,7 @@ class LocalBackend(Backend):
             ) from exc
         if self._isolation == "bwrap":
             self._holder = start_holder(
-                sandbox, self.config.name, self.settings.network, self._display
+                sandbox, self.config.name, self.settings.network, self._display, self._bound
             )
         logger.debug("reset local sandbox %s", sandbox)
 

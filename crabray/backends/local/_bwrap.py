@@ -185,6 +185,7 @@ class Holder:
         label: Who it serves, for messages (the environment name).
         network: Share the host's network instead of an empty network namespace.
         extra_binds: Host paths made visible at the same path inside (an X socket).
+        bound: Command prefix the holder starts through (a ``prlimit`` memory bound).
     """
 
     def __init__(
@@ -194,11 +195,13 @@ class Holder:
         label: str,
         network: bool = False,
         extra_binds: tuple[str, ...] = (),
+        bound: tuple[str, ...] = (),
     ) -> None:
         self.root = root
         self.label = label
         self.network = network
         self.extra_binds = extra_binds
+        self.bound = bound
         self.identity = identity()
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid1: int | None = None
@@ -271,7 +274,7 @@ class Holder:
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(
-                self.bwrap_argv(found, write_fd, etc_fds),
+                [*self.bound, *self.bwrap_argv(found, write_fd, etc_fds)],
                 pass_fds=(write_fd, *etc_fds.values()),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -65,8 +65,12 @@ def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
     return "none"
 
 
-def start_holder(sandbox: Path, name: str, network: bool, display: DisplayHook) -> bwrap.Holder:
+def start_holder(
+    sandbox: Path, name: str, network: bool, display: DisplayHook, bound: list[str]
+) -> bwrap.Holder:
     """Start the bubblewrap holder of a confined sandbox; its X socket is bound in when it has one.
+
+    ``bound`` (from :func:`memory_prefix`) bounds the holder and its process 1 too.
 
     Raises:
         SandboxError: bwrap failed to set the namespaces up.
@@ -77,6 +81,7 @@ def start_holder(sandbox: Path, name: str, network: bool, display: DisplayHook) 
         label=name,
         network=network,
         extra_binds=(screen.socket_path,) if screen is not None else (),
+        bound=tuple(bound),
     )
     holder.start()
     return holder

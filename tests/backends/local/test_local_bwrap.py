@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -321,6 +322,8 @@ def test_memory_mb_bounds_commands_and_the_guest_and_the_sandbox_stays_usable(
         refused = bounded.exec(ALLOCATE_200_MB)
         assert refused.exit_code != 0 and "MemoryError" in refused.stderr, refused
         assert bounded.exec("echo still here").stdout == "still here\n"
+        pid1_limits = bounded.exec("cat /proc/1/limits").stdout
+        assert re.search(r"Max address space\s+67108864\s+67108864", pid1_limits), pid1_limits
         bounded.check_python()  # from here on, commands run through the guest
         refused = bounded.exec(ALLOCATE_200_MB)
         assert refused.exit_code != 0 and "MemoryError" in refused.stderr, refused
