@@ -164,7 +164,9 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: P
             cluster.remove_node(only)
             removed.append(time.monotonic())
 
-    settings = SchedulerSettings(run_id="lost", concurrency=2, host_wait_sec=5.0)
+    settings = SchedulerSettings(
+        run_id="lost", concurrency=2, max_steps=None, pooling=True, warm=0, host_wait_sec=5.0
+    )
     scheduler = Scheduler(suite, settings, sink.write, on_submit=lose_the_node_at_first_dispatch)
     items = [SweepItem(task_id=t, agent=agent_spec("oracle")) for t in suite.task_ids]
     outcome: list[BaseException | None] = []
