@@ -8,12 +8,14 @@
 #   docker.io busybox-static                 the Docker backend (images built from busybox)
 #   debootstrap                              crabray/debian and the images on it (envs/debian)
 #   qemu-system-x86 qemu-utils dropbear-bin cpio   the VM backend (envs/vm/build.sh)
+#   python3                                  Debian's interpreter, copied into the test VM
+#                                            that runs plain-Python actions (CRABRAY_VM_PYTHON=1)
 # Safe to run again: it installs only what is missing. Needs root (or sudo);
 # without it, it prints what to install and the tests that need those packages
 # skip with the same hint (outside CI, where they fail instead).
 set -euo pipefail
 packages=(chromium xvfb xdotool x11-apps x11-utils openssh-server bubblewrap
-  docker.io busybox-static debootstrap qemu-system-x86 qemu-utils dropbear-bin cpio)
+  docker.io busybox-static debootstrap qemu-system-x86 qemu-utils dropbear-bin cpio python3)
 start_dockerd() {
   # Runs on exit, whatever was installed: dockerd may be installed but not running.
   command -v dockerd >/dev/null 2>&1 || return 0
