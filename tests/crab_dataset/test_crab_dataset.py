@@ -145,3 +145,26 @@ def test_oracle_passes_noop_fails_and_the_ocr_task_fails_with_its_reason(tmp_pat
     for agent in (oracle, noop):
         assert agent.termination_reason[NEEDS_OCR] == "setup_error"
         assert "'notes_ocr_engine'" in agent.error[NEEDS_OCR]
+
+
+def test_task_generator_builds_what_the_format_builds() -> None:
+    """CRAB's ``TaskGenerator(subtasks=...).get_task_from_file`` (crab-benchmark-v0's main.py)."""
+    from crabray import TaskGenerator
+
+    suite = load_suite(resolve_suite(DATASET))
+    subtasks = [s for s in _module_values(suite) if type(s).__name__ == "SubTask"]
+    generator = TaskGenerator(subtasks=subtasks)
+    for task_id in ("two-dirs-then-copy", "note-then-submit"):
+        loaded = suite.entry(task_id).task
+        built = generator.get_task_from_file(loaded.metadata["file"])
+        assert built.id == task_id
+        assert built.description == loaded.description
+        assert sorted((u.label, v.label) for u, v in built.evaluator.graph.edges) == sorted(
+            (u.label, v.label) for u, v in loaded.evaluator.graph.edges
+        )
+        assert [a.name for a in built.extra_actions] == [a.name for a in loaded.extra_actions]
+
+
+def _module_values(suite: object) -> list[object]:
+    modules = [m for name, m in sys.modules.items() if name.startswith("crabray_dataset_")]
+    return [s for m in modules for v in vars(m).values() if isinstance(v, list) for s in v]

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from crabray.core import ROOT_ENV, Action, Evaluator, SubTask, Task, evaluator
 from crabray.core.errors import ConfigError, GraphError
 from crabray.core.graph import GraphEvaluator
+from crabray.core.task_generator import compose_evaluators, parse_order, unique_actions
 from crabray.formats.crab_dataset._missing import MissingModuleError, missing_modules
 from crabray.formats.steps import closed_action
 from crabray.formats.suite import SuiteErrors
@@ -216,7 +217,7 @@ class _Builder:
         if self.problems:
             return None
         chosen = [uses[i] for i in order.nodes]
-        actions = _unique(
+        actions = unique_actions(
             a for s in chosen if s is not None for a in (*s.setup, *s.teardown, *s.extra_action)
         )
         self._needs(chosen, graphs)
@@ -284,11 +285,7 @@ class _Builder:
 
     def _adjlist(self) -> nx.DiGraph[int] | None:
         try:
-            graph: nx.DiGraph[int] = nx.DiGraph(
-                nx.parse_adjlist(
-                    self.doc.adjlist.split("\n"), nodetype=int, create_using=nx.DiGraph
-                )
-            )
+            graph = parse_order(self.doc.adjlist)
         except (TypeError, ValueError) as exc:
             self.problems.append(
                 ("adjlist", f"is not an adjacency list of task indices ('0 1\\n1'): {exc}")
@@ -373,19 +370,18 @@ class _Builder:
     def _combine(
         self, order: nx.DiGraph[int], graphs: dict[int, nx.DiGraph[Evaluator] | None]
     ) -> GraphEvaluator | None:
-        parts = [g for g in graphs.values() if g is not None]
+        if any(g is None for g in graphs.values()):
+            return None  # reported already
+        keys = list(graphs)
+        position = {key: i for i, key in enumerate(keys)}
         try:
-            combined: nx.DiGraph[Evaluator] = nx.DiGraph(nx.union_all(parts))
+            combined = compose_evaluators(
+                [graphs[k] for k in keys],  # type: ignore[misc]
+                [(position[u], position[v]) for u, v in order.edges],
+            )
         except nx.NetworkXError as exc:
             self.problems.append(("tasks", f"the subtasks' evaluator graphs overlap: {exc}"))
             return None
-        for before, after in order.edges:
-            first, then = graphs[before], graphs[after]
-            if first is None or then is None:
-                continue  # reported already
-            sinks = [n for n, degree in first.out_degree() if degree == 0]
-            sources = [n for n, degree in then.in_degree() if degree == 0]
-            combined.add_edges_from((s, t) for s in sinks for t in sources)
         try:
             return GraphEvaluator(combined)
         except GraphError as exc:
@@ -400,9 +396,9 @@ class _Builder:
                 id=self.doc.id,
                 description=self.doc.description,
                 evaluator=graph,
-                setup=_unique(a for s in subtasks for a in s.setup),
-                teardown=_unique(a for s in subtasks for a in s.teardown),
-                extra_actions=_unique(a for s in subtasks for a in s.extra_action),
+                setup=unique_actions(a for s in subtasks for a in s.setup),
+                teardown=unique_actions(a for s in subtasks for a in s.teardown),
+                extra_actions=unique_actions(a for s in subtasks for a in s.extra_action),
                 metadata=self._metadata(extra),
             )
         except ValidationError as exc:
@@ -436,8 +432,3 @@ class _Builder:
             setup=[closed_action("missing_module", message, refuse, local=True)],
             metadata={**self._metadata(set()), "warnings": [message]},
         )
-
-
-def _unique(actions: Any) -> list[Action]:
-    """Each action once (CRAB gathers them in a set), in the order first met."""
-    return list(dict.fromkeys(actions))

@@ -16,9 +16,14 @@ none is named).
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
 import itertools
 import json
 import logging
+import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -116,18 +121,32 @@ class CrabDatasetFormat(SuiteFormat):
 
 
 def _import_modules(path: Path, errors: list[ConfigError]) -> list[tuple[Path, ModuleType]]:
+    """Import the dataset's modules as one package, so that they may import one another
+    relatively (crab-benchmark-v0's ``from .ubuntu_subtasks import *``) or by name."""
+    package = _package(path)
     modules = []
     with standing_in(path) as stood_in:
         for file in python_format._modules(path):
             try:
-                modules.append((file, python_format._import(file)))
-            except SuiteErrors as exc:
-                errors += exc.errors
-            except ConfigError as exc:
-                errors.append(exc)
+                modules.append((file, importlib.import_module(f"{package}.{file.stem}")))
+            except Exception as exc:
+                errors += python_format._load_errors(file, file.resolve(), exc)
     for module, importer in stood_in.items():
         logger.info("%s: module '%s' is not installed; tasks needing it fail", importer, module)
     return modules
+
+
+def _package(path: Path) -> str:
+    """A package named for the folder (unique per path) whose modules are the folder's files."""
+    folder = str(path.resolve())
+    name = f"crabray_dataset_{hashlib.sha1(folder.encode()).hexdigest()[:12]}"
+    if name not in sys.modules:
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [folder]
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return name
 
 
 def _subtasks(modules: list[tuple[Path, ModuleType]], errors: list[ConfigError]) -> Subtasks:
