@@ -104,6 +104,16 @@ def test_a_missing_optional_module_fails_only_the_task_that_uses_it_in_the_episo
         __import__("notes_ocr_engine")
 
 
+def test_a_part_that_runs_in_its_sandbox_takes_its_imports_there(tmp_path: Path) -> None:
+    """``~screen_has_text`` runs in the episode, but its plain part runs in the sandbox."""
+    folder = _copy(tmp_path)
+    blank = {"task": "bbd58e57-7877-4df9-a694-dc92233491d6", "attribute": {}, "output": None}
+    _task_file(folder, "blank-screen", [blank], "0")
+    task = load(folder).entry("blank-screen").task
+    assert task.setup == []
+    assert "warnings" not in task.metadata
+
+
 def test_validate_names_file_line_field_and_reason(tmp_path: Path) -> None:
     folder = _copy(tmp_path)
     write = {"task": WRITE, "attribute": {"file_path": "/home/user/x"}, "output": None}

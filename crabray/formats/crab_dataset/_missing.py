@@ -182,6 +182,9 @@ def standing_in(folder: Path) -> Iterator[dict[str, str]]:
 def missing_modules(act: Action) -> dict[str, str]:
     """The missing modules (and the files importing them) the code of ``act`` reaches here.
 
+    ``act`` runs in the episode; an action it reaches that runs in its sandbox
+    (a plain part of ``~a`` or ``a & b``) is not followed.
+
     Follows the function's global names and closure, into functions and
     classes of the same module and the attributes of its module-level objects;
     an action that runs in its sandbox imports its modules there, so callers
@@ -201,7 +204,8 @@ def _walk(obj: Any, found: dict[str, str], seen: set[int], home: str | None) -> 
         found.setdefault(*missing)
         return
     if isinstance(obj, Action):
-        _walk(obj.entry, found, seen, None)
+        if not obj.runs_in_sandbox:  # a part that runs in its sandbox imports there
+            _walk(obj.entry, found, seen, None)
     elif isinstance(obj, functools.partial):
         _walk(obj.func, found, seen, home)
         for value in (*obj.args, *obj.keywords.values()):

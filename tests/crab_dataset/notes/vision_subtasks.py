@@ -19,6 +19,14 @@ def screen_shows(text: str, env) -> bool:
 
 
 @evaluator(env_name="ubuntu")
+def screen_has_text() -> bool:
+    import subprocess
+
+    shot = subprocess.run(["import", "-window", "root", "png:-"], capture_output=True).stdout
+    return bool(ocr.read_text(shot))
+
+
+@evaluator(env_name="ubuntu")
 def file_not_empty(file_path: str) -> bool:
     return os.path.isfile(file_path) and os.path.getsize(file_path) > 0
 
@@ -32,6 +40,14 @@ vision_subtasks = [
         evaluator_generator=lambda text: nx.path_graph(
             [screen_shows(text)], create_using=nx.DiGraph
         ),
+    ),
+    SubTask(
+        id="bbd58e57-7877-4df9-a694-dc92233491d6",
+        description="Clear the screen of any text.",
+        attribute_dict={},
+        output_type="None",
+        # ~ runs in the episode, its part in the sandbox: the module is imported there.
+        evaluator_generator=lambda: nx.path_graph([~screen_has_text], create_using=nx.DiGraph),
     ),
     SubTask(
         id="df28c475-9331-4fc1-a442-14ad4904a146",
