@@ -19,6 +19,7 @@ import pytest
 
 from crabray.formats import load_suite, resolve_suite
 from crabray.formats.crab_dataset import load
+from crabray.formats.suite import SuiteErrors
 from crabray.results import read_episodes
 from tests.conftest import ROOT, crabray
 
@@ -112,6 +113,33 @@ def test_a_part_that_runs_in_its_sandbox_takes_its_imports_there(tmp_path: Path)
     task = load(folder).entry("blank-screen").task
     assert task.setup == []
     assert "warnings" not in task.metadata
+
+
+def test_a_benchmark_config_in_a_module_gives_environments_and_limits(tmp_path: Path) -> None:
+    """As crab-benchmark-v0's main.py: a BenchmarkConfig, ``tasks=[]``, CRAB's root actions."""
+    folder = _copy(tmp_path)
+    (folder / "benchmark.py").write_text(
+        "from crabray import BenchmarkConfig, EnvironmentConfig\n"
+        "from crabray.actions import FILE_ACTIONS\n"
+        "from crabray.actions.crab_actions import complete, wait\n\n"
+        "ubuntu = EnvironmentConfig(name='ubuntu', backend='local', action_space=[*FILE_ACTIONS])\n"
+        "benchmark = BenchmarkConfig(name='notes_benchmark', tasks=[], environments=[ubuntu],\n"
+        "    root_action_space=[complete, wait], multienv=True, step_limit=7)\n"
+    )
+    with pytest.raises(SuiteErrors) as caught:
+        load(folder)
+    suite = caught.value.partial
+    assert suite is not None
+    entry = suite.entry("note-then-submit")
+    assert entry.benchmark.name == "notes_benchmark"
+    assert entry.benchmark.step_limit_of(entry.task) == 7
+    assert [a.name for a in entry.benchmark.root_action_space] == ["complete", "wait"]
+    # The solution's run_command is not in this action space: named with file, line, field.
+    done = crabray("tasks", "validate", str(folder))
+    assert done.returncode == 2
+    shown = " ".join((done.stdout + done.stderr).split())
+    draft = folder / "tasks" / "chains" / "draft-then-file.json"
+    assert f"{draft}:25: solution.1.action: no action 'run_command' in environment" in shown
 
 
 def test_validate_names_file_line_field_and_reason(tmp_path: Path) -> None:
