@@ -727,6 +727,9 @@ def tasks_validate(
     ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
     loaded = load_checked_suite(ref)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
+    for entry in loaded.entries.values():
+        for warning in entry.task.metadata.get("warnings", []):
+            console.print(f"[yellow]![/] {escape(str(warning))}")
 
 
 @tasks_app.command(

@@ -55,6 +55,10 @@ def test_detected_and_every_task_valid() -> None:
     assert ref.format == "crab-dataset"
     done = crabray("tasks", "validate", str(DATASET), check=True)
     assert "6 tasks" in done.stdout
+    # The task a missing module stops is valid, and said to fail with its reason.
+    shown = " ".join(done.stdout.split())
+    assert "! task 'screen-text' cannot run here: subtask '0e7bbbc9-" in shown
+    assert "needs the Python module 'notes_ocr_engine'" in shown
 
 
 def test_graphs_are_chained_from_sinks_to_sources_as_crab_does() -> None:
