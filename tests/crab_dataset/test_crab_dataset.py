@@ -210,3 +210,56 @@ def test_task_generator_builds_what_the_format_builds() -> None:
 def _module_values(suite: object) -> list[object]:
     modules = [m for name, m in sys.modules.items() if name.startswith("crabray_dataset_")]
     return [s for m in modules for v in vars(m).values() if isinstance(v, list) for s in v]
+
+
+STANDINS = """
+import crab_fixture_vision as cv
+import crab_fixture_torch.nn as nn
+from crab_fixture_linalg.sub import norm
+import networkx as nx
+from crabray import SubTask, evaluator
+
+
+class Matcher(nn.Module):
+    pass
+
+
+reader = cv.Reader(["en"])
+
+
+@evaluator(env_name="ubuntu")
+def brighter(path: str) -> bool:
+    return norm(cv.imread(path)) > 1
+
+
+subtasks = [
+    SubTask(
+        id="bright",
+        description="Brighten {path}.",
+        attribute_dict={"path": "file_path"},
+        output_type="None",
+        evaluator_generator=lambda path: nx.path_graph([brighter(path)], create_using=nx.DiGraph),
+    )
+]
+"""
+
+
+def test_stand_ins_load_the_module_and_travel_to_the_sandbox_as_imports(tmp_path: Path) -> None:
+    """Module-level code using missing packages runs; a sandbox-run evaluator ships their imports,
+    and on this machine any use of them afterwards names the module."""
+    from crabray.backends.guest._source import function_units
+    from crabray.formats.crab_dataset import MissingModuleError
+
+    folder = tmp_path / "vision"
+    (folder / "tasks").mkdir(parents=True)
+    (folder / "vision_subtasks.py").write_text(STANDINS)
+    use = {"task": "bright", "attribute": {"path": "/tmp/a.png"}, "output": None}
+    _task_file(folder, "bright", [use], "0")
+    (node,) = load(folder).entry("bright").task.evaluators
+    function = node.entry.func  # bound arguments wrap the function in a partial
+    shipped = "".join(text for _, _, text in function_units(function))
+    assert "import crab_fixture_vision as cv\n" in shipped
+    assert "from crab_fixture_linalg.sub import norm as norm\n" in shipped
+    with pytest.raises(MissingModuleError, match="'crab_fixture_vision' is not installed"):
+        function.__globals__["cv"].imread("/tmp/a.png")
+    assert not any(name.startswith("crab_fixture_") for name in sys.modules)
