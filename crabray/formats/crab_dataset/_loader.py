@@ -242,6 +242,8 @@ def _benchmark(
     if template is not None:
         fields = {name: getattr(template[1], name) for name in BenchmarkConfig.model_fields}
         source = template[0]
+        if not template[1].multienv:  # a task uses the environments its actions name
+            composed = [_with_environments(c) for c in composed]
     else:
         names = sorted({n for c in composed for n in c.env_names}) or [DEFAULT_ENV]
         fields = {"name": path.name, "environments": [_environment(n) for n in names]}
@@ -315,9 +317,14 @@ def _with_solution(
         found = spaces.get(env or "", {}).get(step.action) or roots.get(step.action)
         if found is None:
             offered = sorted({*spaces.get(env or "", {}), *roots})
+            reason = (
+                f"no action '{step.action}' in environment '{env}'; known: {offered}"
+                if env
+                else f"the task uses environments {task_envs}: say in which with 'env'"
+            )
             errors.append(
                 ConfigError(
-                    f"no action '{step.action}' in environment '{env}'; known: {offered}",
+                    reason,
                     file=where(item.file, item.lines, field),
                     field=f"{field}.action",
                 )
