@@ -80,8 +80,9 @@ def load(path: Path) -> Suite:
     """
     errors: list[ConfigError] = []
     modules = _import_modules(path, errors)
+    broken = [Path(e.file).name for e in errors if e.file]
     subtasks = _subtasks(modules, errors)
-    subtasks.broken_modules = [e.file or "" for e in errors]
+    subtasks.broken_modules = broken
     composed: list[Composed] = []
     for file in sorted(_json_files(path)):
         try:
