@@ -239,7 +239,16 @@ subtasks = [
         attribute_dict={"path": "file_path"},
         output_type="None",
         evaluator_generator=lambda path: nx.path_graph([brighter(path)], create_using=nx.DiGraph),
-    )
+    ),
+    SubTask(
+        id="normalized",
+        description="Normalize {path}.",
+        attribute_dict={"path": "file_path"},
+        output_type="None",
+        evaluator_generator=lambda path: nx.path_graph(
+            [brighter(cv.normalize(path))], create_using=nx.DiGraph
+        ),
+    ),
 ]
 """
 
@@ -263,3 +272,21 @@ def test_stand_ins_load_the_module_and_travel_to_the_sandbox_as_imports(tmp_path
     with pytest.raises(MissingModuleError, match="'crab_fixture_vision' is not installed"):
         function.__globals__["cv"].imread("/tmp/a.png")
     assert not any(name.startswith("crab_fixture_") for name in sys.modules)
+
+
+def test_an_evaluator_generator_using_a_missing_module_fails_its_task_only(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "vision"
+    (folder / "tasks").mkdir(parents=True)
+    (folder / "vision_subtasks.py").write_text(STANDINS)
+    for subtask in ("bright", "normalized"):
+        use = {"task": subtask, "attribute": {"path": "/tmp/a.png"}, "output": None}
+        _task_file(folder, subtask, [use], "0")
+    suite = load(folder)
+    assert suite.entry("bright").task.setup == []
+    (warning,) = suite.entry("normalized").task.metadata["warnings"]
+    assert "subtask 'normalized' (making its evaluators) uses 'crab_fixture_vision.normalize'" in (
+        warning
+    )
+    assert "'crab_fixture_vision' is not installed" in warning
