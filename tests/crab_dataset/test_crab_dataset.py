@@ -130,6 +130,12 @@ def test_a_benchmark_config_in_a_module_gives_environments_and_limits(tmp_path: 
         "benchmark = BenchmarkConfig(name='notes_benchmark', tasks=[], environments=[ubuntu],\n"
         "    root_action_space=[complete, wait], multienv=True, step_limit=7)\n"
     )
+    (folder / "handmade_tasks.py").write_text(
+        "from crabray import Task\n"
+        "from crabray.actions import path_exists\n\n"
+        "handmade_tasks = [Task(id='handmade', description='Make /tmp/x.',\n"
+        "    evaluator=path_exists(path='/tmp/x'))]\n"
+    )
     with pytest.raises(SuiteErrors) as caught:
         load(folder)
     suite = caught.value.partial
@@ -138,6 +144,7 @@ def test_a_benchmark_config_in_a_module_gives_environments_and_limits(tmp_path: 
     assert entry.benchmark.name == "notes_benchmark"
     assert entry.benchmark.step_limit_of(entry.task) == 7
     assert [a.name for a in entry.benchmark.root_action_space] == ["complete", "wait"]
+    assert suite.entry("handmade").benchmark is entry.benchmark
     # The solution's run_command is not in this action space: named with file, line, field.
     done = crabray("tasks", "validate", str(folder))
     assert done.returncode == 2
