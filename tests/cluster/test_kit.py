@@ -134,6 +134,8 @@ def test_the_kuberay_manifest_is_a_valid_raycluster() -> None:
     assert cluster["apiVersion"] == "ray.io/v1"
     assert schema_errors(cluster) == []
     assert operator_problems(cluster) == []
+    head = cluster["spec"]["headGroupSpec"]["rayStartParams"]
+    assert head.get("include-dashboard", "true") == "true", "runs are submitted to the dashboard"
 
 
 def test_the_kuberay_checks_catch_what_kuberay_rejects() -> None:
@@ -215,6 +217,9 @@ def test_every_ray_and_crabray_command_of_the_launcher_runs_in_the_venv() -> Non
     # The head runs the autoscaler, which starts the workers.
     assert "--autoscaling-config=~/ray_bootstrap_config.yaml" in head
     assert "RAY_AUTH_MODE=token" in head
+    # Runs are submitted to the head's dashboard (Ray's Job Submission API), from other machines.
+    assert "--dashboard-host=0.0.0.0" in head and "--include-dashboard=false" not in head
+    assert any("ray[default]" in line for line in config["setup_commands"])
 
 
 def test_the_launcher_workers_advertise_their_sandbox_slots() -> None:
