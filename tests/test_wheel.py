@@ -176,4 +176,5 @@ def test_docker_commands_and_the_site_without_their_extras_name_them(
     assert built.returncode == 2, built.stdout + built.stderr
     assert "pip install 'crabray[site]'" in built.stderr
     assert "Traceback" not in built.stderr
+    assert "leaderboard" not in built.stdout, "it fails before showing anything"
     assert not (site / "index.html").exists()
