@@ -532,9 +532,12 @@ def leaderboard(
     if compare is not None and (run_id is not None or by is not None):
         raise CrabrayError("--compare names its two runs; use it without --run and --by")
     if html is not None:
+        import importlib
+
         from crabray.results import check_output_dir
 
         check_output_dir(html, "--html")
+        importlib.import_module("crabray.results.site")  # without the [site] extra: fail first
     run_id = _resolve_run(out, run_id, "leaderboard")
     if compare is not None:
         first, second = (_resolve_run(out, run, "leaderboard") for run in compare)

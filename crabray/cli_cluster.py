@@ -51,6 +51,8 @@ def _state(path: Path | None) -> Path:
   crabray cluster start-head --hosts docker=8
 
   crabray cluster start-head --config cluster/node.example.toml --port 6380
+
+  crabray cluster start-head --node-ip-address 10.0.0.5   # the address workers reach
 """,
 )
 def start_head(
@@ -59,18 +61,31 @@ def start_head(
     config: ConfigOpt = None,
     num_cpus: CpusOpt = None,
     port: Annotated[int, typer.Option(help="Port of the head's GCS.")] = 6379,
+    node_ip_address: Annotated[
+        str | None,
+        typer.Option(
+            help="The address the head advertises and workers join at "
+            "(default: this machine's address on its default route)."
+        ),
+    ] = None,
     state_file: StateOpt = None,
 ) -> None:
     """Start the head node of a crabray cluster on this machine."""
-    from crabray.cluster.nodes import node_config, start_node
+    from crabray.cluster.nodes import node_config, routable_address, start_node
 
+    ip = node_ip_address or routable_address()
     node = start_node(
         node_config(hosts, labels, config, num_cpus),
         head_port=port,
+        node_ip=ip,
         state_file=_state(state_file),
     )
-    ip = socket.gethostbyname(socket.gethostname())
-    console.print(f"head node started; it hosts {node.hosts or 'no sandboxes'}")
+    console.print(f"head node started at {ip}:{port}; it hosts {node.hosts or 'no sandboxes'}")
+    if ip.startswith("127."):
+        console.print(
+            f"[yellow]warning:[/] {ip} is a loopback address: only this machine can join; "
+            "give --node-ip-address with an address the workers can reach"
+        )
     console.print(
         f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Annotated
 
 import typer
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from crabray.core.errors import CrabrayError
+from crabray.core.errors import ConfigError, CrabrayError
 
 envs_app = typer.Typer(
     help="Build sandbox images from envs/ and remove containers crashed runs left behind.",
@@ -97,6 +98,7 @@ def prune(
     ] = False,
 ) -> None:
     """Remove crabray containers and snapshot images whose owner process died on this host."""
+    _need_docker_sdk("crabray envs prune")
     from crabray.backends.docker import prune as prune_docker
 
     removed = prune_docker(everything=everything)
@@ -106,11 +108,21 @@ def prune(
     console.print(f"{len(removed)} {scope} container(s) and snapshot(s) removed")
 
 
+def _need_docker_sdk(command: str) -> None:
+    """A missing Docker SDK (an optional extra) is a configuration error that names the extra."""
+    if importlib.util.find_spec("docker") is None:
+        raise ConfigError(
+            f"{command} talks to the Docker engine and needs the missing package 'docker'; "
+            "install it with: pip install 'crabray[docker]'"
+        )
+
+
 def _present_images(images: list[str]) -> set[str] | None:
     """Which of ``images`` exist on the engine; None when the engine does not answer."""
-    from crabray.backends.docker import connect
-
     try:
+        _need_docker_sdk("crabray envs list")
+        from crabray.backends.docker import connect
+
         client = connect()
     except CrabrayError as exc:
         errors.print(f"[yellow]warning:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)

@@ -64,11 +64,13 @@ _BACKENDS: Registry[type[Backend]] = Registry(
 )
 """Backend classes by kind: shipped kinds are imported only when asked for."""
 _BACKENDS.add_lazy("local", "crabray.backends.local:LocalBackend")
-_BACKENDS.add_lazy(
-    "docker", "crabray.backends.docker:DockerBackend", install_hint="pip install docker"
-)
-_BACKENDS.add_lazy("ssh", "crabray.backends.ssh:SshBackend", install_hint="pip install paramiko")
-_BACKENDS.add_lazy("vm", "crabray.backends.vm:VmBackend", install_hint="pip install paramiko")
+# Each optional kind names the extra (pyproject.toml) that installs what it needs.
+for _kind, _target in (
+    ("docker", "crabray.backends.docker:DockerBackend"),
+    ("ssh", "crabray.backends.ssh:SshBackend"),
+    ("vm", "crabray.backends.vm:VmBackend"),
+):
+    _BACKENDS.add_lazy(_kind, _target, install_hint=f"pip install 'crabray[{_kind}]'")
 
 
 def register_backend(kind: str) -> Callable[[BackendT], BackendT]:

@@ -114,16 +114,46 @@ def node_config(
         raise ConfigError(problems, file=str(config_file) if config_file else None) from exc
 
 
+def routable_address() -> str:
+    """This machine's address on its default route: where other machines reach it.
+
+    Ray's own guess when it starts a node, made explicit so that the address
+    ``crabray cluster start-head`` prints is the one the head advertises. A UDP
+    socket's ``connect`` sends nothing; it only picks the outgoing interface. A
+    machine with no route out gets its host name's address, loopback at worst
+    (the caller warns: workers elsewhere cannot join that).
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("8.8.8.8", 80))
+            return str(probe.getsockname()[0])
+        except OSError as exc:
+            logger.debug("no default route (%s); using the host name's address", exc)
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
 def ray_start_command(
-    config: NodeConfig, *, head_port: int | None, address: str | None
+    config: NodeConfig,
+    *,
+    head_port: int | None,
+    address: str | None,
+    node_ip: str | None = None,
 ) -> list[str]:
-    """The ``ray start`` command line of a head (``head_port``) or worker (``address``)."""
+    """The ``ray start`` command line of a head (``head_port``) or worker (``address``).
+
+    ``node_ip`` is the address the node advertises to the others; Ray guesses when None.
+    """
     ray = str(Path(sys.executable).with_name("ray"))
     command = [ray, "start", "--disable-usage-stats"]
     if head_port is not None:
         command += ["--head", f"--port={head_port}", "--include-dashboard=false"]
     else:
         command += [f"--address={address}"]
+    if node_ip is not None:
+        command += [f"--node-ip-address={node_ip}"]
     if config.num_cpus is not None:
         command += [f"--num-cpus={config.num_cpus}"]
     command += [f"--resources={json.dumps(node_resources(config.hosts))}"]
@@ -138,9 +168,12 @@ def start_node(
     *,
     head_port: int | None = None,
     address: str | None = None,
+    node_ip: str | None = None,
     state_file: Path = DEFAULT_STATE_FILE,
 ) -> StartedNode:
     """Start a head (``head_port``) or a worker joining ``address``; record it.
+
+    ``node_ip`` is the address the node advertises to the others (Ray guesses when None).
 
     Raises:
         CrabrayError: ``ray start`` failed; its output is in the message.
@@ -149,7 +182,7 @@ def start_node(
     env = {**os.environ, "RAY_AUTH_MODE": "token"}
     if role == "head":
         _ensure_token(env)
-    command = ray_start_command(config, head_port=head_port, address=address)
+    command = ray_start_command(config, head_port=head_port, address=address, node_ip=node_ip)
     logger.info("starting a %s node: %s", role, " ".join(command))
     proc = subprocess.Popen(
         command,
@@ -221,7 +254,7 @@ def use_token_auth(address: str | None, state_file: Path = DEFAULT_STATE_FILE) -
 
 
 def _is_this_machine(host: str) -> bool:
-    names = {"127.0.0.1", "localhost", socket.gethostname()}
+    names = {"127.0.0.1", "localhost", socket.gethostname(), routable_address()}
     try:
         names.add(socket.gethostbyname(socket.gethostname()))
     except OSError as exc:

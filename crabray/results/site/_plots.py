@@ -16,10 +16,24 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+
+from crabray.core.errors import MissingDependencyError
+
+try:
+    import matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+except ModuleNotFoundError as exc:  # the optional [site] extra
+    if exc.name is None or exc.name.split(".")[0] != "matplotlib":
+        raise
+    raise MissingDependencyError(
+        "the site (crabray leaderboard --html, crabray view) needs the missing package "
+        "'matplotlib'; install it with: pip install 'crabray[site]'",
+        name="site",
+        missing="matplotlib",
+        install_hint="pip install 'crabray[site]'",
+    ) from exc
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -33,7 +33,7 @@ def docker_missing() -> str | None:
     try:
         import docker
     except ImportError:
-        return "pip install docker"
+        return "pip install 'crabray[docker]'"
     try:
         client = docker.from_env()
         client.ping()

@@ -1,0 +1,80 @@
+"""``crabray cluster start-head`` advertises an address other machines can join at."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crabray.cluster.nodes import NodeConfig, ray_start_command, routable_address
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crabray", *args],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_routable_address_is_not_loopback() -> None:
+    address = routable_address()
+    if address.startswith("127."):
+        pytest.fail("this machine has no route out: start-head would advertise loopback")
+    socket.inet_aton(address)
+
+
+def test_the_node_ip_address_reaches_ray_start() -> None:
+    command = ray_start_command(NodeConfig(), head_port=6379, address=None, node_ip="10.1.2.3")
+    assert "--node-ip-address=10.1.2.3" in command
+    assert not any(
+        part.startswith("--node-ip-address")
+        for part in ray_start_command(NodeConfig(), head_port=6379, address=None)
+    ), "without one, Ray guesses as it always has"
+
+
+def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
+    env = {"CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"), "RAY_ADDRESS": ""}
+    port = free_port()
+    head = cli("cluster", "start-head", "--port", str(port), "--num-cpus", "1", env=env)
+    try:
+        assert head.returncode == 0, head.stderr
+        shown = re.search(r"--address (\S+:\d+)", head.stdout)
+        assert shown, head.stdout
+        address = shown.group(1)
+        assert address == f"{routable_address()}:{port}"
+        assert not address.startswith("127."), head.stdout
+
+        worker = cli(
+            "cluster", "start-worker", "--address", address, "--hosts", "local=1",
+            "--num-cpus", "1", env=env,
+        )  # fmt: skip
+        assert worker.returncode == 0, worker.stderr
+        status = cli("cluster", "status", "--address", address, env=env)
+        assert status.returncode == 0, status.stderr
+        rows = [line for line in status.stdout.splitlines() if " yes " in line]
+        assert len(rows) == 2, status.stdout
+        assert all(f" {routable_address()} " in row for row in rows), "both nodes advertise it"
+        assert "local 0/1" in status.stdout, "the worker joined at the printed address"
+    finally:
+        stopped = cli("cluster", "stop", env=env)
+    assert "stopped 2 node(s)" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert json.loads((tmp_path / "nodes.json").read_text()) == []
