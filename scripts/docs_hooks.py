@@ -36,15 +36,30 @@ def _names(param: Any) -> str:
 
 def _default(param: Any) -> str:
     """The default the help shows: a declared ``show_default`` text, else the value itself."""
+    spellings = [*param.opts, *param.secondary_opts]
     if isinstance(param.show_default, str):
-        return f"`{param.show_default}`"
+        flag = f"--{param.show_default}"
+        return f"`{flag if flag in spellings else param.show_default}`"
+    if getattr(param, "is_flag", False) and isinstance(param.default, bool) and len(spellings) > 1:
+        return f"`{param.opts[0] if param.default else param.secondary_opts[0]}`"
     if param.default is None or param.default == () or param.default == []:
         return ""
-    if getattr(param, "is_flag", False) and param.secondary_opts:
-        return f"`{param.opts[0] if param.default else param.secondary_opts[0]}`"
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return ""
     return f"`{param.default}`"
+
+
+def _value(param: Any, ctx: Any) -> str:
+    """What the option takes (``int >= 1``, ``path``), as --help shows it; nothing for a flag."""
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return ""
+    shown = param.display_type(ctx) if hasattr(param, "display_type") else ""
+    text = shown.strip("<>").replace(" range", "")
+    if text.startswith("list[") and text.endswith("]"):
+        text = text[len("list[") : -1]
+    limits = ((">=", getattr(param, "min", None)), ("<=", getattr(param, "max", None)))
+    bounds = [f"{sign} {limit}" for sign, limit in limits if limit is not None]
+    return f"`{' '.join([text, *bounds])}`" if text else ""
 
 
 def _meaning(param: Any) -> str:
@@ -60,10 +75,11 @@ def _meaning(param: Any) -> str:
     return _cell(text)
 
 
-def _params_table(params: list[Any]) -> list[str]:
-    rows = ["| name | default | meaning |", "| --- | --- | --- |"]
+def _params_table(params: list[Any], ctx: Any) -> list[str]:
+    rows = ["| name | value | default | meaning |", "| --- | --- | --- | --- |"]
     for param in params:
-        rows.append(f"| {_names(param)} | {_default(param)} | {_meaning(param)} |")
+        cells = [_names(param), _value(param, ctx), _default(param), _meaning(param)]
+        rows.append(f"| {' | '.join(cells)} |")
     return rows
 
 
@@ -80,9 +96,9 @@ def _command_section(command: Any, ctx: Any, depth: int) -> list[str]:
     arguments = [p for p in visible if p.param_type_name == "argument"]
     options = [p for p in visible if p.param_type_name == "option"]
     if arguments:
-        lines += ["Arguments:", "", *_params_table(arguments), ""]
+        lines += ["Arguments:", "", *_params_table(arguments, ctx), ""]
     if options:
-        lines += ["Options:", "", *_params_table(options), ""]
+        lines += ["Options:", "", *_params_table(options, ctx), ""]
     if command.epilog:
         lines += ["```text", command.epilog.strip(), "```", ""]
     return lines
