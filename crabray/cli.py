@@ -69,8 +69,26 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-tasks_app = typer.Typer(help="Inspect and validate the tasks of a suite.", no_args_is_help=True)
-runs_app = typer.Typer(help="List the runs under a results root.", no_args_is_help=True)
+tasks_app = typer.Typer(
+    help="Inspect and validate the tasks of a suite.",
+    no_args_is_help=True,
+    epilog="""Examples:
+
+  crabray tasks list tasks/demo
+
+  crabray tasks validate tasks/demo
+
+  crabray tasks grade tasks/demo hello-file -r hello.txt=hello.txt
+""",
+)
+runs_app = typer.Typer(
+    help="List the runs under a results root.",
+    no_args_is_help=True,
+    epilog="""Example:
+
+  crabray runs list
+""",
+)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")

@@ -15,6 +15,14 @@ from crabray.core.errors import CrabrayError
 cluster_app = typer.Typer(
     help="Start, inspect and stop the Ray nodes that host crabray sandboxes.",
     no_args_is_help=True,
+    epilog="""Examples:
+
+  crabray cluster local --nodes 3 --hosts local=2     # a head and two workers here
+
+  crabray cluster status
+
+  crabray cluster stop
+""",
 )
 console = Console()
 

@@ -15,6 +15,14 @@ from crabray.core.errors import ConfigError, CrabrayError
 envs_app = typer.Typer(
     help="Build sandbox images from envs/ and remove containers crashed runs left behind.",
     no_args_is_help=True,
+    epilog="""Examples:
+
+  crabray envs list
+
+  crabray envs build busybox
+
+  crabray envs prune
+""",
 )
 console = Console()
 errors = Console(stderr=True)

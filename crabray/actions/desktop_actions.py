@@ -2,12 +2,12 @@
 
 Plain Python functions over ``pyautogui`` (and ``mss`` for the screenshot),
 imported inside each function so that they resolve where the action runs:
-inside the environment's sandbox once in-sandbox execution is available (see
-the README). ``click``, ``right_click`` and ``double_click`` take a numeric
-label of a screen element (set by a visual prompt in ``env.element_position_map``)
-and run the matching ``*_position`` action in the environment, as in CRAB.
-crabray's own desktop library (``crabray.actions.desktop``) drives the screen
-through the backend interface instead.
+inside the environment's sandbox (docs/guides/authoring.md, Actions).
+``click``, ``right_click`` and ``double_click`` take a numeric label of a screen
+element (set by a visual prompt in ``env.element_position_map``) and run the
+matching ``*_position`` action in the environment, as in CRAB. crabray's own
+desktop library (``crabray.actions.desktop``) drives the screen through the
+backend interface instead.
 """
 
 from __future__ import annotations

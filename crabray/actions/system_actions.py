@@ -1,7 +1,7 @@
 """CRAB's system actions under their CRAB names (``crab.actions.system_actions``).
 
-Plain Python functions: they run where their environment is (inside the
-sandbox once in-sandbox execution is available, see the README).
+Plain Python functions: they run where their environment is, inside its
+sandbox (docs/guides/authoring.md, Actions).
 """
 
 from __future__ import annotations

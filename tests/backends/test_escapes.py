@@ -2,7 +2,7 @@
 
 Each test is one escape, tried for real by commands inside the sandbox (and by
 the file transfers the agent's actions cause). What a backend does not isolate
-is stated in ``NOT_ISOLATED`` (and in the README's security table): such a test
+is stated in ``NOT_ISOLATED`` (and in the table of docs/isolation.md): such a test
 is expected to fail (a strict ``xfail``, so a claim that became untrue shows up),
 instead of being left out. The races run a bounded number of transfers.
 """

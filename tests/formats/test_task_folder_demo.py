@@ -1,5 +1,6 @@
 """The shipped task-folder suite, end to end: the oracle solves every task, noop earns
-only the partial credit the README states (real images, real notes service, Parquet)."""
+only the partial credit tasks/task_folder_demo/README.md states (real images, real notes
+service, Parquet)."""
 
 from __future__ import annotations
 
