@@ -11,6 +11,7 @@ there is none, and workers must have the same token (``~/.ray/auth_token`` or
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -121,7 +122,7 @@ def ray_start_command(
     ray = str(Path(sys.executable).with_name("ray"))
     command = [ray, "start", "--disable-usage-stats"]
     if head_port is not None:
-        command += ["--head", f"--port={head_port}", "--include-dashboard=false"]
+        command += ["--head", f"--port={head_port}", *_dashboard_options()]
     else:
         command += [f"--address={address}"]
     if config.num_cpus is not None:
@@ -131,6 +132,19 @@ def ray_start_command(
     if labels:
         command += ["--labels=" + ",".join(f"{k}={v}" for k, v in labels.items())]
     return command
+
+
+def _dashboard_options() -> list[str]:
+    """A head's dashboard: on all interfaces where Ray's dashboard packages are installed.
+
+    The dashboard serves Ray's Job Submission API, through which a machine
+    that is no node of the cluster submits runs (``crabray run --address
+    http://HEAD:8265``); it needs ``ray[default]``. Every request to it must
+    carry the cluster's token, as every other connection does.
+    """
+    if importlib.util.find_spec("aiohttp") is None:
+        return ["--include-dashboard=false"]
+    return ["--include-dashboard=true", "--dashboard-host=0.0.0.0"]
 
 
 def start_node(
@@ -146,7 +160,9 @@ def start_node(
         CrabrayError: ``ray start`` failed; its output is in the message.
     """
     role = "head" if head_port is not None else "worker"
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    # Jobs the node runs find this installation's `crabray` first (a venv not activated).
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
     if role == "head":
         _ensure_token(env)
     command = ray_start_command(config, head_port=head_port, address=address)
