@@ -68,6 +68,7 @@ def start_head(
         node_config(hosts, labels, config, num_cpus),
         head_port=port,
         state_file=_state(state_file),
+        dashboard=True,
     )
     ip = socket.gethostbyname(socket.gethostname())
     console.print(f"head node started; it hosts {node.hosts or 'no sandboxes'}")
@@ -75,8 +76,8 @@ def start_head(
         f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
     )
     console.print("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
-    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address {ip}:{port}")
-    console.print("(from another machine, with the token and RAY_AUTH_MODE=token set)")
+    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:8265")
+    console.print("(from any machine holding the token; see cluster/README.md)")
 
 
 @cluster_app.command(

@@ -61,15 +61,16 @@ def submit_run(settings: RunConfig) -> None:
         CrabrayError: The API does not answer, the suite is too large or invalid,
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
-    from crabray.agents import select_agents
     from crabray.cluster.submit import check_upload_size, job_client, submit
+
+    if settings.address is None or settings.suite is None:
+        raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
+    client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
+    from crabray.agents import select_agents
     from crabray.formats import resolve_suite
     from crabray.results import new_run_id
     from crabray.run import load_checked_suite
 
-    if settings.address is None or settings.suite is None:
-        raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
-    client = job_client(settings.address)
     select_agents(settings.agents, settings.agent_config)
     suite = Path(settings.suite)
     load_checked_suite(

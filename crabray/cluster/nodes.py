@@ -19,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 from pathlib import Path
@@ -116,13 +117,16 @@ def node_config(
 
 
 def ray_start_command(
-    config: NodeConfig, *, head_port: int | None, address: str | None
+    config: NodeConfig, *, head_port: int | None, address: str | None, dashboard: bool = False
 ) -> list[str]:
-    """The ``ray start`` command line of a head (``head_port``) or worker (``address``)."""
-    ray = str(Path(sys.executable).with_name("ray"))
+    """The ``ray start`` command line of a head (``head_port``) or worker (``address``).
+
+    A head started with ``dashboard`` serves Ray's dashboard and Job Submission API.
+    """
+    ray = str(_scripts_dir() / "ray")
     command = [ray, "start", "--disable-usage-stats"]
     if head_port is not None:
-        command += ["--head", f"--port={head_port}", *_dashboard_options()]
+        command += ["--head", f"--port={head_port}", *_dashboard_options(dashboard)]
     else:
         command += [f"--address={address}"]
     if config.num_cpus is not None:
@@ -134,15 +138,27 @@ def ray_start_command(
     return command
 
 
-def _dashboard_options() -> list[str]:
-    """A head's dashboard: on all interfaces where Ray's dashboard packages are installed.
+def _scripts_dir() -> Path:
+    """Where this installation's commands (``ray``, ``crabray``) are.
+
+    Beside the interpreter in a virtualenv; elsewhere in a system install
+    (``/usr/local/bin`` for pip on Debian), which ``sysconfig`` knows.
+    """
+    beside = Path(sys.executable).parent
+    if (beside / "ray").exists():
+        return beside
+    return Path(sysconfig.get_path("scripts"))
+
+
+def _dashboard_options(wanted: bool) -> list[str]:
+    """A head's dashboard, when wanted: on all interfaces, if Ray's dashboard is installed.
 
     The dashboard serves Ray's Job Submission API, through which a machine
     that is no node of the cluster submits runs (``crabray run --address
     http://HEAD:8265``); it needs ``ray[default]``. Every request to it must
     carry the cluster's token, as every other connection does.
     """
-    if importlib.util.find_spec("aiohttp") is None:
+    if not wanted or importlib.util.find_spec("aiohttp") is None:
         return ["--include-dashboard=false"]
     return ["--include-dashboard=true", "--dashboard-host=0.0.0.0"]
 
@@ -153,19 +169,20 @@ def start_node(
     head_port: int | None = None,
     address: str | None = None,
     state_file: Path = DEFAULT_STATE_FILE,
+    dashboard: bool = False,
 ) -> StartedNode:
-    """Start a head (``head_port``) or a worker joining ``address``; record it.
+    """Start a head (``head_port``, with Ray's dashboard if ``dashboard``) or a worker; record it.
 
     Raises:
         CrabrayError: ``ray start`` failed; its output is in the message.
     """
     role = "head" if head_port is not None else "worker"
     # Jobs the node runs find this installation's `crabray` first (a venv not activated).
-    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    path = os.pathsep.join([str(_scripts_dir()), os.environ.get("PATH", "")])
     env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
     if role == "head":
         _ensure_token(env)
-    command = ray_start_command(config, head_port=head_port, address=address)
+    command = ray_start_command(config, head_port=head_port, address=address, dashboard=dashboard)
     logger.info("starting a %s node: %s", role, " ".join(command))
     proc = subprocess.Popen(
         command,
@@ -258,7 +275,7 @@ def _ensure_token(env: dict[str, str]) -> None:
     """Create a Ray auth token if the machine has none (heads only)."""
     if env.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists():
         return
-    ray = str(Path(sys.executable).with_name("ray"))
+    ray = str(_scripts_dir() / "ray")
     done = subprocess.run(
         [ray, "get-auth-token", "--generate"], env=env, capture_output=True, text=True, check=False
     )

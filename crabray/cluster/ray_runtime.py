@@ -125,13 +125,20 @@ def _check_node_here(address: str) -> None:
 
 
 def _local_raylet_gcs_addresses() -> set[str]:
-    """The GCS addresses (``--gcs-address=``) of the raylet processes on this machine."""
+    """The GCS addresses (``--gcs-address=``) of the raylet processes on this machine.
+
+    Only raylets in this process's network namespace count: a node in a
+    container on this machine is another machine to Ray.
+    """
     found = set()
+    here = os.readlink("/proc/self/ns/net")
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if os.readlink(proc / "ns" / "net") != here:
+                continue
         except OSError:
             continue
         if not argv or Path(argv[0].decode(errors="replace")).name != "raylet":

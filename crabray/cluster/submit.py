@@ -12,6 +12,7 @@ token authentication), so this machine needs no Ray node and no ssh.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -77,8 +78,14 @@ def job_client(address: str) -> JobSubmissionClient:
     """A client of the Job Submission API at ``address``; checks that it answers.
 
     Raises:
-        CrabrayError: Nothing answers there, or it refused this machine's Ray token.
+        CrabrayError: Ray's job client is not installed, nothing answers there, or it
+            refused this machine's Ray token.
     """
+    if importlib.util.find_spec("aiohttp") is None:
+        raise CrabrayError(
+            "submitting a run to a cluster needs Ray's job client, part of ray[default]: "
+            "pip install 'crabray[cluster]' (or 'ray[default]' at crabray's Ray version)"
+        )
     _use_token_if_present()
     from ray.job_submission import JobSubmissionClient
 

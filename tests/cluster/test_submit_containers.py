@@ -114,14 +114,14 @@ def cluster() -> Iterator[ContainerCluster]:
                 "run", "-d", "--name", name, "--hostname", name, "--network", network,
                 "--shm-size=512m", "crabray/ray-node:latest",
             )  # fmt: skip
-        _docker("exec", head, "crabray", "cluster", "start-head", "--num-cpus", "1")
+        _docker("exec", head, "crabray", "cluster", "start-head")
         head_ip = _docker("exec", head, "hostname", "-i").split()[0]
         token = _docker("exec", head, "cat", "/root/.ray/auth_token").strip()
         _docker("exec", "-i", worker, "sh", "-c",
                 "mkdir -p ~/.ray && cat > ~/.ray/auth_token", input=token)  # fmt: skip
         _docker(
             "exec", worker, "crabray", "cluster", "start-worker",
-            "--address", f"{head_ip}:6379", "--hosts", "local=2", "--num-cpus", "2",
+            "--address", f"{head_ip}:6379", "--hosts", "local=2",
         )  # fmt: skip
         worker_ip = _docker("exec", worker, "hostname", "-i").split()[0]
         yield ContainerCluster(head, worker, head_ip, worker_ip, token)
@@ -183,6 +183,9 @@ def test_a_submitted_sweep_runs_on_the_cluster_and_resumes(
 
     fetched = _crabray(laptop, cluster, "runs", "fetch", run_id, "--address", cluster.jobs)
     assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    board = _crabray(laptop, cluster, "leaderboard", "--run", run_id)
+    assert board.returncode == 0, board.stderr
+    assert "oracle" in board.stdout
     episodes = read_episodes(laptop / "results", run_id)
     assert sorted(episodes.task_id) == ["write-0", "write-1", "write-2"]
     assert episodes.success.all()
@@ -220,3 +223,14 @@ def test_joining_as_a_driver_from_a_machine_with_no_node_fails_fast(
     assert "runs no node of the Ray cluster" in done.stderr
     assert "--address http://HEAD:8265" in done.stderr
     assert not list_runs(out)
+
+
+def test_status_lists_the_worker_and_stop_stops_each_machines_nodes(
+    cluster: ContainerCluster,
+) -> None:
+    status = _docker("exec", cluster.head, "crabray", "cluster", "status")
+    assert cluster.worker_ip in status
+    assert "local 0/2" in status
+    for machine in (cluster.worker, cluster.head):
+        stopped = _docker("exec", machine, "crabray", "cluster", "stop")
+        assert "stopped 1 node(s)" in stopped
