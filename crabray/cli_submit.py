@@ -23,7 +23,7 @@ import socket
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -31,6 +31,9 @@ from rich.markup import escape
 
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunConfig
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 console = Console()
 errors = Console(stderr=True)
@@ -100,17 +103,24 @@ def submit_run(settings: RunConfig) -> None:
         f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
         f"({size / 2**20:.1f} MiB shipped); Ctrl-C stops it",
         highlight=False,
+        soft_wrap=True,
     )
     code = _follow_or_stop(client, job_id, run_id, settings)
     fetch = f"crabray runs fetch {run_id} --address {settings.address}"
     if settings.out_dir != DEFAULT_RESULTS:
         fetch += f" --from {shlex.quote(str(settings.out_dir))}"
-    errors.print(f"results are on the head; copy them here with:  {escape(fetch)}", highlight=False)
+    errors.print(
+        f"results are on the head; copy them here with:  {escape(fetch)}",
+        highlight=False,
+        soft_wrap=True,
+    )
     if code != 0:
         raise typer.Exit(code)
 
 
-def _follow_or_stop(client: object, job_id: str, run_id: str, settings: RunConfig) -> int:
+def _follow_or_stop(
+    client: JobSubmissionClient, job_id: str, run_id: str, settings: RunConfig
+) -> int:
     """The job's output, here, until it ends; Ctrl-C stops the job (exit code 130)."""
     from crabray.cluster.submit import follow, stop
 
@@ -119,16 +129,17 @@ def _follow_or_stop(client: object, job_id: str, run_id: str, settings: RunConfi
         sys.stdout.flush()
 
     try:
-        return follow(client, job_id, write)  # type: ignore[arg-type]
+        return follow(client, job_id, write)
     except KeyboardInterrupt:
         errors.print(f"stopping job {job_id} ...", highlight=False)
-        stopped = stop(client, job_id)  # type: ignore[arg-type]
+        stopped = stop(client, job_id)
         what = "stopped" if stopped else "asked to stop (it has not stopped yet)"
         errors.print(
             f"job {job_id} {what}; the episodes that finished are kept on the head. "
             f"Continue the run with: crabray run {escape(str(settings.suite))} ... "
             f"--address {settings.address} --resume {run_id}",
             highlight=False,
+            soft_wrap=True,
         )
         return 130
 
@@ -205,6 +216,7 @@ def fetch(
     console.print(
         f"run {escape(run_id)} copied into {escape(str(out))} ({len(data) / 2**20:.1f} MiB)",
         highlight=False,
+        soft_wrap=True,
     )
 
 

@@ -13,14 +13,17 @@
 # Needs: docker, python3 with pip on a Debian bookworm host (Python 3.11 and glibc 2.36,
 # as the image's: the wheels pip picks here are the image's), and crabray/debian
 # (envs/debian/build.sh builds it when missing: root and debootstrap).
-# Environment: CRABRAY_IMAGE overrides the image name; PYTHON the python3 used
-# to download wheels and build crabray's; FORCE=1 rebuilds.
+# Environment: CRABRAY_IMAGE overrides the image name; PYTHON the python3 (with Ray)
+# used to download wheels and build crabray's (default: the checkout's .venv, else
+# python3); FORCE=1 rebuilds.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 image="${CRABRAY_IMAGE:-crabray/ray-node:latest}"
 cache="${CRABRAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crabray}"
 python="${PYTHON:-python3}"
+# The checkout's virtualenv (scripts/setup.sh) has Ray; a bare python3 may not.
+if [ -z "${PYTHON:-}" ] && [ -x "$repo/.venv/bin/python" ]; then python="$repo/.venv/bin/python"; fi
 ray_version="$("$python" -c 'import ray; print(ray.__version__)')"
 
 sources="$(cd "$repo" && find crabray pyproject.toml -type f ! -name '*.pyc' | sort | xargs sha256sum)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -145,12 +146,11 @@ def _crabray(
     laptop: Path, cluster: ContainerCluster, *args: str
 ) -> subprocess.CompletedProcess[str]:
     """``crabray ARGS`` on the laptop, with the head's token as a user copies it."""
-    (laptop / ".ray").mkdir(exist_ok=True)
-    (laptop / ".ray" / "auth_token").write_text(cluster.token)
-    env = {**os.environ, "HOME": str(laptop), "COLUMNS": "200", "NO_COLOR": "1"}
-    env.pop("RAY_ADDRESS", None)
-    env.pop("RAY_AUTH_MODE", None)
-    env.pop("RAY_AUTH_TOKEN", None)
+    env = _laptop_env(laptop)
+    subprocess.run(
+        ["sh", "-c", "mkdir -p ~/.ray && cat > ~/.ray/auth_token"],
+        input=cluster.token, text=True, env=env, check=True,
+    )  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "crabray", *args],
         capture_output=True,
@@ -159,6 +159,13 @@ def _crabray(
         cwd=laptop,
         env=env,
     )
+
+
+def _laptop_env(laptop: Path) -> dict[str, str]:
+    env = {**os.environ, "HOME": str(laptop), "COLUMNS": "200", "NO_COLOR": "1"}
+    for name in ("RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"):
+        env.pop(name, None)
+    return env
 
 
 def _run_id(output: str) -> str:
@@ -223,6 +230,40 @@ def test_joining_as_a_driver_from_a_machine_with_no_node_fails_fast(
     assert "runs no node of the Ray cluster" in done.stderr
     assert "--address http://HEAD:8265" in done.stderr
     assert not list_runs(out)
+
+
+def test_ctrl_c_stops_the_job_on_the_cluster(cluster: ContainerCluster, laptop: Path) -> None:
+    _crabray(laptop, cluster, "--version")  # stores the token
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crabray", "run", "shipped", "--agent", "oracle",
+         "--address", cluster.jobs],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=laptop,
+        env=_laptop_env(laptop),
+    )  # fmt: skip
+    assert proc.stderr is not None
+    submitted = proc.stderr.readline()
+    assert submitted.startswith("submitted run "), submitted
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, rest
+    job_id = submitted.split()[5]
+    assert f"job {job_id} stopped" in rest
+    assert f"--resume {_run_id(submitted)}" in rest
+
+
+def test_a_node_joins_as_driver_with_the_suite_at_the_same_path_on_every_node(
+    cluster: ContainerCluster, laptop: Path
+) -> None:
+    for machine in (cluster.head, cluster.worker):
+        _docker("exec", machine, "mkdir", "-p", "/srv/suites")
+        _docker("cp", str(laptop / "shipped"), f"{machine}:/srv/suites/my_suite")
+    done = _docker(
+        "exec", cluster.head, "crabray", "run", "/srv/suites/my_suite", "--agent", "oracle",
+        "--address", f"{cluster.head_ip}:6379",
+    )  # fmt: skip
+    assert "results: results" in done
+    episodes = _docker("exec", cluster.head, "crabray", "leaderboard", "--format", "csv")
+    assert "oracle" in episodes
 
 
 def test_status_lists_the_worker_and_stop_stops_each_machines_nodes(
