@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import secrets
 import shlex
 import shutil
@@ -64,11 +65,11 @@ def submit_run(settings: RunConfig) -> None:
         CrabrayError: The API does not answer, the suite is too large or invalid,
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
-    from crabray.cluster.submit import check_upload_size, job_client, submit
+    from crabray.cluster.submit import check_upload_size, submit
 
     if settings.address is None or settings.suite is None:
         raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
-    client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
+    client = _client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
     from crabray.formats import resolve_suite
     from crabray.results import new_run_id
@@ -116,6 +117,21 @@ def submit_run(settings: RunConfig) -> None:
     )
     if code != 0:
         raise typer.Exit(code)
+
+
+def _client(address: str) -> JobSubmissionClient:
+    """The job client of ``address``, with Ray's own info lines (uploads) kept off the terminal.
+
+    Ray configures its loggers when it is imported, after ``crabray -v`` set them.
+    """
+    from crabray.cluster.submit import job_client
+
+    client = job_client(address)
+    level = max(logging.getLogger().level, logging.ERROR)
+    # Ray's job client sets its modules' loggers to INFO itself.
+    for name in ["ray", *(n for n in logging.root.manager.loggerDict if n.startswith("ray."))]:
+        logging.getLogger(name).setLevel(level)
+    return client
 
 
 def _follow_or_stop(
@@ -199,12 +215,12 @@ def fetch(
     An earlier copy of the run in OUT is replaced, so fetching again during a
     run brings the episodes finished since.
     """
-    from crabray.cluster.submit import delete, is_job_address, job_client, job_output
+    from crabray.cluster.submit import delete, is_job_address, job_output
     from crabray.results import unpack_run
 
     if not is_job_address(address):
         raise CrabrayError(f"--address must be the head's http://HOST:8265, not {address}")
-    client = job_client(address)
+    client = _client(address)
     job_id = client.submit_job(
         entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
         submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",

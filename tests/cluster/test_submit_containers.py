@@ -182,6 +182,7 @@ def test_a_submitted_sweep_runs_on_the_cluster_and_resumes(
     assert done.returncode == 0, done.stdout + done.stderr
     run_id = _run_id(done.stderr)
     assert "episodes 3/3, 3 ok" in done.stdout + done.stderr
+    assert "Uploading package" not in done.stderr  # Ray's info lines stay off the terminal
     assert f"crabray runs fetch {run_id} --address {cluster.jobs}" in done.stderr
     # Results are on the head, not here.
     assert not (laptop / "results").exists()
@@ -241,8 +242,11 @@ def test_ctrl_c_stops_the_job_on_the_cluster(cluster: ContainerCluster, laptop: 
         env=_laptop_env(laptop),
     )  # fmt: skip
     assert proc.stderr is not None
-    submitted = proc.stderr.readline()
-    assert submitted.startswith("submitted run "), submitted
+    shown = []
+    while not (line := proc.stderr.readline()).startswith("submitted run ") and line:
+        shown.append(line)
+    assert line, "".join(shown)
+    submitted = line
     proc.send_signal(signal.SIGINT)
     _, rest = proc.communicate(timeout=120)
     assert proc.returncode == 130, rest
