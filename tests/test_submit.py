@@ -88,3 +88,24 @@ def test_joining_a_cluster_with_no_node_here_fails_fast(listener: int, tmp_path:
     assert f"runs no node of the Ray cluster at 127.0.0.1:{listener}" in done.stderr
     assert "--address http://HEAD:8265" in done.stderr
     assert not list_runs(out)
+
+
+def test_a_new_run_with_the_id_of_an_existing_one_is_refused(tmp_path: Path) -> None:
+    from crabray.results import RunManifest, write_manifest
+
+    out = tmp_path / "out"
+    write_manifest(
+        out,
+        RunManifest(
+            run_id="nightly-1", suite="tasks/demo", suite_name="demo", agents=["oracle"],
+            crabray_version="0",
+        ),
+    )  # fmt: skip
+    run_file = tmp_path / "run.toml"
+    run_file.write_text('run_id = "nightly-1"\n')
+    done = crabray(
+        "run", "tasks/demo", "--agent", "oracle", "--config", str(run_file), "--out", str(out)
+    )
+    assert done.returncode == 2
+    assert "run nightly-1 exists" in done.stderr
+    assert "--resume nightly-1" in done.stderr
