@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
 from crabray.cli_errors import show_error
+from crabray.cli_submit import fetch, pack, submit_run
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
@@ -207,7 +208,9 @@ RUN_EXAMPLES = """Examples:
 
   crabray run --config run.toml --concurrency 8     # the file's settings, but 8
 
-  RAY_ADDRESS=10.0.0.5:6379 crabray run tasks/demo -a oracle     # on a cluster
+  RAY_ADDRESS=10.0.0.5:6379 crabray run tasks/demo -a oracle     # on a cluster, from a node
+
+  crabray run tasks/demo -a oracle --address http://10.0.0.5:8265   # from a laptop, as a job
 
 A run file holds the same settings by their field names (suite, agents, agent_config,
 out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, backend, ...); an option
@@ -259,7 +262,9 @@ def run(
         str | None,
         typer.Option(
             envvar="RAY_ADDRESS",
-            help="Ray cluster address (HOST:PORT); a local Ray instance when omitted.",
+            help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
+            "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head); "
+            "a local Ray instance when omitted.",
         ),
     ] = None,
     resume: Annotated[
@@ -367,6 +372,9 @@ def run(
         raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
     if not settings.agents:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
+    if settings.address is not None and settings.address.startswith(("http://", "https://")):
+        submit_run(settings)  # on the cluster, as a Ray job
+        return
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.run import RunOptions, run_suite
 
@@ -459,6 +467,7 @@ class _RunDisplay:
         )
         self.progress.__enter__()
         self.bar: Any = None
+        self.shown = 0
         self.t0 = time.monotonic()
         return self
 
@@ -468,6 +477,14 @@ class _RunDisplay:
 
     def update(self, progress: Any) -> None:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
+        if not errors.is_terminal and progress.done != self.shown:
+            # No bar where nobody watches a terminal (a Ray job's log): a line per episode.
+            self.shown = progress.done
+            errors.print(
+                f"episodes {progress.done}/{self.progress.tasks[0].total:g}, "
+                f"{progress.successes} ok",
+                highlight=False,
+            )
         self.progress.update(
             self.bar,
             completed=progress.done,
@@ -844,6 +861,18 @@ def runs_list(
     for m in manifests:
         table.add_row(m.run_id, m.suite_name, ", ".join(m.agents), f"{m.created_at:%Y-%m-%d %H:%M}")
     console.print(table)
+
+
+runs_app.command(
+    "fetch",
+    epilog="""Examples:
+
+  crabray runs fetch 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+
+  crabray runs fetch RUN_ID --address http://HEAD:8265 --from /mnt/shared/results --out results
+""",
+)(fetch)
+runs_app.command("pack", hidden=True)(pack)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ def start_head(
         head_port=port,
         node_ip=ip,
         state_file=_state(state_file),
+        dashboard=True,
     )
     console.print(f"head node started at {ip}:{port}; it hosts {node.hosts or 'no sandboxes'}")
     if ip.startswith("127."):
@@ -98,8 +99,8 @@ def start_head(
         f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
     )
     console.print("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
-    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address {ip}:{port}")
-    console.print("(from another machine, with the token and RAY_AUTH_MODE=token set)")
+    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:8265")
+    console.print("(from any machine holding the token; see cluster/README.md)")
 
 
 @cluster_app.command(

@@ -49,6 +49,7 @@ from crabray.results import (
     attempts_so_far,
     check_output_dir,
     finished_keys,
+    list_runs,
     new_run_id,
     read_manifest,
     write_manifest,
@@ -280,12 +281,18 @@ def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
 
 def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
     """The manifest of a new run, written once nothing can refuse the run any more."""
+    run_id = options.run_id or new_run_id()
+    if options.run_id is not None and run_id in list_runs(options.out_dir):
+        raise ConfigError(
+            f"run {run_id} exists in {options.out_dir}; resume it with --resume {run_id}",
+            field="run_id",
+        )
     return RunManifest(
-        run_id=new_run_id(),
+        run_id=run_id,
         suite=suite.ref.path,
         suite_name=suite.name,
         agents=[a.name for a in options.agents],
-        options=options.model_dump(mode="json", exclude={"resume", "address"}),
+        options=options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
         crabray_version=__version__,
     )
 
@@ -294,7 +301,15 @@ def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> str:
     """``resume``, checked against what that run ran."""
     agents = [a.name for a in options.agents]
     manifest = read_manifest(options.out_dir, resume)
-    if Path(manifest.suite).resolve() != Path(suite.ref.path).resolve():
+    if options.suite_origin is not None:
+        origin = manifest.options.get("suite_origin")
+        if origin != options.suite_origin:
+            raise ConfigError(
+                f"run {resume} ran the suite shipped from {origin or manifest.suite}, not "
+                f"{options.suite_origin}",
+                field="--resume",
+            )
+    elif Path(manifest.suite).resolve() != Path(suite.ref.path).resolve():
         raise ConfigError(
             f"run {resume} ran suite {manifest.suite}, not {suite.ref.path}",
             field="--resume",

@@ -57,6 +57,16 @@ class RunSettings(BaseModel):
     concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
     address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
     resume: str | None = Field(default=None, description="Run id to resume.")
+    run_id: str | None = Field(
+        default=None,
+        description="Id of a new run; generated when unset (a submitted run's is chosen by the "
+        "submitting machine, which prints it before the run starts).",
+    )
+    suite_origin: str | None = Field(
+        default=None,
+        description="Where a suite shipped to a cluster came from (HOST:PATH on the submitting "
+        "machine); a resume compares it, not the path the job unpacked the suite to.",
+    )
     epochs: int = Field(default=1, gt=0, description="Episodes of each task per agent.")
     max_attempts: int = Field(
         default=RetryPolicy.model_fields["max_attempts"].default,

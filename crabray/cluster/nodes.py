@@ -11,6 +11,7 @@ there is none, and workers must have the same token (``~/.ray/auth_token`` or
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 from pathlib import Path
@@ -141,15 +143,17 @@ def ray_start_command(
     head_port: int | None,
     address: str | None,
     node_ip: str | None = None,
+    dashboard: bool = False,
 ) -> list[str]:
     """The ``ray start`` command line of a head (``head_port``) or worker (``address``).
 
     ``node_ip`` is the address the node advertises to the others; Ray guesses when None.
+    A head started with ``dashboard`` serves Ray's dashboard and Job Submission API.
     """
-    ray = str(Path(sys.executable).with_name("ray"))
+    ray = str(_scripts_dir() / "ray")
     command = [ray, "start", "--disable-usage-stats"]
     if head_port is not None:
-        command += ["--head", f"--port={head_port}", "--include-dashboard=false"]
+        command += ["--head", f"--port={head_port}", *_dashboard_options(dashboard)]
     else:
         command += [f"--address={address}"]
     if node_ip is not None:
@@ -163,6 +167,31 @@ def ray_start_command(
     return command
 
 
+def _scripts_dir() -> Path:
+    """Where this installation's commands (``ray``, ``crabray``) are.
+
+    Beside the interpreter in a virtualenv; elsewhere in a system install
+    (``/usr/local/bin`` for pip on Debian), which ``sysconfig`` knows.
+    """
+    beside = Path(sys.executable).parent
+    if (beside / "ray").exists():
+        return beside
+    return Path(sysconfig.get_path("scripts"))
+
+
+def _dashboard_options(wanted: bool) -> list[str]:
+    """A head's dashboard, when wanted: on all interfaces, if Ray's dashboard is installed.
+
+    The dashboard serves Ray's Job Submission API, through which a machine
+    that is no node of the cluster submits runs (``crabray run --address
+    http://HEAD:8265``); it needs ``ray[default]``. Every request to it must
+    carry the cluster's token, as every other connection does.
+    """
+    if not wanted or importlib.util.find_spec("aiohttp") is None:
+        return ["--include-dashboard=false"]
+    return ["--include-dashboard=true", "--dashboard-host=0.0.0.0"]
+
+
 def start_node(
     config: NodeConfig,
     *,
@@ -170,8 +199,9 @@ def start_node(
     address: str | None = None,
     node_ip: str | None = None,
     state_file: Path = DEFAULT_STATE_FILE,
+    dashboard: bool = False,
 ) -> StartedNode:
-    """Start a head (``head_port``) or a worker joining ``address``; record it.
+    """Start a head (``head_port``, with Ray's dashboard if ``dashboard``) or a worker; record it.
 
     ``node_ip`` is the address the node advertises to the others (Ray guesses when None).
 
@@ -179,10 +209,14 @@ def start_node(
         CrabrayError: ``ray start`` failed; its output is in the message.
     """
     role = "head" if head_port is not None else "worker"
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}
+    # Jobs the node runs find this installation's `crabray` first (a venv not activated).
+    path = os.pathsep.join([str(_scripts_dir()), os.environ.get("PATH", "")])
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
     if role == "head":
         _ensure_token(env)
-    command = ray_start_command(config, head_port=head_port, address=address, node_ip=node_ip)
+    command = ray_start_command(
+        config, head_port=head_port, address=address, node_ip=node_ip, dashboard=dashboard
+    )
     logger.info("starting a %s node: %s", role, " ".join(command))
     proc = subprocess.Popen(
         command,
@@ -275,7 +309,7 @@ def _ensure_token(env: dict[str, str]) -> None:
     """Create a Ray auth token if the machine has none (heads only)."""
     if env.get("RAY_AUTH_TOKEN") or (Path.home() / ".ray" / "auth_token").exists():
         return
-    ray = str(Path(sys.executable).with_name("ray"))
+    ray = str(_scripts_dir() / "ray")
     done = subprocess.run(
         [ray, "get-auth-token", "--generate"], env=env, capture_output=True, text=True, check=False
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -59,6 +60,7 @@ def connect(
         kwargs["labels"] = node_labels(hosts or {}, labels)
     else:
         _check_reachable(address)
+        _check_node_here(address)
         use_token_auth(address)
         kwargs["address"] = address
     try:
@@ -93,6 +95,77 @@ def _check_reachable(address: str) -> None:
             f"cannot connect to the Ray cluster at {address}: nothing answers there ({exc}); "
             "start one with `ray start --head` or `crabray` without --address for a local one"
         ) from exc
+
+
+def _check_node_here(address: str) -> None:
+    """Fail fast when this machine runs no node of the cluster at a ``host:port`` address.
+
+    A Ray driver joins a cluster through a node on its own machine: from a
+    laptop that is no node (a port forwarded to the head, say), ``ray.init``
+    waits a minute and fails with a misleading message. Such a machine
+    submits the run as a Ray job instead. Nodes are found as Ray finds them:
+    the ``raylet`` processes of this machine and the GCS address each serves.
+
+    Raises:
+        CrabrayError: No raylet here serves the cluster at ``address``.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address or not Path("/proc").is_dir():
+        return
+    for gcs in _local_raylet_gcs_addresses():
+        gcs_host, _, gcs_port = gcs.rpartition(":")
+        if gcs_port == port and _same_machine_address(host, gcs_host):
+            return
+    raise CrabrayError(
+        f"this machine runs no node of the Ray cluster at {address}, and a Ray driver joins a "
+        "cluster only from one of its nodes. From another machine, submit the run as a Ray job "
+        "to the head's dashboard: crabray run SUITE --agent NAME --address http://HEAD:8265 "
+        "(see cluster/README.md)"
+    )
+
+
+def _local_raylet_gcs_addresses() -> set[str]:
+    """The GCS addresses (``--gcs-address=``) of the raylet processes on this machine.
+
+    Only raylets in this process's network namespace count: a node in a
+    container on this machine is another machine to Ray.
+    """
+    found = set()
+    here = os.readlink("/proc/self/ns/net")
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            if os.readlink(proc / "ns" / "net") != here:
+                continue
+        except OSError:
+            continue
+        if not argv or Path(argv[0].decode(errors="replace")).name != "raylet":
+            continue
+        for arg in argv:
+            if arg.startswith(b"--gcs-address="):
+                found.add(arg.split(b"=", 1)[1].decode(errors="replace"))
+    return found
+
+
+def _same_machine_address(given: str, served: str) -> bool:
+    """Whether two host names reach the same machine: equal, or both addresses of this one."""
+    try:
+        given_ip, served_ip = socket.gethostbyname(given), socket.gethostbyname(served)
+    except OSError:
+        return given == served
+    return given_ip == served_ip or (_is_local_ip(given_ip) and _is_local_ip(served_ip))
+
+
+def _is_local_ip(ip: str) -> bool:
+    """Whether ``ip`` belongs to this machine: a socket can bind to it."""
+    try:
+        with socket.socket() as sock:
+            sock.bind((ip, 0))
+    except OSError:
+        return False
+    return True
 
 
 def is_local_instance() -> bool:

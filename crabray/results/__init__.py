@@ -56,6 +56,7 @@ from crabray.results.stats import (
     pass_hat_k,
     wilson_interval,
 )
+from crabray.results.transfer import pack_run, unpack_run
 
 __all__ = [
     "BREAKDOWN_STATS",
@@ -86,6 +87,7 @@ __all__ = [
     "mean_pass_at_k",
     "nested_roots",
     "new_run_id",
+    "pack_run",
     "pass_at_k",
     "pass_hat_k",
     "read_episodes",
@@ -95,6 +97,7 @@ __all__ = [
     "steps_table",
     "terminal_view",
     "to_rich_table",
+    "unpack_run",
     "wilson_interval",
     "write_manifest",
 ]

@@ -42,6 +42,7 @@ def test_export_list():
             "mean_and_standard_error",
             "mean_pass_at_k",
             "new_run_id",
+            "pack_run",
             "pass_at_k",
             "pass_hat_k",
             "read_episodes",
@@ -51,6 +52,7 @@ def test_export_list():
             "steps_table",
             "terminal_view",
             "to_rich_table",
+            "unpack_run",
             "wilson_interval",
             "write_manifest",
         ]

@@ -1,0 +1,268 @@
+"""``crabray run --address http://HEAD:8265`` and ``crabray runs fetch``: a cluster from afar.
+
+A run given the head's Job Submission API as its address is not run here:
+the suite is staged in a folder with a run file (``run.toml``) holding the
+run's settings, shipped as a Ray job's ``working_dir``, and ``crabray run``
+runs on the head as the job's entrypoint, the driver of the sweep. Its output
+streams back here. Ctrl-C stops the job; what finished is kept on the head
+and ``--resume RUN_ID`` continues it. Results stay on the head (``~/crabray/
+results`` by default; a relative ``--out`` is relative to ``~/crabray`` there,
+an absolute one or a ``file://`` URL is taken as is, e.g. a shared mount);
+``crabray runs fetch`` copies a run back through another small job.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+import secrets
+import shlex
+import shutil
+import socket
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from crabray.core.errors import CrabrayError
+from crabray.run_config import DEFAULT_RESULTS, RunConfig
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+console = Console()
+errors = Console(stderr=True)
+
+REMOTE_HOME = "crabray"
+"""The head's folder (under the home of the user running Ray) that relative result roots are in."""
+_PACK_BEGIN = "crabray-pack-begin"
+_PACK_END = "crabray-pack-end"
+_SHIPPED_PATHS = ("agent_config", "index", "services")
+_NOT_IN_RUN_FILE = {"address", "out_dir", "suite", "resume", "run_id", "suite_origin"}
+
+
+def remote_out(out: str | Path) -> str:
+    """``--out`` as a shell word on the head: relative roots go under ``~/crabray`` there."""
+    text = str(out)
+    if "://" in text or Path(text).is_absolute():
+        return shlex.quote(text)
+    return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(text)}'
+
+
+def submit_run(settings: RunConfig) -> None:
+    """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
+
+    Checks the suite and agents here first, so a broken suite fails before
+    anything is uploaded.
+
+    Raises:
+        CrabrayError: The API does not answer, the suite is too large or invalid,
+            or the run failed on the cluster (``typer.Exit`` with its exit code).
+    """
+    from crabray.cluster.submit import check_upload_size, submit
+
+    if settings.address is None or settings.suite is None:
+        raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
+    client = _client(settings.address)  # first: it decides how Ray, imported next, authenticates
+    from crabray.agents import select_agents
+    from crabray.formats import resolve_suite
+    from crabray.results import new_run_id
+    from crabray.run import load_checked_suite
+
+    select_agents(settings.agents, settings.agent_config)
+    suite = Path(settings.suite)
+    load_checked_suite(
+        resolve_suite(
+            suite,
+            settings.format,
+            backend=settings.backend,
+            index=settings.index,
+            base_image=settings.base_image,
+            services=settings.services,
+        )
+    )
+    folder = suite if suite.is_dir() else suite.parent
+    size = check_upload_size(folder)
+    run_id = settings.resume or settings.run_id or new_run_id()
+    out = remote_out(settings.out_dir)
+    with tempfile.TemporaryDirectory(prefix="crabray-job-") as staging:
+        _stage(settings, suite, folder, Path(staging), run_id)
+        job_id = submit(
+            client,
+            f"crabray run --config run.toml --out {out}",
+            Path(staging),
+            f"crabray-{run_id}-{secrets.token_hex(3)}",
+            {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
+        )
+    errors.print(
+        f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
+        f"({size / 2**20:.1f} MiB shipped); Ctrl-C stops it",
+        highlight=False,
+        soft_wrap=True,
+    )
+    code = _follow_or_stop(client, job_id, run_id, settings)
+    fetch = f"crabray runs fetch {run_id} --address {settings.address}"
+    if settings.out_dir != DEFAULT_RESULTS:
+        fetch += f" --from {shlex.quote(str(settings.out_dir))}"
+    errors.print(
+        f"results are on the head; copy them here with:  {escape(fetch)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if code != 0:
+        raise typer.Exit(code)
+
+
+def _client(address: str) -> JobSubmissionClient:
+    """The job client of ``address``, with Ray's own info lines (uploads) kept off the terminal.
+
+    Ray configures its loggers when it is imported, after ``crabray -v`` set them.
+    """
+    from crabray.cluster.submit import job_client
+
+    client = job_client(address)
+    level = max(logging.getLogger().level, logging.ERROR)
+    # Ray's job client sets its modules' loggers to INFO itself.
+    for name in ["ray", *(n for n in logging.root.manager.loggerDict if n.startswith("ray."))]:
+        logging.getLogger(name).setLevel(level)
+    return client
+
+
+def _follow_or_stop(
+    client: JobSubmissionClient, job_id: str, run_id: str, settings: RunConfig
+) -> int:
+    """The job's output, here, until it ends; Ctrl-C stops the job (exit code 130)."""
+    from crabray.cluster.submit import follow, stop
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    try:
+        return follow(client, job_id, write)
+    except KeyboardInterrupt:
+        errors.print(f"stopping job {job_id} ...", highlight=False)
+        stopped = stop(client, job_id)
+        what = "stopped" if stopped else "asked to stop (it has not stopped yet)"
+        errors.print(
+            f"job {job_id} {what}; the episodes that finished are kept on the head. "
+            f"Continue the run with: crabray run {escape(str(settings.suite))} ... "
+            f"--address {settings.address} --resume {run_id}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 130
+
+
+def _stage(settings: RunConfig, suite: Path, folder: Path, staging: Path, run_id: str) -> None:
+    """Lay out the job's working_dir: the suite under ``suite/``, other files, ``run.toml``."""
+    from crabray.cluster.submit import NOT_SHIPPED
+
+    shutil.copytree(folder, staging / "suite", ignore=shutil.ignore_patterns(*NOT_SHIPPED))
+    fields = settings.model_dump(mode="json", exclude_unset=True, exclude=_NOT_IN_RUN_FILE)
+    fields["suite"] = "suite" if suite.is_dir() else f"suite/{suite.name}"
+    for name in _SHIPPED_PATHS:
+        if fields.get(name) is not None:
+            fields[name] = _ship_file(Path(fields[name]), folder, staging)
+    if settings.resume is not None:
+        fields["resume"] = settings.resume
+    else:
+        fields["run_id"] = run_id
+    fields["suite_origin"] = f"{socket.gethostname()}:{suite.resolve()}"
+    lines = [f"{key} = {json.dumps(value)}" for key, value in fields.items()]
+    (staging / "run.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _ship_file(path: Path, folder: Path, staging: Path) -> str:
+    """Where a file the run names is in the working_dir: in the suite, or copied beside it."""
+    resolved = path.resolve()
+    if resolved.is_relative_to(folder.resolve()):
+        return f"suite/{resolved.relative_to(folder.resolve()).as_posix()}"
+    if not resolved.is_file():
+        raise CrabrayError(f"{path}: no such file to ship with the run")
+    target = staging / "files" / resolved.name
+    target.parent.mkdir(exist_ok=True)
+    shutil.copy2(resolved, target)
+    return f"files/{resolved.name}"
+
+
+def fetch(
+    run_id: Annotated[str, typer.Argument(help="The run to copy here.")],
+    address: Annotated[
+        str,
+        typer.Option(envvar="RAY_ADDRESS", help="The head's Job Submission API, http://HEAD:8265."),
+    ],
+    source: Annotated[
+        str,
+        typer.Option(
+            "--from",
+            help="The results root on the head, as the run's --out gave it (relative to "
+            f"~/{REMOTE_HOME} there).",
+        ),
+    ] = str(DEFAULT_RESULTS),
+    out: Annotated[Path, typer.Option("--out", "-o", help="The results root here.")] = (
+        DEFAULT_RESULTS
+    ),
+) -> None:
+    """Copy run RUN_ID from the cluster's head into OUT, through a Ray job (no ssh needed).
+
+    An earlier copy of the run in OUT is replaced, so fetching again during a
+    run brings the episodes finished since.
+    """
+    from crabray.cluster.submit import delete, is_job_address, job_output
+    from crabray.results import unpack_run
+
+    if not is_job_address(address):
+        raise CrabrayError(f"--address must be the head's http://HOST:8265, not {address}")
+    client = _client(address)
+    job_id = client.submit_job(
+        entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
+        submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
+    )
+    logs = job_output(client, job_id)
+    delete(client, job_id)
+    data = _unframe(logs, run_id)
+    unpack_run(data, out, run_id)
+    console.print(
+        f"run {escape(run_id)} copied into {escape(str(out))} ({len(data) / 2**20:.1f} MiB)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def pack(
+    run_id: Annotated[str, typer.Argument(help="The run to write out.")],
+    source: Annotated[Path, typer.Option("--from", help="The results root.")] = DEFAULT_RESULTS,
+) -> None:
+    """Write run RUN_ID of a results root to stdout, framed, for `crabray runs fetch`."""
+    from crabray.results import pack_run
+
+    data = pack_run(source, run_id)
+    encoded = base64.encodebytes(data).decode("ascii")
+    digest = hashlib.sha256(data).hexdigest()
+    sys.stdout.write(f"{_PACK_BEGIN} {digest} {len(data)}\n{encoded}{_PACK_END}\n")
+    sys.stdout.flush()
+
+
+def _unframe(logs: str, run_id: str) -> bytes:
+    """The archive ``pack`` framed in a job's output, checked against its digest.
+
+    Raises:
+        CrabrayError: No complete, intact archive in the output.
+    """
+    start = logs.find(_PACK_BEGIN)
+    end = logs.find(_PACK_END, start)
+    if start < 0 or end < 0:
+        raise CrabrayError(f"the head sent no archive of run {run_id}:\n{logs.strip()[-2000:]}")
+    header, _, body = logs[start:end].partition("\n")
+    _, digest, _size = header.split()
+    data = base64.decodebytes(body.encode("ascii"))
+    if hashlib.sha256(data).hexdigest() != digest:
+        raise CrabrayError(f"the archive of run {run_id} arrived damaged; fetch it again")
+    return data
