@@ -97,14 +97,12 @@ def test_episode_page_shows_task_result_and_every_step(
     page = _page(site, dataset.graph_episode_id)
     assert "<h1>graph-task</h1>" in page
     assert len(re.findall(r'<section class="step" id="step-\d+">', page)) == 3
-    for label in ("termination reason", "completeness", "tokens in", "cost usd", "wall time sec"):
+    for label in ("ended by", "completeness", "tokens in", "cost", "wall time (s)"):
         assert f"<dt>{label}</dt>" in page
+    assert "<dt>cost</dt><dd>$0.012</dd>" in page
     assert "agent_complete" in page and "agent gave up on &lt;sink&gt;" in page
     # Arguments as pretty JSON, keys sorted; the failed call's error shown as one.
-    assert (
-        "&quot;content&quot;: &quot;x&lt;0&gt;&quot;,\n  &quot;path&quot;: &quot;a.txt&quot;"
-        in page
-    )
+    assert "&#34;content&#34;: &#34;x&lt;0&gt;&#34;,\n  &#34;path&#34;: &#34;a.txt&#34;" in page
     assert '<div class="call failed">' in page
     assert "$ ls\n&lt;nothing&gt;" in page
     assert "../index.html" in page
@@ -271,7 +269,10 @@ def test_a_large_dataset_lists_only_the_most_recent_episodes(tmp_path: Path) -> 
     assert pages == newest, "pages only for the five most recent episodes"
     html = index.read_text()
     assert "Listing the 5 most recent of 12 episodes" in html
-    assert html.count('href="episodes/') == 5
+    listing = html.split('id="episodes-section"', 1)[1]
+    assert listing.count('href="episodes/') == 5
+    # The matrix's drill-downs link the five listed episodes and name the other seven.
+    assert html.count('href="episodes/') == 10
     assert ">12<" in html, "the leaderboard still counts all 12"
 
 
