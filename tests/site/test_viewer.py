@@ -125,6 +125,9 @@ def test_run_pages_and_comparison_data(dataset: SiteDataset, tmp_path: Path) -> 
     runs = re.findall(r'data-run="([^"]+)"', picker)
     assert runs == [RUN_ID, OLDER_RUN_ID], "newest first"
     assert 'href="compare.html"' in picker
+    older_page = (site / f"run-{OLDER_RUN_ID}.html").read_text(encoding="utf-8")
+    assert HOSTILE_TASK not in index + older_page
+    assert '<th scope="row">&lt;/script&gt;&lt;script&gt;window.__pwned = 6' in index
     older = (site / f"run-{OLDER_RUN_ID}.html").read_text(encoding="utf-8")
     assert f'<p class="muted" id="scope">run {OLDER_RUN_ID}</p>' in older
     assert '<p class="muted" id="episode-count">5 episodes</p>' in older
