@@ -82,6 +82,10 @@ def test_planner_and_tool_caller_solve_a_two_environment_task(
     assert "workstation-write_file: " in planner[1].messages[-1]["content"]  # results as text
     assert caller[1].messages[-2]["role"] == "tool"  # the caller gets its own tool replies
     assert record.steps[0].agent_message.startswith("plan: Plan: write")
+    # One conversation, in the order the calls were made, each message tagged by dialogue.
+    replies = [m for m in json.loads(result.conversation_json) if m["role"] == "assistant"]
+    assert [m.get("speaker", "agent") for m in replies] == ["planner", "tool caller"] * 3
+    assert [m["model"] for m in replies[:2]] == ["planner-model", "fake-model"]
 
 
 def delegate(env: str, instruction: str) -> object:

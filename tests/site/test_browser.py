@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from crabray.results import ResultSink
+from crabray.results import ResultSink, RunManifest, write_manifest
 from crabray.results.site import build_site
 from tests.conftest import ROOT
 from tests.site.conftest import (
@@ -190,9 +190,14 @@ def _wait_until_serving(url: str, process: subprocess.Popen[str]) -> None:
 
 @pytest.fixture
 def view_server(dataset: SiteDataset) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    yield from _view(dataset.out)
+
+
+def _view(out: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``crabray view OUT`` in a subprocess on a free port, until the generator is closed."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "crabray", "view", str(dataset.out), "--port", str(port)],
+        [sys.executable, "-m", "crabray", "view", str(out), "--port", str(port)],
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
@@ -356,3 +361,40 @@ def test_run_picker_and_comparison(
     assert swapped.locator("td").last.inner_text() == "broke"
     assert browser_page.evaluate("() => window.__pwned") is None
     assert console.errors == []
+
+
+def test_a_run_that_just_started_fills_in_live(page: tuple[Any, Console], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_manifest(
+        out,
+        RunManifest(
+            run_id=RUN_ID,
+            suite="tests/site",
+            suite_name=SUITE_NAME,
+            agents=["beta"],
+            crabray_version="test",
+        ),
+    )
+    server = _view(out)
+    url, _ = next(server)
+    try:
+        browser_page, console = page
+        browser_page.goto(url)
+        assert "No episodes yet" in browser_page.inner_text("#no-episodes")
+        assert browser_page.locator("#matrix").count() == 0
+        ResultSink(out, RUN_ID).write([episode("t-one", "beta", steps=2, success=True)])
+        browser_page.wait_for_selector("#matrix", timeout=30_000)
+        assert browser_page.locator("#no-episodes").count() == 0
+        assert browser_page.locator("#episodes tbody tr").count() == 1
+        # A drill-down left open stays open when the next episode lands.
+        browser_page.locator("#matrix td.matrix-cell a").first.click()
+        assert browser_page.locator("#cell-0-0").is_visible()
+        ResultSink(out, RUN_ID).write([episode("t-one", "beta", steps=3, success=False, epoch=1)])
+        browser_page.wait_for_function(
+            "() => document.querySelectorAll('#episodes tbody tr').length === 2", timeout=30_000
+        )
+        drill = browser_page.locator("#cell-0-0")
+        assert drill.is_visible() and "1 of 2 solved" in drill.inner_text()
+        assert console.errors == []
+    finally:
+        server.close()

@@ -80,7 +80,7 @@ table#matrix th[scope=row] { font-weight: 500; }
 .small { font-size: .8em; }
 .drill { display: none; border: 1px solid var(--line); border-radius: 6px;
   padding: .2rem 1rem .6rem; margin: .6rem 0; background: var(--bg-alt); }
-.drill:target { display: block; }
+.drill:target, .drill.open { display: block; }
 .drill .close { font-size: .8em; font-weight: normal; margin-left: .6rem; }
 .episode-body.with-conversation { display: grid; grid-template-columns: minmax(0, 1fr)
   minmax(0, 1fr); gap: 1.5rem; align-items: start; }
@@ -182,11 +182,19 @@ SCRIPT = """
     var picker = fresh.getElementById("run-picker");
     var mine = document.getElementById("run-picker");
     if (picker && mine) { mine.innerHTML = picker.innerHTML; }
-    if (window.location.hash) {
-      var target = document.getElementById(window.location.hash.slice(1));
-      if (target) { target.style.display = ""; }
-    }
+    openTarget();
   }
+  // A drill-down opens by CSS :target; a swapped-in element is not re-matched, so the
+  // open one is also marked with a class, kept in step with the address's fragment.
+  function openTarget() {
+    document.querySelectorAll(".drill.open").forEach(function (drill) {
+      drill.classList.remove("open");
+    });
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var target = id ? document.getElementById(id) : null;
+    if (target && target.classList.contains("drill")) { target.classList.add("open"); }
+  }
+  window.addEventListener("hashchange", openTarget);
   function poll(body) {
     var url = body.getAttribute("data-live");
     var status = document.getElementById("live-status");
