@@ -96,6 +96,7 @@ table#matrix th[scope=row] { font-weight: 500; }
   font-size: .85em; }
 .message-head .usage { float: right; font-size: .85em; }
 .tool-call code.tool-name { font-weight: 600; }
+.label .muted { text-transform: none; letter-spacing: 0; }
 tr.change-better td, tr.change-fixed td { background: var(--ok-bg); }
 tr.change-worse td, tr.change-broke td { background: var(--bad-bg); }
 tr.change-only td { color: var(--muted); }
