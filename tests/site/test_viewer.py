@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from crabray.results import read_manifest, write_manifest
 from crabray.results.site import build_site
 from crabray.results.site._html import human
 from crabray.results.site._plots import cost_plot
@@ -142,3 +143,11 @@ def test_run_pages_and_comparison_data(dataset: SiteDataset, tmp_path: Path) -> 
     assert data["scores"][RUN_ID]["t-one · beta"] == [1.0, 1, 1]
     assert f"{HOSTILE_TASK} · beta" in data["scores"][OLDER_RUN_ID]
     assert compare.count("<script") == 2  # the site's script and the inert JSON data block
+
+
+def test_the_suites_own_description_comes_first(dataset: SiteDataset, tmp_path: Path) -> None:
+    manifest = read_manifest(dataset.out, RUN_ID)
+    described = manifest.model_copy(update={"suite_description": "Edits <files> & reports."})
+    write_manifest(dataset.out, described)
+    index = build_site(dataset.out, tmp_path / "site").read_text(encoding="utf-8")
+    assert '<p id="description">Edits &lt;files&gt; &amp; reports.</p>' in index

@@ -41,6 +41,8 @@ class RunInfo:
         run_id: The run's id.
         suite: The suite's path as given to ``crabray run`` ("" without a manifest).
         suite_name: The suite's name ("" without a manifest).
+        suite_description: What the suite's benchmarks say they measure ("" when they
+            do not say).
         created_at: When the run started, as text ("" without a manifest).
         episodes: Episodes recorded so far.
         successes: Of which solved.
@@ -49,6 +51,7 @@ class RunInfo:
     run_id: str
     suite: str
     suite_name: str
+    suite_description: str
     created_at: str
     episodes: int
     successes: int
@@ -169,6 +172,7 @@ def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[Run
                 run_id=run,
                 suite=manifest.suite if manifest else "",
                 suite_name=manifest.suite_name if manifest else "",
+                suite_description=manifest.suite_description if manifest else "",
                 created_at=f"{manifest.created_at:%Y-%m-%d %H:%M} UTC" if manifest else "",
                 episodes=sizes.get(run, 0),
                 successes=solved.get(run, 0),
@@ -178,16 +182,20 @@ def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[Run
 
 
 def _title(runs: list[RunInfo], episodes: pd.DataFrame) -> tuple[str, str]:
-    """The suite's name and path when every run shown ran one suite; a neutral title else."""
+    """The title and the line under it: the suite's name and description (or path) when
+    every run shown ran one suite; a neutral title and the suites' paths otherwise."""
     names = {run.suite_name for run in runs if run.suite_name}
+    descriptions = {run.suite_description for run in runs if run.suite_description}
     paths = {run.suite for run in runs if run.suite} or {
         str(suite) for suite in episodes.get("suite", pd.Series(dtype=str)).unique()
     }
-    if len(names) == 1 and len(paths) <= 1:
-        return names.pop(), f"suite {paths.pop()}" if paths else ""
+    one_suite = len(names) <= 1
+    title = next(iter(names)) if len(names) == 1 else "crabray results"
+    if one_suite and len(descriptions) == 1:
+        return title, next(iter(descriptions))
     if len(paths) == 1:
-        return "crabray results", f"suite {paths.pop()}"
-    return "crabray results", "suites " + ", ".join(sorted(paths)) if paths else ""
+        return title, f"suite {paths.pop()}"
+    return title, ("suites " + ", ".join(sorted(paths))) if paths else ""
 
 
 def load(
