@@ -51,7 +51,7 @@ def test_conversation_is_shown_beside_the_steps_and_escaped(
         assert unescape(hostile) in unescape(page)
     assert "&lt;script&gt;window.__pwned = 5&lt;/script&gt;" in conversation
     assert "<img src=x" not in page
-    assert page.count("<script") == 1
+    assert "<script" not in page
 
 
 def test_an_agent_without_a_model_has_no_conversation_section(

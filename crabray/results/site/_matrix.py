@@ -78,7 +78,9 @@ def _cell(
             score=f"{float(row['score']):.2f}",
             reason=str(row["termination_reason"]),
         )
-        for _, row in rows.iterrows()
+        for row in rows[
+            ["episode_id", "run_id", "epoch", "attempt", "success", "score", "termination_reason"]
+        ].to_dict("records")
     ]
     return MatrixCell(
         anchor=anchor,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
@@ -239,7 +239,7 @@ def _steps_view(
                 "screenshot": src,
                 "screenshot_missing": None if src is not None or is_missing(shot) else shot or None,
                 "observation": None if is_missing(observation) else observation,
-                "calls": [_call_view(call) for _, call in calls.iterrows()],
+                "calls": [_call_view(call) for call in calls.to_dict("records")],
                 "graph": _graph_view(
                     graph, _value(calls.iloc[-1], "graph_passed"), f"after step {shown}"
                 ),
@@ -248,18 +248,18 @@ def _steps_view(
     return views
 
 
-def _call_view(call: pd.Series) -> dict[str, Any]:
-    message = _value(call, "agent_message")
-    error = _value(call, "error")
-    duration = _value(call, "duration_sec")
-    env = _value(call, "env")
+def _call_view(call: dict[Hashable, Any]) -> dict[str, Any]:
+    message = call.get("agent_message")
+    error = call.get("error")
+    duration: Any = call.get("duration_sec")
+    env = call.get("env")
     return {
         "message": None if is_missing(message) or message == "" else message,
         "action": call["action"],
         "env": None if is_missing(env) else env,
-        "arguments": pretty_json(str(_value(call, "arguments_json") or "{}")),
+        "arguments": pretty_json(str(call.get("arguments_json") or "{}")),
         "error": None if is_missing(error) else error,
-        "result": _value(call, "result") or "",
+        "result": call.get("result") or "",
         "duration": None if is_missing(duration) else f"{float(duration):.2f} s",
     }
 
