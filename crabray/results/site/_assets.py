@@ -1,4 +1,4 @@
-"""The site's stylesheet and script, inlined into every page so a page needs no other file.
+"""The site's stylesheet and script, inlined into the pages so a page needs no other file.
 
 The script sorts tables, draws the two-run comparison from the page's JSON
 data block, and on pages served by ``crabray view`` polls ``live.json``: when
