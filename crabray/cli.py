@@ -140,6 +140,16 @@ RunOpt = Annotated[
         "--run", help="Only this run id ('latest': the most recent run); every run when omitted."
     ),
 ]
+TitleOpt = Annotated[
+    str | None,
+    typer.Option("--title", help="The site's title; the suite's name by default."),
+]
+DescriptionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--description", help="The line under the site's title; the suite's path by default."
+    ),
+]
 
 
 def _no_runs(out: str | Path, command: str) -> CrabrayError:
@@ -554,6 +564,8 @@ def leaderboard(
         Path | None,
         typer.Option("--html", help="Also write a static site (plots, episode pages) here."),
     ] = None,
+    title: TitleOpt = None,
+    description: DescriptionOpt = None,
 ) -> None:
     """Per agent and model: success rate with its 95% interval, score, cost, pass@k.
 
@@ -581,7 +593,7 @@ def leaderboard(
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
     _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
     if html is not None:
-        _write_site(Path(out), html, run_id)
+        _write_site(Path(out), html, run_id, title, description)
 
 
 def _print_leaderboard(
@@ -647,10 +659,12 @@ def _print_leaderboard(
         (console if fmt in ("table", "md") else errors).print(summary, highlight=False)
 
 
-def _write_site(out: Path, site_dir: Path, run_id: str | None) -> None:
+def _write_site(
+    out: Path, site_dir: Path, run_id: str | None, title: str | None, description: str | None
+) -> None:
     from crabray.results.site import build_site
 
-    index = build_site(out, site_dir, run_id)
+    index = build_site(out, site_dir, run_id, title=title, description=description)
     errors.print(f"site written: {escape(str(index))}", highlight=False)
 
 
@@ -662,6 +676,8 @@ def _write_site(out: Path, site_dir: Path, run_id: str | None) -> None:
   crabray view --run latest --port 0           # the newest run, on a free port
 
   crabray view path/to/results
+
+  crabray view --title "Nightly sweep" --description "desktop tasks, three models"
 """
 )
 def view(
@@ -669,15 +685,20 @@ def view(
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
     host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
     run_id: RunOpt = None,
+    title: TitleOpt = None,
+    description: DescriptionOpt = None,
 ) -> None:
-    """Serve OUT's leaderboard and episode pages; new episodes appear on reload."""
+    """Serve OUT's results: matrix, leaderboard, runs, comparison, episodes with their
+    conversation. Open pages update themselves as episodes finish."""
     from crabray.results import has_results
     from crabray.results.site import make_server
 
     if not has_results(out):
         raise _no_runs(out, "view")
     run_id = _resolve_run(out, run_id, "view")
-    server = make_server(out, host=host, port=port, run_id=run_id)
+    server = make_server(
+        out, host=host, port=port, run_id=run_id, title=title, description=description
+    )
     url = f"http://{host}:{server.server_port}/"
     console.print(f"serving {escape(str(out))} at {url} (Ctrl-C stops)", highlight=False)
     try:

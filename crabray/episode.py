@@ -550,6 +550,11 @@ class _Episode:
         self.result.model_calls = usage.model_calls
         self.result.model_latency_sec = usage.model_latency_sec
         self.result.cost_usd = usage.cost_usd
+        if usage.conversation:
+            self.result.conversation_json = json.dumps(
+                [message.model_dump(exclude_defaults=True) for message in usage.conversation],
+                ensure_ascii=False,
+            )
         self.result.wall_time_sec = time.monotonic() - self.t0
         self.result.finished_at = utcnow()
 

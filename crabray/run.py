@@ -291,6 +291,13 @@ def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
         run_id=run_id,
         suite=suite.ref.path,
         suite_name=suite.name,
+        suite_description=" ".join(
+            dict.fromkeys(
+                entry.benchmark.description
+                for entry in suite.entries.values()
+                if entry.benchmark.description
+            )
+        ),
         agents=[a.name for a in options.agents],
         options=options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
         crabray_version=__version__,

@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
+from crabray.core.result import ConversationMessage
+
 
 class ActionCall(BaseModel):
     """One call the agent wants made, by the name it sees in its action space."""
@@ -70,13 +72,18 @@ class AgentStep(BaseModel):
 
 
 class AgentUsage(BaseModel):
-    """Model usage of an agent over one episode."""
+    """Model usage of an agent over one episode, and the conversation that used it.
+
+    ``conversation`` is what the agent sent to its models and what they replied,
+    in order; the episode stores it in the ``conversation_json`` column.
+    """
 
     tokens_in: int = 0
     tokens_out: int = 0
     model_calls: int = 0
     model_latency_sec: float = 0.0
     cost_usd: float = 0.0
+    conversation: list[ConversationMessage] = Field(default_factory=list)
 
 
 class AgentSpec(BaseModel):

@@ -26,6 +26,7 @@ from typing import Any
 from crabray.agents.base import ActionCall, AgentSpec, AgentUsage, CallResult, Observation
 from crabray.agents.config import LLMSettings, llm_settings, resolve_api_key
 from crabray.agents.llm_client import MODEL_API_RETRY, ChatClient, ChatResponse, ClientConfig
+from crabray.core.result import ConversationMessage, ToolCallRecord
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +45,28 @@ class Dialogue:
         window: Most recent turns kept in what is sent to the model.
     """
 
-    def __init__(self, system: str, task: str, window: int) -> None:
+    def __init__(self, system: str, task: str, window: int, name: str = "agent") -> None:
         self.head: list[dict[str, Any]] = [
             {"role": "system", "content": system},
             {"role": "user", "content": task},
         ]
         self.window = window
+        self.name = name
         self.turns: list[list[dict[str, Any]]] = []
         self.pending: list[str] = []
         self.problems: dict[str, str] = {}
+        self.recorded = 0
 
     def messages(self) -> list[dict[str, Any]]:
         """What is sent to the model: system and task, then the last ``window`` turns."""
         return [*self.head, *(m for turn in self.turns[-self.window :] for m in turn)]
+
+    def unrecorded(self) -> list[dict[str, Any]]:
+        """Messages of the whole history (not the window) not yet in the transcript; marks them."""
+        history = [*self.head, *(m for turn in self.turns for m in turn)]
+        new = history[self.recorded :]
+        self.recorded = len(history)
+        return new
 
     def open_turn(self, content: Content) -> None:
         """Start a turn with the user message of a step."""
@@ -184,11 +194,48 @@ class ModelCaller:
         self.usage.tokens_in += response.prompt_tokens
         self.usage.tokens_out += response.completion_tokens
         self.usage.model_latency_sec += response.latency_sec
-        self.usage.cost_usd += self.settings.cost_usd(
-            response.prompt_tokens, response.completion_tokens
-        )
+        cost = self.settings.cost_usd(response.prompt_tokens, response.completion_tokens)
+        self.usage.cost_usd += cost
+        sent = dialogue.unrecorded()
         dialogue.record_reply(response)
+        *before, reply = [transcript_entry(m, dialogue.name) for m in sent + dialogue.unrecorded()]
+        self.usage.conversation.extend(before)
+        self.usage.conversation.append(
+            reply.model_copy(
+                update={
+                    "model": name or None,
+                    "tokens_in": response.prompt_tokens,
+                    "tokens_out": response.completion_tokens,
+                    "cost_usd": cost,
+                    "latency_sec": response.latency_sec,
+                }
+            )
+        )
         return response
+
+
+def transcript_entry(message: dict[str, Any], speaker: str) -> ConversationMessage:
+    """An API message as the results keep it: text, tool calls, images counted, not kept."""
+    content = message.get("content")
+    images = 0
+    if isinstance(content, list):
+        texts = [part.get("text", "") for part in content if part.get("type") == "text"]
+        images = sum(1 for part in content if part.get("type") == "image_url")
+        content = "\n".join(texts)
+    calls = [
+        ToolCallRecord(
+            id=call["id"], name=call["function"]["name"], arguments=call["function"]["arguments"]
+        )
+        for call in message.get("tool_calls") or []
+    ]
+    return ConversationMessage(
+        role=message["role"],
+        speaker=speaker,
+        content=content or "",
+        images=images,
+        tool_calls=calls,
+        tool_call_id=message.get("tool_call_id"),
+    )
 
 
 def observation_content(

@@ -59,13 +59,17 @@ class PlannerAgent(LLMAgent):
             "When the task is done, make the next sub-goal calling `complete`.\n\n"
             f"The tool caller's tools:\n{catalogue}"
         )
-        self.planner = Dialogue(system_prompt(brief, planner_role), task_message(brief), window)
+        self.planner = Dialogue(
+            system_prompt(brief, planner_role), task_message(brief), window, "planner"
+        )
         caller_role = (
             "You are the tool caller of a team operating computers. Each step a planner gives "
             "you a sub-goal; carry it out by calling tools. Each call's output or error comes "
             "back to you."
         )
-        self.tool_caller = Dialogue(system_prompt(brief, caller_role), task_message(brief), window)
+        self.tool_caller = Dialogue(
+            system_prompt(brief, caller_role), task_message(brief), window, "tool caller"
+        )
 
     def step(self, observed: StepInput) -> AgentStep:
         header = step_header(observed, self.brief)
@@ -116,7 +120,9 @@ class PerEnvironmentAgent(LLMAgent):
             "can also call `complete` when the task is done, `fail` if it cannot be done, and "
             "`submit` when the task asks for an answer."
         )
-        self.planner = Dialogue(system_prompt(brief, planner_role), task_message(brief), window)
+        self.planner = Dialogue(
+            system_prompt(brief, planner_role), task_message(brief), window, "planner"
+        )
         self.delegate_tool = _delegate_tool(envs)
         self.sub_agents: dict[str, Dialogue] = {}
         for env in envs:
@@ -125,7 +131,9 @@ class PerEnvironmentAgent(LLMAgent):
                 "planner gives you an instruction; carry it out by calling your tools. Each "
                 "call's output or error comes back to you."
             )
-            self.sub_agents[env] = Dialogue(system_prompt(brief, role), task_message(brief), window)
+            self.sub_agents[env] = Dialogue(
+                system_prompt(brief, role), task_message(brief), window, env
+            )
         self.last_env: str | None = None
 
     def step(self, observed: StepInput) -> AgentStep:

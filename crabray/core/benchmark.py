@@ -59,6 +59,8 @@ class BenchmarkConfig(BaseModel):
     Args:
         name: The suite's name in results and leaderboards.
         tasks: The tasks; ids unique.
+        description: What the benchmark measures, in a sentence or two; the results
+            site shows it under the suite's name.
         environments: The sandboxes tasks may use; names unique.
         default_env: The environment of tasks that name none (the only one if
             there is one).
@@ -77,6 +79,7 @@ class BenchmarkConfig(BaseModel):
 
     name: str = Field(min_length=1)
     tasks: list[Task]
+    description: str = ""
     environments: list[EnvironmentConfig] = Field(default_factory=list)
     default_env: str | None = None
     multienv: bool = False

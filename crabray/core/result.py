@@ -137,6 +137,37 @@ class Score(BaseModel):
     explanation: str | None = None
 
 
+class ToolCallRecord(BaseModel):
+    """One tool call of an assistant message, as the model wrote it."""
+
+    id: str = Field(description="The model's id of the call; its tool message names it.")
+    name: str = Field(description="The tool (action) called.")
+    arguments: str = Field(default="", description="The arguments as the model wrote them.")
+
+
+class ConversationMessage(BaseModel):
+    """One message of an LLM agent's conversation with its model: an item of ``conversation_json``.
+
+    Images sent to the model are not kept (the steps table has the screenshots);
+    ``images`` counts them. Usage fields are set on assistant messages only.
+    """
+
+    role: str = Field(description="system, user, assistant or tool.")
+    speaker: str = Field(
+        default="agent",
+        description="Which of the agent's dialogues it belongs to (planner, tool caller, ...).",
+    )
+    content: str = Field(default="", description="The text of the message.")
+    images: int = Field(default=0, description="Images attached to the message (not kept).")
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    tool_call_id: str | None = Field(default=None, description="The call a tool message answers.")
+    model: str | None = Field(default=None, description="The model that wrote a reply.")
+    tokens_in: int | None = Field(default=None, description="Prompt tokens of the call.")
+    tokens_out: int | None = Field(default=None, description="Completion tokens of the reply.")
+    cost_usd: float | None = Field(default=None, description="Cost of the call (price table).")
+    latency_sec: float | None = Field(default=None, description="Seconds the call took.")
+
+
 class EpisodeResult(BaseModel):
     """The outcome of one attempt of one agent at one task: a row of the ``episodes`` table."""
 
@@ -182,6 +213,11 @@ class EpisodeResult(BaseModel):
     graph_json: str = Field(
         default="",
         description='The evaluator graph: {"nodes": [labels], "edges": [[from, to], ...]}.',
+    )
+    conversation_json: str = Field(
+        default="",
+        description="An LLM agent's conversation with its model: a JSON list of "
+        "ConversationMessage objects in the order sent; empty for agents without a model.",
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)

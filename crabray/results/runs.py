@@ -29,6 +29,9 @@ class RunManifest(BaseModel):
     run_id: str = Field(description="Id of the run, e.g. '20261123-075300-3fa2c1'.")
     suite: str = Field(description="Path of the suite, as given on the command line.")
     suite_name: str = Field(description="Name of the suite.")
+    suite_description: str = Field(
+        default="", description="What the suite's benchmarks say they measure, if they say."
+    )
     agents: list[str] = Field(description="Names of the agent configurations the run evaluates.")
     created_at: datetime = Field(
         default_factory=utcnow, description="When the run was first started (UTC)."

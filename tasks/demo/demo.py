@@ -224,6 +224,8 @@ DEPLOY = Task(
 
 demo = BenchmarkConfig(
     name="demo",
+    description="Small terminal and file tasks on the local backend, one spanning two "
+    "machines; every task has a reference solution.",
     tasks=[*TASKS, DEPLOY],
     environments=[WORKSTATION, SERVER],
     default_env="workstation",

@@ -10,6 +10,7 @@ import pytest
 
 from crabray.core.result import TerminationReason
 from crabray.results import read_episodes, read_steps
+from crabray.results.site import build_site
 from tests.agents.conftest import KEY_ENV, SECRET, EpisodeRunner, SpecMaker
 from tests.agents.fake_server import FakeChatServer, Request, text, tool_call
 from tests.conftest import crabray
@@ -81,6 +82,10 @@ def test_planner_and_tool_caller_solve_a_two_environment_task(
     assert "workstation-write_file: " in planner[1].messages[-1]["content"]  # results as text
     assert caller[1].messages[-2]["role"] == "tool"  # the caller gets its own tool replies
     assert record.steps[0].agent_message.startswith("plan: Plan: write")
+    # One conversation, in the order the calls were made, each message tagged by dialogue.
+    replies = [m for m in json.loads(result.conversation_json) if m["role"] == "assistant"]
+    assert [m.get("speaker", "agent") for m in replies] == ["planner", "tool caller"] * 3
+    assert [m["model"] for m in replies[:2]] == ["planner-model", "fake-model"]
 
 
 def delegate(env: str, instruction: str) -> object:
@@ -205,6 +210,15 @@ def test_cli_runs_a_configured_agent(
     assert gpt["cost_usd"] == pytest.approx((1100 * 3.0 + 80 * 15.0) / 1e6)
     assert gpt["action_errors"] == 1  # reading a file that is not there yet
     assert episodes.loc["noop"]["termination_reason"] == "agent_complete"
+    # The conversation reaches the dataset, and the site shows it beside the steps.
+    conversation = json.loads(gpt["conversation_json"])
+    replies = [m for m in conversation if m["role"] == "assistant"]
+    assert [r["tool_calls"][0]["name"] for r in replies] == ["read_file", "write_file"]
+    assert [(r["tokens_in"], r["tokens_out"]) for r in replies] == [(400, 30), (700, 50)]
+    assert episodes.loc["noop"]["conversation_json"] == ""
+    build_site(out, tmp_path / "site")
+    page = (tmp_path / "site" / "episodes" / f"{gpt['episode_id']}.html").read_text()
+    assert page.count('<code class="tool-name">') == 2 and "$0.00165" in page and "$0.00285" in page
     steps = read_steps(out)
     assert len(steps[steps["agent"] == "fake-gpt"]) == 2
     assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in server.requests)

@@ -285,3 +285,28 @@ def test_missing_key_is_raised_at_reset(
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(AuthenticationError):
         agent.reset(brief())
+
+
+def test_the_conversation_is_recorded_with_tool_calls_and_usage(
+    server: FakeChatServer, make_spec: SpecMaker, run_demo: EpisodeRunner
+) -> None:
+    server.add(
+        tool_call("run_command", usage=(300, 40), command="echo hi there"),
+        tool_call("write_file", usage=(500, 60), **HELLO),
+    )
+    spec = make_spec(price_in_per_mtok=2.0, price_out_per_mtok=8.0)
+    result = run_demo("hello-file", spec).result
+    conversation = json.loads(result.conversation_json)
+    roles = [message["role"] for message in conversation]
+    assert roles == ["system", "user", "user", "assistant", "tool", "user", "assistant"]
+    first_reply = conversation[3]
+    assert first_reply["tool_calls"][0]["name"] == "run_command"
+    assert json.loads(first_reply["tool_calls"][0]["arguments"]) == {"command": "echo hi there"}
+    assert (first_reply["tokens_in"], first_reply["tokens_out"]) == (300, 40)
+    assert first_reply["cost_usd"] == pytest.approx((300 * 2.0 + 40 * 8.0) / 1e6)
+    assert first_reply["model"] == "fake-model"
+    tool = conversation[4]
+    assert tool["tool_call_id"] == first_reply["tool_calls"][0]["id"]
+    assert "hi there" in tool["content"]
+    assert "hello.txt" in conversation[1]["content"]
+    assert sum(m.get("cost_usd", 0) for m in conversation) == pytest.approx(result.cost_usd)

@@ -44,4 +44,4 @@ def test_terminal_markdown_and_site_agree_on_a_small_cost() -> None:
     assert render(frame, "md").splitlines()[2] == "| a | 1 | 0.00014 |"
     terminal = to_rich_table(frame, max_width=None)
     assert list(terminal.columns[-1].cells) == ["0.00014"]
-    assert ">0.00014</td>" in site_cell("cost_usd", 0.00014)
+    assert site_cell("cost_usd", 0.00014).text == "$0.00014"

@@ -1,9 +1,10 @@
 """A results dataset for the site tests, written by the real ``ResultSink``.
 
 It holds what the pages must handle: a screenshot file, a four-node evaluator
-graph passed step by step, HTML in the task text and in the agent's output,
-several agents (one with a model and costs), tags, and step counts whose text
-order differs from their numeric order (2, 10, 9, 1).
+graph passed step by step, HTML in the task text and in the agent's output and
+conversation, several agents (one with a model and costs), tags, step counts
+whose text order differs from their numeric order (2, 10, 9, 1), and a run
+manifest naming the suite.
 """
 
 from __future__ import annotations
@@ -17,8 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from crabray.core.result import EpisodeRecord, EpisodeResult, StepRecord, TerminationReason
-from crabray.results import ResultSink
+from crabray.core.result import (
+    ConversationMessage,
+    EpisodeRecord,
+    EpisodeResult,
+    StepRecord,
+    TerminationReason,
+    ToolCallRecord,
+)
+from crabray.results import ResultSink, RunManifest, write_manifest
 
 RUN_ID = "20261123-075300-517e01"
 BASE_TIME = datetime(2026, 11, 23, 7, 53, 0, tzinfo=UTC)
@@ -32,6 +40,29 @@ GRAPH = {
     "edges": [[0, 1], [0, 2], [1, 3], [2, 3]],
 }
 SCREENSHOT = "screenshots/graph-task/step0.png"
+SUITE_NAME = "site-suite"
+INJECTED_REPLY = 'I will write it <b>now</b><img src=x onerror="window.__pwned = 4">'
+INJECTED_TOOL_OUTPUT = "</pre><script>window.__pwned = 5</script>written"
+CONVERSATION = [
+    ConversationMessage(role="system", content="You operate a computer."),
+    ConversationMessage(role="user", content=INJECTED_DESCRIPTION),
+    ConversationMessage(role="user", content="Step 1 of 3.", images=1),
+    ConversationMessage(
+        role="assistant",
+        content=INJECTED_REPLY,
+        tool_calls=[
+            ToolCallRecord(
+                id="call-1", name="write_file", arguments='{"path": "a.txt", "content": "x<0>"}'
+            )
+        ],
+        model="m-1",
+        tokens_in=300,
+        tokens_out=40,
+        cost_usd=0.00014,
+        latency_sec=1.25,
+    ),
+    ConversationMessage(role="tool", tool_call_id="call-1", content=INJECTED_TOOL_OUTPUT),
+]
 
 
 def png_bytes(width: int = 4, height: int = 3) -> bytes:
@@ -130,6 +161,7 @@ def graph_episode(out: Path) -> EpisodeRecord:
         error="agent gave up on <sink>",
         description=INJECTED_DESCRIPTION,
         graph_json=json.dumps(GRAPH),
+        conversation_json=json.dumps([m.model_dump(exclude_defaults=True) for m in CONVERSATION]),
         started_at=BASE_TIME,
         finished_at=BASE_TIME + timedelta(seconds=42),
     )
@@ -175,6 +207,16 @@ def write_dataset(out: Path) -> SiteDataset:
         episode("t-two", "gamma", steps=1, success=True, model="m-2", cost=0.3, tags=("shell",)),
     ]
     ResultSink(out, RUN_ID).write([showcase, *others])
+    write_manifest(
+        out,
+        RunManifest(
+            run_id=RUN_ID,
+            suite="tests/site",
+            suite_name=SUITE_NAME,
+            agents=["alpha", "beta", "gamma"],
+            crabray_version="test",
+        ),
+    )
     return SiteDataset(
         out=out,
         graph_episode_id=showcase.result.episode_id,
@@ -185,3 +227,33 @@ def write_dataset(out: Path) -> SiteDataset:
 @pytest.fixture
 def dataset(tmp_path: Path) -> SiteDataset:
     return write_dataset(tmp_path / "out")
+
+
+OLDER_RUN_ID = "20261122-101500-0ld0ld"
+HOSTILE_TASK = "</script><script>window.__pwned = 6</script>"
+
+
+def write_older_run(out: Path) -> None:
+    """An earlier run of the same suite: beta failed t-one then, gamma had not solved t-two,
+    and a task with markup in its id that the newer run does not have."""
+    earlier = BASE_TIME - timedelta(days=1)
+    ResultSink(out, OLDER_RUN_ID).write(
+        [
+            episode("t-one", "beta", steps=3, success=False, run_id=OLDER_RUN_ID),
+            episode("t-two", "beta", steps=3, success=False, run_id=OLDER_RUN_ID),
+            episode("t-one", "gamma", steps=3, success=True, model="m-2", run_id=OLDER_RUN_ID),
+            episode("t-two", "gamma", steps=3, success=False, model="m-2", run_id=OLDER_RUN_ID),
+            episode(HOSTILE_TASK, "beta", steps=1, success=True, run_id=OLDER_RUN_ID),
+        ]
+    )
+    write_manifest(
+        out,
+        RunManifest(
+            run_id=OLDER_RUN_ID,
+            suite="tests/site",
+            suite_name=SUITE_NAME,
+            agents=["beta", "gamma"],
+            created_at=earlier,
+            crabray_version="test",
+        ),
+    )

@@ -23,10 +23,17 @@ from typing import Any
 
 import pytest
 
-from crabray.results import ResultSink
+from crabray.results import ResultSink, RunManifest, write_manifest
 from crabray.results.site import build_site
 from tests.conftest import ROOT
-from tests.site.conftest import RUN_ID, SiteDataset, episode
+from tests.site.conftest import (
+    OLDER_RUN_ID,
+    RUN_ID,
+    SUITE_NAME,
+    SiteDataset,
+    episode,
+    write_older_run,
+)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -106,7 +113,7 @@ def test_index_loads_without_console_errors(page: tuple[Any, Console], site: Pat
     browser_page, console = page
     browser_page.goto(site.as_uri())
     browser_page.wait_for_load_state("load")
-    assert browser_page.title() == "crabray leaderboard"
+    assert browser_page.title() == SUITE_NAME
     assert browser_page.locator("#episodes tbody tr").count() == 5
     assert browser_page.locator("figure svg").count() == 3
     assert console.errors == []
@@ -117,17 +124,17 @@ def test_clicking_a_header_sorts_numerically_then_reverses(
 ) -> None:
     browser_page, console = page
     browser_page.goto(site.as_uri())
-    header = browser_page.locator("#episodes thead th", has_text="steps").first
-    assert _column(browser_page, "episodes", "steps") == ["3", "2", "10", "9", "1"]
+    header = browser_page.locator("#episodes thead th", has_text="Steps").first
+    assert _column(browser_page, "episodes", "Steps") == ["3", "2", "10", "9", "1"]
     header.click()
-    assert _column(browser_page, "episodes", "steps") == ["1", "2", "3", "9", "10"]
+    assert _column(browser_page, "episodes", "Steps") == ["1", "2", "3", "9", "10"]
     assert header.get_attribute("aria-sort") == "ascending"
     header.click()
-    assert _column(browser_page, "episodes", "steps") == ["10", "9", "3", "2", "1"]
+    assert _column(browser_page, "episodes", "Steps") == ["10", "9", "3", "2", "1"]
     assert header.get_attribute("aria-sort") == "descending"
-    agent = browser_page.locator("#leaderboard thead th", has_text="agent").first
+    agent = browser_page.locator("#leaderboard thead th", has_text="Agent").first
     agent.click()
-    assert _column(browser_page, "leaderboard", "agent") == ["alpha", "beta", "gamma"]
+    assert _column(browser_page, "leaderboard", "Agent") == ["alpha", "beta", "gamma"]
     assert console.errors == []
 
 
@@ -183,9 +190,14 @@ def _wait_until_serving(url: str, process: subprocess.Popen[str]) -> None:
 
 @pytest.fixture
 def view_server(dataset: SiteDataset) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    yield from _view(dataset.out)
+
+
+def _view(out: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``crabray view OUT`` in a subprocess on a free port, until the generator is closed."""
     port = _free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "crabray", "view", str(dataset.out), "--port", str(port)],
+        [sys.executable, "-m", "crabray", "view", str(out), "--port", str(port)],
         cwd=ROOT,
         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1"},
         stdout=subprocess.PIPE,
@@ -202,7 +214,7 @@ def view_server(dataset: SiteDataset) -> Iterator[tuple[str, subprocess.Popen[st
             process.communicate()
 
 
-def test_view_serves_and_shows_new_episodes_on_reload(
+def test_view_shows_new_episodes_live_without_a_reload(
     page: tuple[Any, Console],
     dataset: SiteDataset,
     view_server: tuple[str, subprocess.Popen[str]],
@@ -211,10 +223,19 @@ def test_view_serves_and_shows_new_episodes_on_reload(
     browser_page, console = page
     browser_page.goto(url)
     assert browser_page.locator("#episodes tbody tr").count() == 5
+    # Sort by steps and mark the document: both must survive the update, which a reload
+    # (or a navigation) would lose.
+    browser_page.locator("#episodes thead th", has_text="Steps").first.click()
+    browser_page.evaluate("() => { window.__stayed = true; }")
     late = episode("late-task", "beta", steps=4, success=True, tags=("late",))
     ResultSink(dataset.out, RUN_ID).write([late])
-    browser_page.reload()
-    assert browser_page.locator("#episodes tbody tr").count() == 6
+    browser_page.wait_for_function(
+        "() => document.querySelectorAll('#episodes tbody tr').length === 6", timeout=30_000
+    )
+    assert browser_page.evaluate("() => window.__stayed") is True
+    assert _column(browser_page, "episodes", "Steps") == ["1", "2", "3", "4", "9", "10"]
+    assert "late-task" in browser_page.inner_text("#matrix")
+    assert "6 episodes" in browser_page.inner_text("#live-status")
     browser_page.click("#episodes a:text('late-task')")
     browser_page.wait_for_load_state("load")
     assert browser_page.url == f"{url}episodes/{late.result.episode_id}.html"
@@ -227,3 +248,153 @@ def test_view_serves_and_shows_new_episodes_on_reload(
     out, err = process.communicate(timeout=30)
     assert process.returncode == 0, err
     assert "serving" in out and "stopped" in out
+
+
+def test_episode_page_shows_the_conversation_beside_the_steps(
+    page: tuple[Any, Console], site: Path, dataset: SiteDataset
+) -> None:
+    browser_page, console = page
+    browser_page.goto((site.parent / "episodes" / f"{dataset.graph_episode_id}.html").as_uri())
+    messages = browser_page.locator("#conversation .message")
+    assert messages.count() == 5
+    roles = [
+        text.strip().lower() for text in browser_page.locator(".message .role").all_inner_texts()
+    ]
+    assert roles == ["system", "user", "user", "assistant", "tool"]
+    reply = browser_page.locator(".message.role-assistant")
+    assert reply.locator(".tool-name").inner_text() == "write_file"
+    assert '"content": "x<0>"' in reply.locator("pre.arguments").inner_text()
+    assert (
+        reply.locator(".usage").inner_text() == "m-1 · 300 in · 40 out tokens · $0.00014 · 1.25 s"
+    )
+    assert "<b>now</b>" in reply.locator("pre.content").inner_text()
+    tool = browser_page.locator(".message.role-tool")
+    assert "<script>window.__pwned = 5</script>written" in tool.inner_text()
+    # Side by side: the conversation's column starts level with the steps' column.
+    left = browser_page.locator("#conversation").bounding_box()
+    right = browser_page.locator("#steps").bounding_box()
+    assert left is not None and right is not None
+    assert left["x"] + left["width"] <= right["x"] and abs(left["y"] - right["y"]) < 5
+    assert browser_page.evaluate("() => window.__pwned") is None
+    assert console.errors == []
+
+
+def test_matrix_cell_drills_down_to_its_episodes(
+    page: tuple[Any, Console], site: Path, dataset: SiteDataset
+) -> None:
+    browser_page, console = page
+    browser_page.goto(site.as_uri())
+    headers = browser_page.locator("#matrix thead th").all_inner_texts()
+    assert headers == ["Task", "alpha / m-1", "beta", "gamma / m-2"]
+    cell = browser_page.locator("#matrix tbody tr", has_text="graph-task").locator("td").first
+    assert cell.locator("a").inner_text() == "0.75"
+    assert "0 of 1 solved" in cell.inner_text()
+    drill = browser_page.locator("#cell-0-0")
+    assert not drill.is_visible()
+    cell.locator("a").click()
+    assert drill.is_visible()
+    assert "agent_complete" in drill.inner_text()
+    drill.locator("a", has_text=RUN_ID).click()
+    browser_page.wait_for_load_state("load")
+    assert browser_page.url.endswith(f"episodes/{dataset.graph_episode_id}.html")
+    assert console.errors == []
+
+
+def test_headers_title_and_costs_read_as_text(page: tuple[Any, Console], site: Path) -> None:
+    browser_page, console = page
+    browser_page.goto(site.as_uri())
+    assert browser_page.inner_text("#title") == SUITE_NAME
+    assert browser_page.inner_text("#description") == "suite tests/site"
+    headers = browser_page.locator("#leaderboard thead th").all_inner_texts()
+    assert "Success rate" in headers and "Cost per success" in headers
+    assert not [header for header in headers if "_" in header]
+    agents = _column(browser_page, "leaderboard", "Agent")
+    costs = dict(zip(agents, _column(browser_page, "leaderboard", "Cost"), strict=True))
+    assert costs == {"alpha": "$0.012", "beta": "$0.00", "gamma": "$0.80"}
+    assert console.errors == []
+
+
+def test_run_picker_and_comparison(
+    page: tuple[Any, Console], dataset: SiteDataset, tmp_path: Path
+) -> None:
+    write_older_run(dataset.out)
+    site = build_site(dataset.out, tmp_path / "site")
+    browser_page, console = page
+    browser_page.goto(site.as_uri())
+    runs = browser_page.locator("#run-picker a[data-run]")
+    assert [runs.nth(i).get_attribute("data-run") for i in range(runs.count())] == [
+        RUN_ID,
+        OLDER_RUN_ID,
+    ]
+    runs.nth(1).click()
+    browser_page.wait_for_load_state("load")
+    assert browser_page.inner_text("#scope") == f"run {OLDER_RUN_ID}"
+    assert browser_page.locator("#episodes tbody tr").count() == 5
+    assert browser_page.locator("#run-picker a.current").get_attribute("data-run") == OLDER_RUN_ID
+    browser_page.click("#compare-link")
+    browser_page.wait_for_load_state("load")
+    assert browser_page.input_value("#run-a") == OLDER_RUN_ID
+    assert browser_page.input_value("#run-b") == RUN_ID
+    rows = {
+        row.locator("td").first.inner_text(): row
+        for row in browser_page.locator("#comparison tbody tr").all()
+    }
+    fixed = rows["t-one · beta"]
+    assert [c.strip() for c in fixed.locator("td").all_inner_texts()] == [
+        "t-one · beta",
+        "0.00",
+        "1.00",
+        "+1.00",
+        "fixed",
+    ]
+    assert fixed.get_attribute("class") == "change-fixed"
+    assert rows["t-one · gamma / m-2"].locator("td").last.inner_text() == "same"
+    assert rows["graph-task · alpha / m-1"].locator("td").last.inner_text() == "only in B"
+    hostile = rows["</script><script>window.__pwned = 6</script> · beta"]
+    assert hostile.locator("td").last.inner_text() == "only in A"
+    summary = browser_page.inner_text("#compare-summary")
+    assert summary.startswith(f"{OLDER_RUN_ID} → {RUN_ID}: ") and "2 fixed" in summary
+    # Swapping the runs turns fixed into broke.
+    browser_page.select_option("#run-a", RUN_ID)
+    browser_page.select_option("#run-b", OLDER_RUN_ID)
+    swapped = browser_page.locator("#comparison tbody tr", has_text="t-one · beta")
+    assert swapped.locator("td").last.inner_text() == "broke"
+    assert browser_page.evaluate("() => window.__pwned") is None
+    assert console.errors == []
+
+
+def test_a_run_that_just_started_fills_in_live(page: tuple[Any, Console], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    write_manifest(
+        out,
+        RunManifest(
+            run_id=RUN_ID,
+            suite="tests/site",
+            suite_name=SUITE_NAME,
+            agents=["beta"],
+            crabray_version="test",
+        ),
+    )
+    server = _view(out)
+    url, _ = next(server)
+    try:
+        browser_page, console = page
+        browser_page.goto(url)
+        assert "No episodes yet" in browser_page.inner_text("#no-episodes")
+        assert browser_page.locator("#matrix").count() == 0
+        ResultSink(out, RUN_ID).write([episode("t-one", "beta", steps=2, success=True)])
+        browser_page.wait_for_selector("#matrix", timeout=30_000)
+        assert browser_page.locator("#no-episodes").count() == 0
+        assert browser_page.locator("#episodes tbody tr").count() == 1
+        # A drill-down left open stays open when the next episode lands.
+        browser_page.locator("#matrix td.matrix-cell a").first.click()
+        assert browser_page.locator("#cell-0-0").is_visible()
+        ResultSink(out, RUN_ID).write([episode("t-one", "beta", steps=3, success=False, epoch=1)])
+        browser_page.wait_for_function(
+            "() => document.querySelectorAll('#episodes tbody tr').length === 2", timeout=30_000
+        )
+        drill = browser_page.locator("#cell-0-0")
+        assert drill.is_visible() and "1 of 2 solved" in drill.inner_text()
+        assert console.errors == []
+    finally:
+        server.close()

@@ -27,7 +27,13 @@ def test_leaderboard_html_after_a_real_run(tmp_path: Path) -> None:
     pages = {path.stem for path in (site / "episodes").glob("*.html")}
     assert pages == set(episodes["episode_id"]) and len(pages) == 22
     index = (site / "index.html").read_text(encoding="utf-8")
-    assert len(re.findall(r'href="episodes/[0-9a-f]+\.html"', index)) == 22
+    listing = index.split('id="episodes-section"', 1)[1]
+    assert len(re.findall(r'href="episodes/[0-9a-f]+\.html"', listing)) == 22
+    # The suite's name is the title; the matrix has a row per task, a column per agent.
+    assert "<title>demo</title>" in index
+    assert '<p id="description">Small terminal and file tasks on the local backend' in index
+    matrix = index.split('<table id="matrix">', 1)[1].split("</table>", 1)[0]
+    assert matrix.count('<th scope="row">') == 11 and matrix.count('class="matrix-cell"') == 22
     oracle = episodes[episodes.agent == "oracle"].iloc[0]
     page = (site / "episodes" / f"{oracle.episode_id}.html").read_text(encoding="utf-8")
     assert f"<h1>{oracle.task_id}</h1>" in page

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -106,3 +107,19 @@ def test_refuses_a_missing_directory_and_a_busy_port(tmp_path: Path) -> None:
             make_server(tmp_path / "out", port=first.server_port)
     finally:
         first.server_close()
+
+
+def test_live_json_run_pages_and_compare(server: ThreadingHTTPServer, dataset: SiteDataset) -> None:
+    status, kind, body = _get(server, "/live.json")
+    assert status == 200 and kind == "application/json"
+    before = json.loads(body)
+    assert before["episodes"] == 5 and before["version"]
+    assert _get(server, "/live.json")[2] == body, "unchanged data, unchanged version"
+    status, _, page = _get(server, f"/run-{RUN_ID}.html")
+    assert status == 200 and f'id="scope">run {RUN_ID}<'.encode() in page
+    assert b'data-live="live.json"' in page
+    assert _get(server, "/run-nope.html")[0] == 404
+    assert _get(server, "/compare.html")[0] == 200
+    ResultSink(dataset.out, RUN_ID).write([episode("late", "beta", steps=1, success=True)])
+    after = json.loads(_get(server, "/live.json")[2])
+    assert after["episodes"] == 6 and after["version"] != before["version"]

@@ -2,15 +2,20 @@
 
 ::
 
-    SITE/index.html                 leaderboard (sortable), plots, breakdowns, every episode
-    SITE/episodes/<episode_id>.html the task, the result, every step, the evaluator graph
+    SITE/index.html                 every run: task x agent matrix, leaderboard, plots,
+                                    breakdowns, every episode
+    SITE/run-<RUN>.html             the same for one run (the run picker's links)
+    SITE/compare.html               two runs compared per task (with two runs or more)
+    SITE/episodes/<episode_id>.html the task, the result, the model conversation, every step,
+                                    the evaluator graph
     SITE/files/<screenshot path>    screenshots, copied from the output directory
 
-Pages are self-contained: styles, the sorting script and the plots (SVG) are
-inline, and nothing is loaded from the network, so the folder can be opened
-from disk, archived or published as it is. All task text and agent output is
-escaped: it is untrusted input. Nothing but the dataset is shown (no
-configuration, hence no key, can leak into a page).
+Pages come from Jinja2 templates with autoescaping (``templates/``). They are
+self-contained: styles, the one script and the plots (SVG) are inline, and
+nothing is loaded from the network, so the folder can be opened from disk,
+archived or published as it is. All task text and agent output is escaped: it
+is untrusted input. Nothing but the dataset and run manifests' suite names is
+shown (no configuration, hence no key, can leak into a page).
 
 This package imports matplotlib, so ``crabray.results`` does not import it:
 ``from crabray.results.site import build_site``.
@@ -31,11 +36,14 @@ from crabray.results.site._data import (
     load,
 )
 from crabray.results.site._pages import (
+    COMPARE_PAGE,
     EPISODES_DIR,
     FILES_DIR,
     episode_page_name,
+    render_compare,
     render_episode,
     render_index,
+    run_page_name,
     screenshot_url,
 )
 from crabray.results.site._serve import LiveSite, make_server
@@ -73,6 +81,9 @@ def build_site(
     site_dir: str | Path,
     run_id: str | None = None,
     max_listed: int = MAX_LISTED_EPISODES,
+    *,
+    title: str | None = None,
+    description: str | None = None,
 ) -> Path:
     """Write the static site of a results dataset into ``site_dir``.
 
@@ -86,6 +97,8 @@ def build_site(
         run_id: Only this run; every run in ``out_dir`` when None.
         max_listed: List and write pages for the most recent episodes, at most this
             many; the leaderboard, plots and breakdowns always cover all of them.
+        title: The site's title; the suite's name (from the run manifests) by default.
+        description: The line under the title; the suite's path by default.
 
     Returns:
         The path of the site's ``index.html``.
@@ -107,7 +120,7 @@ def build_site(
             f"{out / 'site'}"
         )
     check_output_dir(site, "site directory")
-    data = load(out, run_id, max_listed)
+    data = load(out, run_id, max_listed, title=title, description=description)
     pages = site / EPISODES_DIR
     pages.mkdir(parents=True, exist_ok=True)
     copier = _ScreenshotCopier(out, site)
@@ -116,6 +129,11 @@ def build_site(
         if html is None:  # the id came from this very frame, so this is a bug
             raise ResultsError(f"episode {episode_id} vanished while the site was built")
         (pages / episode_page_name(str(episode_id))).write_text(html, encoding="utf-8")
+    for run in data.runs:
+        page = render_index(data.for_run(run.run_id))
+        (site / run_page_name(run.run_id)).write_text(page, encoding="utf-8")
+    if len(data.runs) > 1:
+        (site / COMPARE_PAGE).write_text(render_compare(data), encoding="utf-8")
     index = site / "index.html"
     index.write_text(render_index(data), encoding="utf-8")
     copied = sum(1 for src in copier.done.values() if src is not None)

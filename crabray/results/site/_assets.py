@@ -1,6 +1,10 @@
-"""The site's stylesheet and script, inlined into every page so a page needs no other file.
+"""The site's stylesheet and script, inlined into the pages so a page needs no other file.
 
-The script is the only one any page runs. Pages allow it by its SHA-256 hash
+The script sorts tables, draws the two-run comparison from the page's JSON
+data block, and on pages served by ``crabray view`` polls ``live.json``: when
+the dataset's version changes it fetches the page again and swaps every
+``data-live-section`` in place (sort order kept), so the reader keeps their
+place. The script is the only one any page runs. Pages allow it by its SHA-256 hash
 in their Content-Security-Policy, so a ``<script>`` that slipped through
 escaping (task text and agent output are untrusted) would still not execute.
 """
@@ -59,6 +63,43 @@ img.screenshot { max-width: 100%; border: 1px solid var(--line); border-radius: 
 svg.graph .node text { font: 12px system-ui, sans-serif; fill: var(--fg); }
 svg.graph .edge { stroke: #8a939c; stroke-width: 1.3; fill: none; }
 svg.graph .arrow { fill: #8a939c; }
+header p { margin: .2rem 0; }
+#description { font-size: 1.05em; }
+#run-picker { display: flex; flex-wrap: wrap; gap: .3rem .5rem; align-items: baseline;
+  margin: .8rem 0; }
+#run-picker a { border: 1px solid var(--line); border-radius: 4px; padding: .1rem .45rem;
+  text-decoration: none; }
+#run-picker a.current { background: var(--accent); color: #fff; border-color: var(--accent); }
+#run-picker a.current .muted { color: #e6eef8; }
+#live-status { font-size: .9em; }
+#live-status.updated { color: var(--ok); }
+table#matrix td.matrix-cell { text-align: center; min-width: 6rem; }
+table#matrix td.matrix-cell a { font-weight: 600; color: var(--fg); text-decoration: none;
+  display: block; }
+table#matrix th[scope=row] { font-weight: 500; }
+.small { font-size: .8em; }
+.drill { display: none; border: 1px solid var(--line); border-radius: 6px;
+  padding: .2rem 1rem .6rem; margin: .6rem 0; background: var(--bg-alt); }
+.drill:target, .drill.open { display: block; }
+.drill .close { font-size: .8em; font-weight: normal; margin-left: .6rem; }
+.episode-body.with-conversation { display: grid; grid-template-columns: minmax(0, 1fr)
+  minmax(0, 1fr); gap: 1.5rem; align-items: start; }
+@media (max-width: 1000px) { .episode-body.with-conversation { display: block; } }
+.message { border: 1px solid var(--line); border-radius: 6px; padding: .3rem .7rem;
+  margin: .5rem 0; }
+.message.role-assistant { border-left: 4px solid var(--accent); }
+.message.role-tool { border-left: 4px solid #8a939c; }
+.message.role-user { border-left: 4px solid #c9a227; }
+.message-head .role { font-weight: 600; text-transform: uppercase; font-size: .8em;
+  letter-spacing: .04em; }
+.message-head .speaker { background: var(--bg-alt); border-radius: 3px; padding: 0 .3rem;
+  font-size: .85em; }
+.message-head .usage { float: right; font-size: .85em; }
+.tool-call code.tool-name { font-weight: 600; }
+.label .muted { text-transform: none; letter-spacing: 0; }
+tr.change-better td, tr.change-fixed td { background: var(--ok-bg); }
+tr.change-worse td, tr.change-broke td { background: var(--bad-bg); }
+tr.change-only td { color: var(--muted); }
 """
 
 SCRIPT = """
@@ -93,13 +134,151 @@ SCRIPT = """
     });
     header.setAttribute("aria-sort", descending ? "descending" : "ascending");
   }
-  document.querySelectorAll("table.sortable").forEach(function (table) {
-    if (!table.tHead || !table.tBodies.length) { return; }
-    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (header, index) {
-      header.setAttribute("title", "Sort by " + header.textContent.trim());
-      header.addEventListener("click", function () { sortBy(table, header, index); });
+  function makeSortable(root) {
+    root.querySelectorAll("table.sortable").forEach(function (table) {
+      if (!table.tHead || !table.tBodies.length) { return; }
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (header, index) {
+        header.setAttribute("title", "Sort by " + header.textContent.trim());
+        header.addEventListener("click", function () { sortBy(table, header, index); });
+      });
     });
-  });
+  }
+  makeSortable(document);
+
+  function sortState(section) {
+    var state = [];
+    section.querySelectorAll("table.sortable").forEach(function (table) {
+      if (!table.tHead) { return; }
+      Array.prototype.forEach.call(table.tHead.rows[0].cells, function (header, index) {
+        var order = header.getAttribute("aria-sort");
+        if (order) { state.push({id: table.id, index: index, order: order}); }
+      });
+    });
+    return state;
+  }
+  function restoreSort(state) {
+    state.forEach(function (item) {
+      var table = document.getElementById(item.id);
+      if (!table || !table.tHead) { return; }
+      var header = table.tHead.rows[0].cells[item.index];
+      if (!header) { return; }
+      sortBy(table, header, item.index);
+      if (item.order === "descending") { sortBy(table, header, item.index); }
+    });
+  }
+  function swapSections(text) {
+    var fresh = new DOMParser().parseFromString(text, "text/html");
+    fresh.querySelectorAll("[data-live-section]").forEach(function (incoming) {
+      var current = document.getElementById(incoming.id);
+      if (current) {
+        var state = sortState(current);
+        current.innerHTML = incoming.innerHTML;
+        makeSortable(current);
+        restoreSort(state);
+      } else {
+        var main = document.querySelector("main");
+        if (main) { main.appendChild(document.importNode(incoming, true)); }
+      }
+    });
+    var picker = fresh.getElementById("run-picker");
+    var mine = document.getElementById("run-picker");
+    if (picker && mine) { mine.innerHTML = picker.innerHTML; }
+    openTarget();
+  }
+  // A drill-down opens by CSS :target; a swapped-in element is not re-matched, so the
+  // open one is also marked with a class, kept in step with the address's fragment.
+  function openTarget() {
+    document.querySelectorAll(".drill.open").forEach(function (drill) {
+      drill.classList.remove("open");
+    });
+    var id = decodeURIComponent(window.location.hash.slice(1));
+    var target = id ? document.getElementById(id) : null;
+    if (target && target.classList.contains("drill")) { target.classList.add("open"); }
+  }
+  window.addEventListener("hashchange", openTarget);
+  function poll(body) {
+    var url = body.getAttribute("data-live");
+    var status = document.getElementById("live-status");
+    fetch(url, {cache: "no-store"}).then(function (response) {
+      return response.json();
+    }).then(function (live) {
+      if (live.version === body.getAttribute("data-version")) { return null; }
+      return fetch(window.location.pathname, {cache: "no-store"}).then(function (response) {
+        return response.text();
+      }).then(function (text) {
+        swapSections(text);
+        body.setAttribute("data-version", live.version);
+        if (status) {
+          status.textContent = "live: " + live.episodes + " episodes, updated " +
+            new Date().toLocaleTimeString();
+          status.className = "muted updated";
+        }
+      });
+    }).catch(function (error) {
+      if (status) { status.textContent = "live updates paused: " + error; }
+    }).then(function () {
+      window.setTimeout(function () { poll(body); }, POLL_MS);
+    });
+  }
+  var POLL_MS = 2000;
+  if (document.body.hasAttribute("data-live") && /^https?:$/.test(window.location.protocol)) {
+    window.setTimeout(function () { poll(document.body); }, POLL_MS);
+  }
+
+  function fillCompare(data) {
+    var a = document.getElementById("run-a"), b = document.getElementById("run-b");
+    var runs = data.runs;
+    if (runs.length < 2) {
+      document.getElementById("compare-empty").hidden = false;
+      return;
+    }
+    runs.forEach(function (run) {
+      a.appendChild(new Option(run, run));
+      b.appendChild(new Option(run, run));
+    });
+    var params = new URLSearchParams(window.location.search);
+    a.value = runs.indexOf(params.get("a")) >= 0 ? params.get("a") : runs[1];
+    b.value = runs.indexOf(params.get("b")) >= 0 ? params.get("b") : runs[0];
+    function draw() {
+      var left = data.scores[a.value] || {}, right = data.scores[b.value] || {};
+      var keys = Object.keys(left).concat(Object.keys(right).filter(function (key) {
+        return !(key in left);
+      })).sort();
+      var body = document.querySelector("#comparison tbody");
+      body.textContent = "";
+      var counts = {};
+      keys.forEach(function (key) {
+        var x = left[key], y = right[key], change, diff = "";
+        if (!x) { change = "only in B"; } else if (!y) { change = "only in A"; } else {
+          var d = y[0] - x[0];
+          diff = (d > 0 ? "+" : "") + d.toFixed(2);
+          if (x[1] === 0 && y[1] > 0) { change = "fixed"; }
+          else if (x[1] > 0 && y[1] === 0) { change = "broke"; }
+          else if (d > 1e-9) { change = "better"; }
+          else if (d < -1e-9) { change = "worse"; }
+          else { change = "same"; }
+        }
+        counts[change] = (counts[change] || 0) + 1;
+        var row = body.insertRow();
+        row.className = "change-" + (change.indexOf("only") === 0 ? "only" : change);
+        [key, x ? x[0].toFixed(2) : "", y ? y[0].toFixed(2) : "", diff, change].forEach(
+          function (text, index) {
+            var cell = row.insertCell();
+            cell.textContent = text;
+            if (index > 0 && index < 4) { cell.className = "num"; }
+          });
+      });
+      document.getElementById("compare-summary").textContent = a.value + " \u2192 " +
+        b.value + ": " + Object.keys(counts).sort().map(function (name) {
+          return counts[name] + " " + name;
+        }).join(", ");
+    }
+    a.addEventListener("change", draw);
+    b.addEventListener("change", draw);
+    draw();
+  }
+  var compareData = document.getElementById("compare-data");
+  if (compareData) { fillCompare(JSON.parse(compareData.textContent)); }
 })();
 """
 
@@ -117,6 +296,8 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "style-src 'unsafe-inline'",
         # Screenshots are files beside the page; file: covers opening the site from disk.
         "img-src 'self' file: data:",
+        # The served pages poll live.json on their own server.
+        "connect-src 'self'",
         "base-uri 'none'",
         "form-action 'none'",
     )

@@ -17,6 +17,7 @@ import pandas as pd
 from crabray.core.errors import ResultsError
 from crabray.results._layout import TABLES, check_run_id, part_files, partition_dir, table_root
 from crabray.results.dataset import read_episodes, read_steps
+from crabray.results.runs import RunManifest, list_runs, read_manifest
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +33,30 @@ MAX_LISTED_EPISODES = 10_000
 """Episodes a site lists and writes pages for, by default: the most recent ones."""
 
 
+@dataclass(frozen=True)
+class RunInfo:
+    """A run as the run picker lists it.
+
+    Attributes:
+        run_id: The run's id.
+        suite: The suite's path as given to ``crabray run`` ("" without a manifest).
+        suite_name: The suite's name ("" without a manifest).
+        suite_description: What the suite's benchmarks say they measure ("" when they
+            do not say).
+        created_at: When the run started, as text ("" without a manifest).
+        episodes: Episodes recorded so far.
+        successes: Of which solved.
+    """
+
+    run_id: str
+    suite: str
+    suite_name: str
+    suite_description: str
+    created_at: str
+    episodes: int
+    successes: int
+
+
 @dataclass
 class SiteData:
     """The dataset as the site needs it.
@@ -43,6 +68,9 @@ class SiteData:
         steps: The kept episodes' steps, grouped by episode id, in step order.
         board: ``leaderboard(episodes)``.
         max_listed: Episodes listed (and given pages) at most: the most recent.
+        runs: Every run shown, newest first.
+        title: The site's title: the suite's name, or the one given.
+        description: The line under the title: the suite's path, or the one given.
     """
 
     out_dir: Path
@@ -51,6 +79,24 @@ class SiteData:
     steps: dict[str, pd.DataFrame] = field(default_factory=dict)
     board: pd.DataFrame = field(default_factory=pd.DataFrame)
     max_listed: int = MAX_LISTED_EPISODES
+    runs: list[RunInfo] = field(default_factory=list)
+    title: str = "crabray results"
+    description: str = ""
+
+    def for_run(self, run_id: str) -> SiteData:
+        """The same data restricted to one run (the page of that run)."""
+        episodes = self.episodes[self.episodes["run_id"] == run_id].reset_index(drop=True)
+        return SiteData(
+            out_dir=self.out_dir,
+            run_id=run_id,
+            episodes=episodes,
+            steps=self.steps,
+            board=leaderboard_module.leaderboard(episodes),
+            max_listed=self.max_listed,
+            runs=self.runs,
+            title=self.title,
+            description=self.description,
+        )
 
     @property
     def listed(self) -> pd.DataFrame:
@@ -98,8 +144,67 @@ def fingerprint(out_dir: Path, run_id: str | None = None) -> Fingerprint:
     return tuple(entries)
 
 
+def _manifests(out: Path, run_ids: list[str]) -> dict[str, RunManifest]:
+    """The manifests of the runs that have one; a run written without one is still shown."""
+    known = set(list_runs(out))
+    manifests = {}
+    for run in run_ids:
+        if run not in known:
+            continue
+        try:
+            manifests[run] = read_manifest(out, run)
+        except ResultsError as exc:  # the run's episodes still show, without its suite
+            logger.warning("run picker: %s", exc)
+    return manifests
+
+
+def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[RunInfo]:
+    """Every run with episodes or a manifest, newest first (run ids sort by start time)."""
+    grouped = episodes.assign(solved=episodes["success"].astype(bool)).groupby("run_id")
+    sizes = {str(run): int(size) for run, size in grouped.size().items()}
+    solved = {str(run): int(count) for run, count in grouped["solved"].sum().items()}
+    run_ids = sorted({*manifests, *sizes}, reverse=True)
+    infos = []
+    for run in run_ids:
+        manifest = manifests.get(run)
+        infos.append(
+            RunInfo(
+                run_id=run,
+                suite=manifest.suite if manifest else "",
+                suite_name=manifest.suite_name if manifest else "",
+                suite_description=manifest.suite_description if manifest else "",
+                created_at=f"{manifest.created_at:%Y-%m-%d %H:%M} UTC" if manifest else "",
+                episodes=sizes.get(run, 0),
+                successes=solved.get(run, 0),
+            )
+        )
+    return infos
+
+
+def _title(runs: list[RunInfo], episodes: pd.DataFrame) -> tuple[str, str]:
+    """The title and the line under it: the suite's name and description (or path) when
+    every run shown ran one suite; a neutral title and the suites' paths otherwise."""
+    names = {run.suite_name for run in runs if run.suite_name}
+    descriptions = {run.suite_description for run in runs if run.suite_description}
+    paths = {run.suite for run in runs if run.suite} or {
+        str(suite) for suite in episodes.get("suite", pd.Series(dtype=str)).unique()
+    }
+    one_suite = len(names) <= 1
+    title = next(iter(names)) if len(names) == 1 else "crabray results"
+    if one_suite and len(descriptions) == 1:
+        return title, next(iter(descriptions))
+    if len(paths) == 1:
+        return title, f"suite {paths.pop()}"
+    return title, ("suites " + ", ".join(sorted(paths))) if paths else ""
+
+
 def load(
-    out_dir: str | Path, run_id: str | None = None, max_listed: int = MAX_LISTED_EPISODES
+    out_dir: str | Path,
+    run_id: str | None = None,
+    max_listed: int = MAX_LISTED_EPISODES,
+    *,
+    title: str | None = None,
+    description: str | None = None,
 ) -> SiteData:
     """Read what the site shows from ``out_dir``.
 
@@ -107,6 +212,8 @@ def load(
         out_dir: The results directory.
         run_id: Show only this run; every run when None.
         max_listed: List and write pages for at most this many (most recent) episodes.
+        title: The site's title; the suite's name by default.
+        description: The line under the title; the suite's path by default.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file (named in the message).
@@ -124,6 +231,9 @@ def load(
         for episode_id, group in steps.groupby("episode_id", sort=False)
     }
     board = leaderboard_module.leaderboard(episodes)
+    run_ids = [run_id] if run_id is not None else list_runs(out)
+    runs = _runs(episodes, _manifests(out, run_ids))
+    default_title, default_description = _title(runs, episodes)
     logger.debug("site data: %d episodes, %d steps from %s", len(episodes), len(steps), out)
     return SiteData(
         out_dir=out,
@@ -132,6 +242,9 @@ def load(
         steps=by_episode,
         board=board,
         max_listed=max_listed,
+        runs=runs,
+        title=title or default_title,
+        description=default_description if description is None else description,
     )
 
 

@@ -1,28 +1,80 @@
-"""HTML building blocks shared by the site's pages: the page frame, tables, cells.
+"""The site's Jinja2 environment and the table models its templates draw.
 
-Every piece of text that reaches a page passes through ``esc`` (or is built
-from escaped parts here): task descriptions, agent messages, action results
-and even agent names are untrusted input.
+Templates autoescape every value: task descriptions, agent messages, tool
+arguments and even agent names are untrusted input. The only markup passed
+through unescaped is built by this package from escaped parts (the evaluator
+graph's SVG) or by matplotlib (the plots, whose text it escapes itself), and
+is marked with ``Markup`` where it is made.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from crabray.results.cells import format_cell, is_missing, plain
 from crabray.results.site._assets import CONTENT_SECURITY_POLICY, CSS, SCRIPT
 
-NUMERIC_CLASS = ' class="num"'
+_HEADERS = {
+    "agent": "Agent",
+    "model": "Model",
+    "suite": "Suite",
+    "run_id": "Run",
+    "task_id": "Task",
+    "tag": "Tag",
+    "termination_reason": "Ended by",
+    "success_rate": "Success rate",
+    "success_ci_low": "95% CI low",
+    "success_ci_high": "95% CI high",
+    "mean_score": "Mean score",
+    "score_se": "Score SE",
+    "mean_cost_usd": "Mean cost",
+    "cost_usd": "Cost",
+    "total_cost_usd": "Total cost",
+    "cost_per_success": "Cost per success",
+    "mean_steps": "Mean steps",
+    "infra_errors": "Infra errors",
+    "wall_time_sec": "Wall time (s)",
+    "mean_wall_time_sec": "Mean wall time (s)",
+    "finished_at": "Finished",
+    "episodes": "Episodes",
+    "successes": "Successes",
+    "share": "Share",
+}
 
 
 def esc(value: object) -> str:
-    """``value`` as text safe inside an element or a quoted attribute."""
+    """``value`` as text safe inside an element or a quoted attribute (for hand-built SVG)."""
     return html.escape(str(value), quote=True)
+
+
+def human(column: str) -> str:
+    """A column's header as people read it: ``mean_cost_usd`` -> ``Mean cost``.
+
+    Known columns have a fixed label; others lose their underscores and units
+    suffix words stay readable (``pass_at_3`` -> ``Pass at 3``, ``pass^k`` kept).
+    """
+    if column in _HEADERS:
+        return _HEADERS[column]
+    text = re.sub(r"_sec$", " (s)", column)
+    text = re.sub(r"_usd$", " (USD)", text).replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def cell_text(column: str, value: Any) -> str:
+    """A value as the site shows it: the terminal's rule, with a dollar sign on costs."""
+    text = format_cell(column, value)
+    if text and (column.startswith("cost") or column.endswith("cost_usd")):
+        return f"${text}"
+    return text
 
 
 def sort_value(value: Any) -> str | None:
@@ -39,95 +91,102 @@ def sort_value(value: Any) -> str | None:
     return None
 
 
-def cell(column: str, value: Any, *, link: str | None = None) -> str:
-    """One ``<td>``: escaped text, numeric alignment and a raw sort key where useful."""
+@dataclass(frozen=True)
+class Cell:
+    """One table cell as a template draws it."""
+
+    text: str
+    sort: str | None = None
+    numeric: bool = False
+    css: str = ""
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Header:
+    """One column header: its label and whether its cells are numbers."""
+
+    label: str
+    column: str
+    numeric: bool = False
+
+
+@dataclass
+class Table:
+    """A sortable table: an id tests and links find it by, headers, rows of cells."""
+
+    table_id: str
+    headers: list[Header]
+    rows: list[list[Cell]] = field(default_factory=list)
+    caption: str | None = None
+
+
+def cell(column: str, value: Any, *, link: str | None = None) -> Cell:
+    """One cell: formatted text, numeric alignment and a raw sort key where useful."""
     value = plain(value)
-    key = sort_value(value)
     numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
-    attributes = NUMERIC_CLASS if numeric else ""
-    if key is not None:
-        attributes += f' data-sort="{esc(key)}"'
-    text = esc(format_cell(column, value))
+    css = ""
     if column == "success" and isinstance(value, bool):
-        text = f'<span class="{"ok" if value else "bad"}">{text}</span>'
-    if link is not None:
-        text = f'<a href="{esc(link)}">{text}</a>'
-    return f"<td{attributes}>{text}</td>"
+        css = "ok" if value else "bad"
+    return Cell(cell_text(column, value), sort_value(value), numeric, css, link)
 
 
-def table_html(
+def table(
     frame: pd.DataFrame,
     *,
     table_id: str,
     links: Sequence[str | None] | None = None,
     link_column: str | None = None,
     caption: str | None = None,
-) -> str:
-    """A sortable table of ``frame``'s rows.
+) -> Table:
+    """A sortable table of ``frame``'s rows, every column in order.
 
     Args:
-        frame: The rows; every column is shown, in order.
-        table_id: The table's ``id`` (tests and links find it by that).
+        frame: The rows.
+        table_id: The table's ``id``.
         links: One href per row (or None), applied to ``link_column``'s cell.
         link_column: The column whose cell links to the row's page.
         caption: Text above the table.
     """
-    numeric = {
-        name
+    headers = [
+        Header(
+            human(str(name)),
+            str(name),
+            pd.api.types.is_numeric_dtype(frame[name])
+            and not pd.api.types.is_bool_dtype(frame[name]),
+        )
         for name in frame.columns
-        if pd.api.types.is_numeric_dtype(frame[name])
-        and not pd.api.types.is_bool_dtype(frame[name])
-    }
-    head = "".join(
-        f'<th scope="col"{NUMERIC_CLASS if name in numeric else ""}>{esc(name)}</th>'
-        for name in frame.columns
-    )
+    ]
     columns = [str(name) for name in frame.columns]
     rows = []
     for position, row in enumerate(frame.itertuples(index=False, name=None)):
         href = links[position] if links is not None else None
-        cells = "".join(
-            cell(column, value, link=href if column == link_column else None)
-            for column, value in zip(columns, row, strict=True)
+        rows.append(
+            [
+                cell(column, value, link=href if column == link_column else None)
+                for column, value in zip(columns, row, strict=True)
+            ]
         )
-        rows.append(f"<tr>{cells}</tr>")
-    caption_html = f"<caption class='muted'>{esc(caption)}</caption>" if caption else ""
-    return (
-        f'<div class="table-wrap"><table class="sortable" id="{esc(table_id)}">{caption_html}'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-    )
+    return Table(table_id, headers, rows, caption)
 
 
-def facts(rows: Iterable[tuple[str, str, Any]]) -> str:
-    """A definition list of labelled values (the task and result boxes of an episode).
+ENVIRONMENT = jinja2.Environment(
+    loader=jinja2.PackageLoader("crabray.results.site", "templates"),
+    autoescape=True,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+ENVIRONMENT.globals.update(
+    CSS=Markup(CSS),
+    SCRIPT=Markup(SCRIPT),
+    CSP=CONTENT_SECURITY_POLICY,
+)
+ENVIRONMENT.filters["human"] = human
+ENVIRONMENT.filters["cell"] = cell_text
 
-    Args:
-        rows: ``(label, column, value)``: the value is formatted by its column's rule.
-    """
-    items = "".join(
-        f"<dt>{esc(label)}</dt><dd>{esc(format_cell(column, value))}</dd>"
-        for label, column, value in rows
-    )
-    return f'<dl class="facts">{items}</dl>'
 
-
-def page(title: str, body: str, *, root: str = "") -> str:
-    """A whole HTML document: inline stylesheet and script, no external resource.
-
-    Args:
-        title: The page title (escaped here).
-        body: The body's HTML, already escaped.
-        root: The relative path from this page to the site root ("" or "../"),
-            for the navigation link.
-    """
-    nav = f'<nav><a href="{root}index.html">&larr; leaderboard</a></nav>' if root else ""
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{esc(CONTENT_SECURITY_POLICY)}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # An empty icon: browsers would otherwise request /favicon.ico and log a 404.
-        '<link rel="icon" href="data:,">'
-        f"<title>{esc(title)}</title><style>{CSS}</style></head>"
-        f"<body>{nav}{body}<script>{SCRIPT}</script></body></html>\n"
-    )
+def render(template: str, **context: Any) -> str:
+    """Render one of the package's templates with autoescaping."""
+    return ENVIRONMENT.get_template(template).render(**context)

@@ -1,5 +1,11 @@
-"""The site's pages as HTML text: the index (leaderboard, plots, breakdowns, episodes)
-and one page per episode (task, result, every step, the evaluator graph's progress).
+"""The site's pages as HTML text, from the Jinja2 templates in ``templates/``.
+
+::
+
+    index.html             every run shown: matrix, leaderboard, plots, breakdowns, episodes
+    run-<RUN>.html         the same for one run (what the run picker links to)
+    compare.html           two runs side by side, per task (chosen in the page)
+    episodes/<id>.html     the task, the result, the conversation, every step, the graph
 
 Rendering is pure: it takes ``SiteData`` and returns strings, so the static
 builder and the ``crabray view`` server produce the very same pages.
@@ -8,25 +14,33 @@ builder and the ``crabray view`` server produce the very same pages.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, cast
 from urllib.parse import quote
 
 import pandas as pd
+from markupsafe import Markup
 
-from crabray.results.cells import is_missing
+from crabray.results.cells import format_cell, is_missing
 from crabray.results.site import _plots
+from crabray.results.site._conversation import (
+    ConversationFormatError,
+    parse_conversation,
+    pretty_json,
+)
 from crabray.results.site._data import SiteData, breakdowns
 from crabray.results.site._graph import Graph, GraphFormatError, graph_svg, parse_graph
-from crabray.results.site._html import esc, facts, page, table_html
+from crabray.results.site._html import cell_text, render, table
+from crabray.results.site._matrix import matrix, run_scores
 
 logger = logging.getLogger(__name__)
 
 EPISODES_DIR = "episodes"
 FILES_DIR = "files"
+COMPARE_PAGE = "compare.html"
 ScreenshotSource = Callable[[str], str | None]
 """Maps a step's ``screenshot_path`` to the ``src`` of its image on an episode page, or None
 when the file is missing."""
@@ -48,24 +62,43 @@ _EPISODE_COLUMNS = (
     "wall_time_sec",
     "finished_at",
 )
+_TASK_FIELDS = (
+    ("task id", "task_id"),
+    ("suite", "suite"),
+    ("agent", "agent"),
+    ("model", "model"),
+    ("run", "run_id"),
+    ("epoch", "epoch"),
+    ("attempt", "attempt"),
+    ("episode id", "episode_id"),
+)
 _RESULT_FIELDS = (
-    "termination_reason",
-    "success",
-    "score",
-    "completeness",
-    "steps",
-    "action_errors",
-    "tokens_in",
-    "tokens_out",
-    "model_calls",
-    "model_latency_sec",
-    "cost_usd",
-    "wall_time_sec",
-    "setup_time_sec",
-    "started_at",
-    "finished_at",
-    "node",
-    "error_type",
+    ("ended by", "termination_reason"),
+    ("success", "success"),
+    ("score", "score"),
+    ("completeness", "completeness"),
+    ("steps", "steps"),
+    ("action errors", "action_errors"),
+    ("tokens in", "tokens_in"),
+    ("tokens out", "tokens_out"),
+    ("model calls", "model_calls"),
+    ("model latency (s)", "model_latency_sec"),
+    ("cost", "cost_usd"),
+    ("wall time (s)", "wall_time_sec"),
+    ("setup time (s)", "setup_time_sec"),
+    ("started", "started_at"),
+    ("finished", "finished_at"),
+    ("node", "node"),
+    ("error type", "error_type"),
+)
+_PLOTS = (
+    ("plot-success", "Success rate per agent and model; bars are 95% Wilson intervals."),
+    (
+        "plot-cost",
+        "Mean cost per episode against success rate; red points form the Pareto front "
+        "(no other configuration is both cheaper and more successful).",
+    ),
+    ("plot-steps", "Steps taken per episode, per agent and model."),
 )
 
 
@@ -76,182 +109,170 @@ def episode_page_name(episode_id: str) -> str:
     return f"id-{hashlib.sha256(episode_id.encode()).hexdigest()[:32]}.html"
 
 
+def run_page_name(run_id: str) -> str:
+    """The file name of a run's page (run ids are file-safe: ``check_run_id``)."""
+    return f"run-{run_id}.html"
+
+
 def screenshot_url(relative: str) -> str:
     """The URL, relative to an episode page, of a screenshot copied (or served) under files/."""
     return f"../{FILES_DIR}/" + quote(relative.replace("\\", "/"), safe="/")
+
+
+@dataclass(frozen=True)
+class Live:
+    """How a served page keeps itself current: the JSON it polls and the version it shows."""
+
+    url: str
+    version: str
 
 
 def _value(row: pd.Series, name: str) -> Any:
     return row[name] if name in row.index else None
 
 
-def _checkpoints_block(checkpoints: Any) -> str:
-    """The checkpoints a scorer graded, one row each, or nothing for graph-graded tasks."""
-    if is_missing(checkpoints) or not len(checkpoints):
-        return ""
-    rows = "".join(
-        f"<tr><td>{number}</td><td>{esc(point['result'])} / {esc(point['total'])}</td></tr>"
-        for number, point in enumerate(checkpoints, start=1)
+def _figures(data: SiteData) -> list[dict[str, Any]]:
+    drawn = (
+        _plots.success_plot(data.board),
+        _plots.cost_plot(data.episodes),
+        _plots.steps_histogram(data.episodes),
     )
-    earned = sum(int(point["result"]) for point in checkpoints)
-    total = sum(int(point["total"]) for point in checkpoints)
-    return (
-        f'<h3>Checkpoints <span class="muted">({earned} of {total} points)</span></h3>'
-        f'<table id="checkpoints"><thead><tr><th>#</th><th>points</th></tr></thead>'
-        f"<tbody>{rows}</tbody></table>"
-    )
-
-
-def _figure(svg: str | None, caption: str, figure_id: str) -> str:
-    if svg is None:
-        return ""
-    return f'<figure id="{esc(figure_id)}">{svg}<figcaption>{esc(caption)}</figcaption></figure>'
-
-
-def _plots_html(data: SiteData) -> str:
-    figures = [
-        _figure(
-            _plots.success_plot(data.board),
-            "Success rate per agent and model; bars are 95% Wilson intervals.",
-            "plot-success",
-        ),
-        _figure(
-            _plots.cost_plot(data.episodes),
-            "Mean cost per episode against success rate; red points form the Pareto front "
-            "(no other configuration is both cheaper and more successful).",
-            "plot-cost",
-        ),
-        _figure(
-            _plots.steps_histogram(data.episodes),
-            "Steps taken per episode, per agent and model.",
-            "plot-steps",
-        ),
+    return [
+        {"id": figure_id, "svg": Markup(svg), "caption": caption}
+        for (figure_id, caption), svg in zip(_PLOTS, drawn, strict=True)
+        if svg is not None
     ]
-    return f'<div class="plots">{"".join(figures)}</div>'
 
 
-def render_index(data: SiteData) -> str:
-    """The index page: leaderboard, plots, breakdowns and a table linking every episode."""
-    scope = f"run {data.run_id}" if data.run_id else "all runs"
-    runs = (
-        sorted(str(run) for run in data.episodes["run_id"].unique()) if len(data.episodes) else []
-    )
-    header = (
-        "<h1>crabray leaderboard</h1>"
-        f'<p class="muted">{esc(scope)} · {len(data.episodes)} episodes'
-        + (f" · runs: {esc(', '.join(runs))}" if runs and not data.run_id else "")
-        + "</p>"
-    )
-    if data.episodes.empty:
-        body = header + '<p id="no-episodes">No episodes yet. Reload when some have finished.</p>'
-        return page("crabray leaderboard", body)
-    sections = [
-        header,
-        "<h2>Leaderboard</h2>",
-        '<p class="muted">Click a column header to sort; click again to reverse.</p>',
-        table_html(data.board, table_id="leaderboard"),
-        "<h2>Plots</h2>",
-        _plots_html(data),
-        "<h2>Breakdowns</h2>",
-    ]
-    for title, frame in breakdowns(data.episodes).items():
-        table_id = "breakdown-" + re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-        sections.append(f"<h3>{esc(title)}</h3>")
-        sections.append(table_html(frame, table_id=table_id))
-    listed = data.listed
-    columns = [name for name in _EPISODE_COLUMNS if name in listed.columns]
-    listing = listed[columns]
-    links = [
-        f"{EPISODES_DIR}/{episode_page_name(str(episode_id))}"
-        for episode_id in listed["episode_id"]
-    ]
-    if len(listed) < len(data.episodes):
-        sections.append(
-            f'<p class="muted" id="episodes-truncated">Listing the {len(listed)} most recent '
-            f"of {len(data.episodes)} episodes; every number above covers all of them.</p>"
+def _scope(data: SiteData) -> str:
+    if data.run_id is not None:
+        return f"run {data.run_id}"
+    return f"all runs ({len(data.runs)})"
+
+
+def render_index(data: SiteData, live: Live | None = None) -> str:
+    """The page of ``data``'s scope: matrix, leaderboard, plots, breakdowns, episodes.
+
+    Args:
+        data: The dataset (every run, or the one run of a run page).
+        live: Set when served by ``crabray view``: the page polls for new episodes.
+    """
+    context: dict[str, Any] = {
+        "title": data.title,
+        "description": data.description,
+        "scope": _scope(data),
+        "runs": data.runs,
+        "run_id": data.run_id,
+        "episodes": len(data.episodes),
+        "live": live.url if live else None,
+        "version": live.version if live else "",
+    }
+    if not data.episodes.empty:
+        listed = data.listed
+        columns = [name for name in _EPISODE_COLUMNS if name in listed.columns]
+        listed_ids = {str(episode_id) for episode_id in listed["episode_id"]}
+        links = [f"{EPISODES_DIR}/{episode_page_name(str(e))}" for e in listed["episode_id"]]
+        context.update(
+            matrix=matrix(
+                data.episodes,
+                lambda episode_id: (
+                    f"{EPISODES_DIR}/{episode_page_name(episode_id)}"
+                    if episode_id in listed_ids
+                    else None
+                ),
+            ),
+            board=table(data.board, table_id="leaderboard"),
+            figures=_figures(data),
+            breakdowns=[
+                (title, table(frame, table_id="breakdown-" + re.sub(r"[^a-z0-9]+", "-", title)))
+                for title, frame in breakdowns(data.episodes).items()
+            ],
+            listing=table(listed[columns], table_id="episodes", links=links, link_column="task_id"),
+            truncated=len(listed) < len(data.episodes),
         )
-    sections += [
-        "<h2>Episodes</h2>",
-        table_html(listing, table_id="episodes", links=links, link_column="task_id"),
-    ]
-    return page("crabray leaderboard", "".join(sections))
+    return render("index.html", **context)
 
 
-def _pretty_json(text: str) -> str:
-    """Arguments as indented JSON; the raw text when it is not JSON (shown, not hidden)."""
-    try:
-        return json.dumps(json.loads(text), indent=2, ensure_ascii=False, sort_keys=True)
-    except (json.JSONDecodeError, TypeError):
-        return text
+def render_compare(data: SiteData) -> str:
+    """The comparison page: two runs chosen in the page, per-task scores side by side."""
+    return render(
+        "compare.html",
+        title=data.title,
+        description=data.description,
+        runs=data.runs,
+        scores=run_scores(data.episodes),
+        live=None,
+        version="",
+    )
 
 
-def _graph_block(graph: Graph | None, passed: Any, caption: str) -> str:
+def render_message(heading: str, detail: str = "") -> str:
+    """A plain page with a heading and an optional preformatted detail (errors, not found)."""
+    return render("message.html", heading=heading, detail=detail, live=None, version="")
+
+
+def _graph_view(graph: Graph | None, passed: Any, caption: str) -> dict[str, Any] | None:
     if graph is None:
-        return ""
+        return None
     indices = [int(index) for index in passed] if not is_missing(passed) else []
-    done = len(set(indices))
-    return (
-        f'<div class="graph-progress"><div class="label">{esc(caption)}: '
-        f"{done} of {len(graph.labels)} evaluators passed</div>{graph_svg(graph, indices)}</div>"
-    )
+    return {
+        "caption": caption,
+        "done": len(set(indices)),
+        "total": len(graph.labels),
+        "svg": Markup(graph_svg(graph, indices)),
+    }
 
 
-def _pre(text: Any, css_class: str = "") -> str:
-    attribute = f' class="{css_class}"' if css_class else ""
-    return f"<pre{attribute}>{esc(text)}</pre>"
-
-
-def _call_html(call: pd.Series) -> str:
-    parts = []
-    message = _value(call, "agent_message")
-    if not is_missing(message) and message != "":
-        parts.append('<div class="label">agent message</div>' + _pre(message, "agent-message"))
-    env = _value(call, "env")
-    where = f" <span class='muted'>on {esc(env)}</span>" if not is_missing(env) else ""
-    parts.append(
-        f'<div class="label">action</div><code class="action">{esc(call["action"])}</code>{where}'
-    )
-    parts.append(
-        '<div class="label">parameters</div>'
-        + _pre(_pretty_json(str(_value(call, "arguments_json") or "{}")), "arguments")
-    )
-    error = _value(call, "error")
-    if not is_missing(error):
-        parts.append('<div class="label">error</div>' + _pre(error, "error bad"))
-    else:
-        parts.append(
-            '<div class="label">result</div>' + _pre(_value(call, "result") or "", "result")
+def _steps_view(
+    steps: pd.DataFrame, graph: Graph | None, screenshots: ScreenshotSource
+) -> list[dict[str, Any]]:
+    views = []
+    for number, calls in [] if steps.empty else steps.groupby("step", sort=True):
+        first = calls.iloc[0]
+        shot = _value(first, "screenshot_path")
+        src = screenshots(str(shot)) if not is_missing(shot) and shot else None
+        observation = _value(first, "observation")
+        shown = int(cast(int, number)) + 1
+        views.append(
+            {
+                "number": shown,
+                "screenshot": src,
+                "screenshot_missing": None if src is not None or is_missing(shot) else shot or None,
+                "observation": None if is_missing(observation) else observation,
+                "calls": [_call_view(call) for call in calls.to_dict("records")],
+                "graph": _graph_view(
+                    graph, _value(calls.iloc[-1], "graph_passed"), f"after step {shown}"
+                ),
+            }
         )
-    duration = _value(call, "duration_sec")
-    if not is_missing(duration):
-        parts.append(f'<div class="muted">took {float(duration):.2f} s</div>')
-    failed = " failed" if not is_missing(error) else ""
-    return f'<div class="call{failed}">{"".join(parts)}</div>'
+    return views
 
 
-def _step_html(
-    number: int, calls: pd.DataFrame, graph: Graph | None, screenshots: ScreenshotSource
-) -> str:
-    parts = [f"<h3>Step {number + 1}</h3>"]
-    first = calls.iloc[0]
-    shot = _value(first, "screenshot_path")
-    observation = _value(first, "observation")
-    if not is_missing(shot) and shot:
-        src = screenshots(str(shot))
-        if src is None:
-            parts.append(f'<p class="bad">screenshot missing: {esc(shot)}</p>')
-        else:
-            parts.append(
-                '<div class="label">screenshot</div>'
-                f'<img class="screenshot" src="{esc(src)}" alt="screenshot before step '
-                f'{number + 1}" loading="lazy">'
-            )
-    if not is_missing(observation) and observation:
-        parts.append('<div class="label">observation</div>' + _pre(observation, "observation"))
-    parts.extend(_call_html(call) for _, call in calls.iterrows())
-    last = calls.iloc[-1]
-    parts.append(_graph_block(graph, _value(last, "graph_passed"), f"after step {number + 1}"))
-    return f'<section class="step" id="step-{number + 1}">{"".join(parts)}</section>'
+def _call_view(call: dict[Hashable, Any]) -> dict[str, Any]:
+    message = call.get("agent_message")
+    error = call.get("error")
+    duration: Any = call.get("duration_sec")
+    env = call.get("env")
+    return {
+        "message": None if is_missing(message) or message == "" else message,
+        "action": call["action"],
+        "env": None if is_missing(env) else env,
+        "arguments": pretty_json(str(call.get("arguments_json") or "{}")),
+        "error": None if is_missing(error) else error,
+        "result": call.get("result") or "",
+        "duration": None if is_missing(duration) else f"{float(duration):.2f} s",
+    }
+
+
+def _checkpoints(checkpoints: Any) -> dict[str, Any] | None:
+    if is_missing(checkpoints) or not len(checkpoints):
+        return None
+    rows = [{"result": p["result"], "total": p["total"]} for p in checkpoints]
+    return {
+        "rows": rows,
+        "earned": sum(int(p["result"]) for p in rows),
+        "total": sum(int(p["total"]) for p in rows),
+    }
 
 
 def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSource) -> str | None:
@@ -267,68 +288,45 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
     if row is None:
         return None
     steps = data.steps_of(episode_id)
-    graph_note = ""
+    graph_note = None
     try:
         graph = parse_graph(_value(row, "graph_json"))
     except GraphFormatError as exc:
         logger.warning("episode %s: cannot draw its evaluator graph: %s", episode_id, exc)
-        graph, graph_note = None, f'<p class="bad">evaluator graph not drawn: {esc(exc)}</p>'
+        graph, graph_note = None, str(exc)
+    conversation_note = None
+    try:
+        conversation = parse_conversation(_value(row, "conversation_json"))
+    except ConversationFormatError as exc:
+        logger.warning("episode %s: cannot show its conversation: %s", episode_id, exc)
+        conversation, conversation_note = [], str(exc)
     tags = _value(row, "tags")
-    tag_html = (
-        "".join(f'<span class="tag">{esc(tag)}</span>' for tag in tags)
-        if not is_missing(tags) and len(tags)
-        else '<span class="muted">none</span>'
-    )
-    task = facts(
-        (label, name, _value(row, name))
-        for label, name in (
-            ("task id", "task_id"),
-            ("suite", "suite"),
-            ("agent", "agent"),
-            ("model", "model"),
-            ("run", "run_id"),
-            ("epoch", "epoch"),
-            ("attempt", "attempt"),
-            ("episode id", "episode_id"),
-        )
-    )
-    success = bool(row["success"])
-    verdict = (
-        f'<p id="verdict" class="{"ok" if success else "bad"}">'
-        f"{'solved' if success else 'not solved'}: {esc(row['termination_reason'])}</p>"
-    )
-    result = facts((name.replace("_", " "), name, _value(row, name)) for name in _RESULT_FIELDS)
-    error = _value(row, "error")
-    error_html = "" if is_missing(error) else "<h3>Error</h3>" + _pre(error, "error bad")
     final_passed = steps.iloc[-1]["graph_passed"] if len(steps) else []
-    step_html = (
-        []
-        if steps.empty
-        else [
-            _step_html(int(cast(int, number)), calls, graph, screenshots)  # step holds ints
-            for number, calls in steps.groupby("step", sort=True)
-        ]
+    error = _value(row, "error")
+    model = _value(row, "model")
+    return render(
+        "episode.html",
+        site_title=data.title,
+        task_id=row["task_id"],
+        agent=row["agent"],
+        model=None if is_missing(model) else model,
+        run_id=row["run_id"],
+        epoch=row["epoch"],
+        description=_value(row, "description") or "",
+        tags=[] if is_missing(tags) else list(tags),
+        task_facts=[(label, format_cell(name, _value(row, name))) for label, name in _TASK_FIELDS],
+        success=bool(row["success"]),
+        termination_reason=row["termination_reason"],
+        result_facts=[
+            (label, cell_text(name, _value(row, name))) for label, name in _RESULT_FIELDS
+        ],
+        error=None if is_missing(error) else error,
+        checkpoints=_checkpoints(_value(row, "checkpoints")),
+        graph_note=graph_note,
+        final_graph=_graph_view(graph, final_passed, "final evaluator graph"),
+        conversation=conversation,
+        conversation_note=conversation_note,
+        steps=_steps_view(steps, graph, screenshots),
+        live=None,
+        version="",
     )
-    title = f"{row['task_id']} · {row['agent']}"
-    body = "".join(
-        [
-            f"<h1>{esc(row['task_id'])}</h1>",
-            f'<p class="muted">{esc(row["agent"])}'
-            + (f" / {esc(row['model'])}" if not is_missing(row["model"]) else "")
-            + f" · run {esc(row['run_id'])} · epoch {esc(row['epoch'])}</p>",
-            '<h2>Task</h2><div class="label">instruction</div>',
-            _pre(_value(row, "description") or "", "description"),
-            f'<div class="label">tags</div><p>{tag_html}</p>',
-            task,
-            "<h2>Result</h2>",
-            verdict,
-            result,
-            error_html,
-            _checkpoints_block(_value(row, "checkpoints")),
-            graph_note,
-            _graph_block(graph, final_passed, "final evaluator graph"),
-            f'<h2>Steps <span class="muted">({len(step_html)})</span></h2>',
-            "".join(step_html) or '<p class="muted">The agent took no step.</p>',
-        ]
-    )
-    return page(title, body, root="../")

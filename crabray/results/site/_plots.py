@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from crabray.core.errors import MissingDependencyError
+from crabray.results.cells import usd
 
 try:
     import matplotlib
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
 except ModuleNotFoundError as exc:  # the optional [site] extra
     if exc.name is None or exc.name.split(".")[0] != "matplotlib":
         raise
@@ -207,8 +208,11 @@ def cost_plot(episodes: pd.DataFrame) -> str | None:
         axes.set_xlabel("mean cost per episode (USD)")
         axes.set_ylabel("success rate")
         axes.set_ylim(-0.05, 1.1)
-        if max(cost for cost, _ in points) <= 0:  # free agents: keep the axis readable
-            axes.set_xlim(-0.5, 1.0)
+        top = max(cost for cost, _ in points)
+        # Costs are never negative: the axis starts at 0, with room for the labels on the
+        # right; when every agent is free, a $0-$1 axis keeps it readable.
+        axes.set_xlim(0.0, top * 1.25 if top > 0 else 1.0)
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"${usd(value)}"))
         axes.grid(alpha=0.3)
         axes.legend(loc="lower right", fontsize=8)
         return _to_inline_svg(figure, "cost")

@@ -1,14 +1,19 @@
 """``crabray view``: the site served from the live dataset, rebuilt when the data changes.
 
 A sweep keeps appending part files; every request checks the dataset's
-fingerprint (file names, sizes, times) and re-reads only when it changed, so a
-reload shows new episodes without re-reading an unchanged dataset each time.
+fingerprint (file names, sizes, times) and re-reads only when it changed. The
+index and run pages poll ``/live.json`` (the dataset's version and episode
+count) every few seconds; when the version changes, the page fetches itself
+again and swaps its sections in place, so new episodes appear while a run is
+going without a reload losing the reader's place.
 The server binds 127.0.0.1 unless told otherwise: results hold task text and
 agent output that are not meant for the network.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import mimetypes
 import threading
@@ -26,17 +31,24 @@ from crabray.results.site._data import (
     load,
     resolve_screenshot,
 )
-from crabray.results.site._html import esc, page
 from crabray.results.site._pages import (
+    COMPARE_PAGE,
     EPISODES_DIR,
     FILES_DIR,
+    Live,
     episode_page_name,
+    render_compare,
     render_episode,
     render_index,
+    render_message,
+    run_page_name,
     screenshot_url,
 )
 
 logger = logging.getLogger(__name__)
+
+LIVE_JSON = "live.json"
+"""What served pages poll for the dataset's version."""
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"})
 """What ``/files/`` serves: screenshots only (never SVG, which could carry script)."""
@@ -48,11 +60,23 @@ class LiveSite:
     Args:
         out_dir: The results directory.
         run_id: Show only this run; every run when None.
+        title: The site's title; the suite's name by default.
+        description: The line under the title; the suite's path by default.
     """
 
-    def __init__(self, out_dir: Path, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        run_id: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> None:
         self.out_dir = out_dir
         self.run_id = run_id
+        self.title = title
+        self.description = description
+        self._version = ""
         self._lock = threading.Lock()
         self._fingerprint: Fingerprint | None = None
         self._data: SiteData | None = None
@@ -66,8 +90,11 @@ class LiveSite:
         """
         now = fingerprint(self.out_dir, self.run_id)
         if self._data is None or now != self._fingerprint:
-            self._data = load(self.out_dir, self.run_id)
+            self._data = load(
+                self.out_dir, self.run_id, title=self.title, description=self.description
+            )
             self._fingerprint = now
+            self._version = hashlib.sha256(repr(now).encode()).hexdigest()[:16]
             self._pages.clear()
             self._names = {
                 episode_page_name(str(episode_id)): str(episode_id)
@@ -81,8 +108,35 @@ class LiveSite:
         with self._lock:
             data = self._current()
             if "index" not in self._pages:
-                self._pages["index"] = render_index(data)
+                self._pages["index"] = render_index(data, Live(LIVE_JSON, self._version))
             return self._pages["index"]
+
+    def run_page(self, name: str) -> str | None:
+        """The page ``run-<RUN>.html`` of one run, or None when there is no such run."""
+        with self._lock:
+            data = self._current()
+            run = next((r.run_id for r in data.runs if run_page_name(r.run_id) == name), None)
+            if run is None:
+                return None
+            key = f"run:{run}"
+            if key not in self._pages:
+                live = Live(LIVE_JSON, self._version)
+                self._pages[key] = render_index(data.for_run(run), live)
+            return self._pages[key]
+
+    def compare(self) -> str:
+        """The page comparing two runs."""
+        with self._lock:
+            data = self._current()
+            if "compare" not in self._pages:
+                self._pages["compare"] = render_compare(data)
+            return self._pages["compare"]
+
+    def live(self) -> str:
+        """``live.json``: the dataset's version (changes with every write) and episode count."""
+        with self._lock:
+            data = self._current()
+            return json.dumps({"version": self._version, "episodes": len(data.episodes)})
 
     def episode(self, name: str) -> str | None:
         """The page ``episodes/<name>``, or None when no episode has that page name."""
@@ -129,6 +183,12 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
             try:
                 if path in ("/", "/index.html"):
                     self._send(HTTPStatus.OK, site.index().encode(), "text/html; charset=utf-8")
+                elif path == f"/{LIVE_JSON}":
+                    self._send(HTTPStatus.OK, site.live().encode(), "application/json")
+                elif path == f"/{COMPARE_PAGE}":
+                    self._page_or_404(site.compare())
+                elif path.startswith("/run-") and "/" not in path[1:]:
+                    self._page_or_404(site.run_page(path[1:]))
                 elif path.startswith(f"/{EPISODES_DIR}/"):
                     body = site.episode(path.removeprefix(f"/{EPISODES_DIR}/"))
                     self._page_or_404(body)
@@ -143,10 +203,9 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
                     self._page_or_404(None)
             except Exception as exc:  # a bad part file must show, not kill the server
                 logger.exception("rendering %s failed", path)
-                message = f"<h1>Could not render this page</h1><pre>{esc(exc)}</pre>"
                 self._send(
                     HTTPStatus.INTERNAL_SERVER_ERROR,
-                    page("error", message, root="/").encode(),
+                    render_message("Could not render this page", str(exc)).encode(),
                     "text/html; charset=utf-8",
                 )
 
@@ -154,7 +213,7 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
             if body is not None:
                 self._send(HTTPStatus.OK, body.encode(), "text/html; charset=utf-8")
                 return
-            missing = page("not found", "<h1>Not found</h1>", root="/")
+            missing = render_message("Not found")
             self._send(HTTPStatus.NOT_FOUND, missing.encode(), "text/html; charset=utf-8")
 
         def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
@@ -173,7 +232,13 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
 
 
 def make_server(
-    out_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8765, run_id: str | None = None
+    out_dir: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    run_id: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
 ) -> ThreadingHTTPServer:
     """An HTTP server of the live site; call ``serve_forever()`` on it, ``server_close()`` after.
 
@@ -185,6 +250,8 @@ def make_server(
         host: Interface to bind; 127.0.0.1 keeps it on this machine.
         port: TCP port; 0 picks a free one (read it from ``server.server_port``).
         run_id: Show only this run; every run when None.
+        title: The site's title; the suite's name by default.
+        description: The line under the title; the suite's path by default.
 
     Raises:
         ResultsError: ``out_dir`` is not a directory.
@@ -195,7 +262,7 @@ def make_server(
         raise ResultsError(f"{out} is not a results directory (it does not exist)")
     if host not in ("127.0.0.1", "localhost", "::1"):
         logger.warning("serving results on %s: anyone who can reach it can read them", host)
-    site = LiveSite(out, run_id)
+    site = LiveSite(out, run_id, title=title, description=description)
     try:
         server = ThreadingHTTPServer((host, port), _handler(site))
     except OSError as exc:
