@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
 from crabray.cli_errors import show_error
+from crabray.cli_llm import llm_app
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
@@ -75,6 +76,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(envs_app, name="envs")
+app.add_typer(llm_app, name="llm")
 
 console = Console()
 errors = Console(stderr=True)
