@@ -7,28 +7,53 @@ Example:
     >>> from crabray import BenchmarkConfig, EnvironmentConfig, Task, action, evaluator
 """
 
-from importlib.metadata import version as _version
+from __future__ import annotations
 
-from crabray.core import (
-    Action,
-    BenchmarkConfig,
-    ClosedAction,
-    Environment,
-    EnvironmentConfig,
-    Evaluator,
-    GraphEvaluator,
-    SubTask,
-    Task,
-    TaskGenerator,
-    action,
-    create_benchmark,
-    create_environment,
-    evaluator,
-)
-from crabray.core.errors import CrabrayError
+import importlib
+from typing import TYPE_CHECKING, Any
 
-# One version source: the installed package's metadata, from pyproject.toml.
-__version__ = _version("crabray")
+if TYPE_CHECKING:
+    from crabray.core import (
+        Action,
+        BenchmarkConfig,
+        ClosedAction,
+        Environment,
+        EnvironmentConfig,
+        Evaluator,
+        GraphEvaluator,
+        SubTask,
+        Task,
+        TaskGenerator,
+        action,
+        create_benchmark,
+        create_environment,
+        evaluator,
+    )
+    from crabray.core.errors import CrabrayError
+
+    __version__: str
+
+
+def __getattr__(name: str) -> Any:
+    """Load the authoring API on first use (PEP 562).
+
+    A command that needs none of it, such as `crabray leaderboard`, does not pay
+    for networkx and the core models.
+    """
+    if name == "__version__":
+        # One version source: the installed package's metadata, from pyproject.toml.
+        from importlib.metadata import version
+
+        value: Any = version("crabray")
+    elif name == "CrabrayError":
+        value = importlib.import_module("crabray.core.errors").CrabrayError
+    elif name in __all__:
+        value = getattr(importlib.import_module("crabray.core"), name)
+    else:
+        raise AttributeError(f"module 'crabray' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Action",

@@ -23,6 +23,7 @@ from typer.core import TyperGroup
 from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
 from crabray.cli_errors import show_error
+from crabray.cli_llm import llm_app
 from crabray.cli_submit import fetch, pack, submit_run
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
@@ -94,6 +95,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(envs_app, name="envs")
+app.add_typer(llm_app, name="llm")
 
 console = Console()
 errors = Console(stderr=True)
@@ -633,7 +635,9 @@ def _print_leaderboard(
             )
         columns = list(dict.fromkeys([*columns, source]))
     runs = list(compare) if compare is not None else [run_id]
-    frames = [read_episodes(out, run, columns) for run in dict.fromkeys(runs)]
+    # The plain leaderboard reads categoricals, its fastest input; the others group with pandas.
+    fast = compare is None and by is None
+    frames = [read_episodes(out, run, columns, categorical=fast) for run in dict.fromkeys(runs)]
     for run, frame in zip(dict.fromkeys(runs), frames, strict=True):
         if frame.empty and run is None:
             raise _no_runs(out, "leaderboard")

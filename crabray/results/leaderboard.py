@@ -124,20 +124,50 @@ def _graded(episodes: pd.DataFrame) -> np.ndarray:
 def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
     """Dense group ids per row for ``keys`` (nulls are a group), and each group's key values.
 
-    Factorising each key column once and combining the codes as integers is
+    Coding each key column once and combining the codes as integers is
     several times faster than pandas' groupby on object columns at a million
-    rows, and every statistic below is then a ``np.bincount``.
+    rows, and every statistic below is then a ``np.bincount``. Categorical
+    columns (``read_episodes(..., categorical=True)``) are coded already (their
+    labels stay categorical: see ``_plain``). Group ids are numbered in the
+    order of the combined codes.
     """
     combined = np.zeros(len(frame), np.int64)
+    span = 1
     for name in keys:
-        codes, uniques = pd.factorize(frame[name], use_na_sentinel=False)
-        size = max(len(uniques), 1)
-        if (int(combined.max(initial=0)) + 1) * size >= 2**62:
+        codes, size = _column_codes(frame[name])
+        if span * size >= 2**62:
             _, combined = np.unique(combined, return_inverse=True)
+            span = int(combined.max(initial=0)) + 1
         combined = combined * size + codes
-    _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
+        span *= size
+    if span <= 4 * len(frame) + 1024:
+        # Few possible codes: number the ones present by counting, not by sorting.
+        dense = np.cumsum(np.bincount(combined, minlength=span) > 0) - 1
+        ids = dense[combined]
+        first = np.empty(int(dense[-1]) + 1, np.int64)
+        first[ids] = np.arange(len(ids))  # any row of a group gives its key values
+    else:
+        _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
     labels = frame[list(keys)].iloc[first].reset_index(drop=True)
     return ids.reshape(-1), labels
+
+
+def _plain(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with categorical columns as plain values: results never depend on input dtypes."""
+    for name in table.columns:
+        if isinstance(table[name].dtype, pd.CategoricalDtype):
+            table[name] = table[name].astype(table[name].cat.categories.dtype)
+    return table
+
+
+def _column_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+    """Integer codes of a column's values (null included) and how many codes there can be."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        size = len(column.cat.categories) + 1
+        codes = column.cat.codes.to_numpy().astype(np.int64)
+        return np.where(codes < 0, size - 1, codes), size
+    codes, uniques = pd.factorize(column, use_na_sentinel=False)
+    return codes.astype(np.int64), max(len(uniques), 1)
 
 
 def _sums(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
@@ -275,7 +305,7 @@ def leaderboard(
     passes = _pass_columns(episodes, keys, max_k)
     if passes is not None:
         table = table.merge(passes, on=keys, how="left")
-    return _best_first(table, keys)
+    return _best_first(_plain(table), keys)
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:
@@ -355,7 +385,7 @@ def breakdown(
     table = _summarise(rows, [*keys, group], confidence, full=False)
     table = table.merge(totals, on=keys, how="left")
     table["share"] = (table["episodes"] + table["infra_errors"]) / table["__total"]
-    table = table[[*keys, group, *BREAKDOWN_STATS]]
+    table = _plain(table[[*keys, group, *BREAKDOWN_STATS]].copy())
     return table.sort_values([*keys, group], kind="stable", na_position="last").reset_index(
         drop=True
     )

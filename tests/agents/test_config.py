@@ -21,7 +21,7 @@ def write(tmp_path: Path, body: str) -> Path:
 
 def test_example_file_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     specs = load_agents(ROOT / "agents.example.toml")
-    assert set(specs) == {"gpt-4o", "gpt-4o-planner", "gpt-4o-per-env", "qwen-local"}
+    assert set(specs) == {"gpt-4o", "gpt-4o-planner", "gpt-4o-per-env", "qwen-local", "mock-llm"}
     gpt = specs["gpt-4o"]
     assert (gpt.kind, gpt.model, gpt.max_tokens, gpt.max_cost_usd) == (
         "openai",

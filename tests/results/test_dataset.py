@@ -146,6 +146,25 @@ def test_same_attempt_tie_goes_to_latest_finished(tmp_path, make_record):
     assert read_episodes(tmp_path, RUN)["episode_id"].tolist() == [later.result.episode_id]
 
 
+@pytest.mark.parametrize("columns", [None, ["task_id", "score"]])
+def test_full_tie_goes_to_the_greatest_episode_id(tmp_path, make_record, columns):
+    """Same attempt, same finished_at: episode_id decides, asked for or not."""
+    winner = make_record("t1", score=0.25, episode_id="ep-z")
+    ResultSink(tmp_path, RUN).write([winner, make_record("t1", score=0.75, episode_id="ep-a")])
+    assert read_episodes(tmp_path, RUN, columns)["score"].tolist() == [0.25]
+    assert set(read_steps(tmp_path, RUN)["episode_id"]) == {"ep-z"}
+
+
+def test_categorical_columns_read_as_categoricals(tmp_path, make_record):
+    ResultSink(tmp_path, RUN).write([make_record("t1"), make_record("t2", agent="agent-2")])
+    plain = read_episodes(tmp_path, columns=["run_id", "agent", "task_id", "score"])
+    categorical = read_episodes(
+        tmp_path, columns=["run_id", "agent", "task_id", "score"], categorical=True
+    )
+    assert all(isinstance(categorical[c].dtype, pd.CategoricalDtype) for c in ("run_id", "agent"))
+    pd.testing.assert_frame_equal(categorical.astype(plain.dtypes.to_dict()), plain)
+
+
 def test_orphan_steps_of_an_uncommitted_episode_are_dropped(tmp_path, make_record):
     sink = ResultSink(tmp_path, RUN)
     sink.write([make_record("t1")])

@@ -160,6 +160,14 @@ def test_per_suite_rows(episodes):
     assert list(table.columns[:3]) == ["agent", "model", "suite"]
 
 
+@pytest.mark.parametrize("by", [("agent", "model"), ("agent", "model", "suite")])
+def test_categorical_input_gives_the_same_table(tmp_path, episodes, by):
+    """What `crabray leaderboard` reads (categoricals) gives what strings give, dtypes included."""
+    categorical = read_episodes(tmp_path, RUN, list(LEADERBOARD_INPUT_COLUMNS), categorical=True)
+    assert isinstance(categorical["agent"].dtype, pd.CategoricalDtype)
+    pd.testing.assert_frame_equal(leaderboard(categorical, by), leaderboard(episodes, by))
+
+
 def test_empty_input_gives_columns(tmp_path):
     table = leaderboard(read_episodes(tmp_path, RUN))
     assert table.empty

@@ -1,0 +1,139 @@
+"""The offline LLM of docs/offline-llm.md: ``crabray llm serve`` and the ``mock-llm`` agent."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crabray.agents import ActionCall
+from crabray.agents.chat_server import ChatRequest, ReplayModel
+from crabray.agents.config import read_agent_configs
+from crabray.cli_llm import DEFAULT_PORT
+from crabray.results import read_episodes, read_steps
+from tests.conftest import ROOT, crabray
+
+TASK = "Create hello.txt"
+SOLUTION = [ActionCall(name="write_file", arguments={"path": "hello.txt", "content": "hi"})]
+TOOLS = ["write_file", "complete", "fail"]
+
+
+def ask(model: ReplayModel, task: str, step: int, tools: list[str] = TOOLS) -> dict:
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "rules"},
+            {"role": "user", "content": f"Task: {task}"},
+            {"role": "user", "content": f"Step {step} of 30.\nObservations: none"},
+        ],
+        "tools": [{"type": "function", "function": {"name": n}} for n in tools],
+    }
+    reply = model(ChatRequest("/v1/chat/completions", {}, body))
+    assert reply.status == 200, reply.body
+    return reply.body
+
+
+def called(body: dict) -> tuple[str, dict]:
+    call = body["choices"][0]["message"]["tool_calls"][0]["function"]
+    return call["name"], json.loads(call["arguments"])
+
+
+def test_replay_model_replays_the_solution_then_completes() -> None:
+    model = ReplayModel({TASK: SOLUTION})
+    first = ask(model, TASK, 1)
+    assert called(first) == ("write_file", {"path": "hello.txt", "content": "hi"})
+    assert first["usage"]["prompt_tokens"] > 0 and first["usage"]["completion_tokens"] > 0
+    assert called(ask(model, TASK, 2)) == ("complete", {})
+
+
+def test_replay_model_gives_up_on_what_it_cannot_do() -> None:
+    model = ReplayModel({TASK: SOLUTION})
+    name, arguments = called(ask(model, "Something else entirely", 1))
+    assert name == "fail" and "no reference solution" in arguments["reason"]
+    name, arguments = called(ask(model, TASK, 1, tools=["run_command", "fail"]))
+    assert name == "fail" and "'write_file'" in arguments["reason"]
+    text_only = ask(model, TASK, 1, tools=[])["choices"][0]["message"]
+    assert "tool_calls" not in text_only and "cannot" in text_only["content"]
+
+
+def test_serve_reports_a_port_in_use() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = crabray("llm", "serve", "tasks/demo", "--port", str(port))
+    assert done.returncode == 2
+    assert f"--port: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def mock_llm(tmp_path: Path) -> Iterator[str]:
+    """``crabray llm serve tasks/demo`` as docs/offline-llm.md starts it, on a free port."""
+    log = tmp_path / "serve.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "crabray", "llm", "serve", "tasks/demo", "--port", "0"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
+            time.sleep(0.1)
+        yield found.group(0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.usefixtures("private_ray")
+def test_the_demo_runs_with_the_offline_llm(mock_llm: str, tmp_path: Path) -> None:
+    example = (ROOT / "agents.example.toml").read_text()
+    entry = read_agent_configs(ROOT / "agents.example.toml")["mock-llm"]
+    assert entry.base_url == f"http://127.0.0.1:{DEFAULT_PORT}/v1"  # what serve listens on
+    agents = tmp_path / "agents.toml"
+    agents.write_text(example.replace(entry.base_url, mock_llm))
+    out = tmp_path / "results"
+    run = ["run", "tasks/demo", "--agent-config", str(agents), "--agent", "mock-llm"]
+    crabray(*run, "--out", str(out), check=True)
+    board = crabray("leaderboard", str(out), check=True)
+    assert re.search(r"mock-llm\s+crabray-mock\s+11\s+1\.000", board.stdout), board.stdout
+
+    episodes = read_episodes(out).set_index("task_id")
+    assert (episodes["termination_reason"] == "success").all()
+    assert (episodes["tokens_in"] > 0).all() and (episodes["tokens_out"] > 0).all()
+    expected = (
+        episodes["tokens_in"] * entry.price_in_per_mtok
+        + episodes["tokens_out"] * entry.price_out_per_mtok
+    ) / 1e6
+    assert episodes["cost_usd"].to_numpy() == pytest.approx(expected.to_numpy())
+    assert (episodes["model_calls"] == episodes["steps"]).all()
+
+    steps = read_steps(out)
+    deploy = steps[steps["task_id"] == "deploy-config"].sort_values("step")
+    assert list(deploy["action"]) == [
+        "workstation-write_file",
+        "server-write_file",
+        "server-run_command",
+    ]
+    assert json.loads(deploy["arguments_json"].iloc[2]) == {"command": "touch deploy/READY"}
+    assert deploy["result"].iloc[1] == "wrote 16 characters to deploy/settings.ini"
+    assert deploy["agent_message"].iloc[0] == (
+        "Step 1 of the reference solution: workstation-write_file."
+    )
