@@ -84,7 +84,8 @@ SuiteFormatOpt = Annotated[
     str | None,
     typer.Option(
         "--suite-format",
-        help="Suite format (python, task-json, task-folder, or a plugin's); detected when omitted.",
+        help="Suite format (python, task-json, task-folder, crab-dataset, or a plugin's); "
+        "detected when omitted.",
     ),
 ]
 OldFormatOpt = Annotated[

@@ -13,6 +13,7 @@ from crabray.core.result import CheckpointScore, Score
 from crabray.core.retry import RetryPolicy
 from crabray.core.subtask import SubTask
 from crabray.core.task import Task
+from crabray.core.task_generator import TaskGenerator
 
 __all__ = [
     "KEPT_PARAMS",
@@ -31,6 +32,7 @@ __all__ = [
     "Score",
     "SubTask",
     "Task",
+    "TaskGenerator",
     "action",
     "create_benchmark",
     "create_environment",

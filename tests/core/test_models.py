@@ -84,6 +84,7 @@ def test_public_exports_are_exactly_the_authoring_api() -> None:
             "GraphEvaluator",
             "SubTask",
             "Task",
+            "TaskGenerator",
             "__version__",
             "action",
             "create_benchmark",
