@@ -120,12 +120,12 @@ def wait_for_exit(process_name: str, timeout: float = WAIT_SEC) -> None:
         time.sleep(0.2)
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def check_file_exist(file_path: str) -> bool:
     return os.path.isfile(file_path)
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def check_file_content(file_path: str, content: str) -> bool:
     if not os.path.isfile(file_path):
         return False
@@ -133,7 +133,7 @@ def check_file_content(file_path: str, content: str) -> bool:
         return content in f.read()
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def is_process_open(process_name: str) -> bool:
     """Whether a process whose name contains `process_name` runs."""
     return _running(process_name)
@@ -148,7 +148,7 @@ def _running(process_name: str) -> bool:
     )
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def check_current_window_process(name: str) -> bool:
     """Whether the focused window belongs to a process named `name`."""
     import psutil
@@ -162,7 +162,7 @@ def check_current_window_process(name: str) -> bool:
         return False
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def check_text_in_current_window_name(text: str) -> bool:
     """Whether the focused window's title contains `text`."""
     try:
@@ -174,7 +174,7 @@ def check_text_in_current_window_name(text: str) -> bool:
     return text in out
 
 
-@evaluator
+@evaluator(env_name="ubuntu")
 def check_odt_text(file_path: str, content: str) -> bool:
     """Whether the OpenDocument text at `file_path` contains the paragraph `content`."""
     from odf import teletype, text
