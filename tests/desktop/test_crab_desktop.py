@@ -50,8 +50,11 @@ def _unique(name: str) -> str:
 
 
 def test_the_image_has_what_crab_ubuntu_actions_and_subtasks_use(ubuntu: Environment) -> None:
-    programs = "xdotool xclip xsel xterm vim gimp soffice lowriter localc openbox dmenu_run"
-    done = ubuntu.exec(f"for p in {programs}; do command -v $p >/dev/null || echo missing $p; done")
+    programs = "xdotool xclip xsel xterm gnome-terminal vim gimp soffice lowriter localc openbox"
+    done = ubuntu.exec(
+        f"for p in {programs}; do command -v $p >/dev/null || echo missing $p; done; "
+        "[ -d /home/crab ] || echo missing CRAB's home /home/crab"
+    )
     assert done.stdout == "", done.stdout
     modules = "pyautogui, mss, pyperclip, psutil, odf, numpy, PIL, Xlib"
     done = ubuntu.exec(["python3", "-c", f"import {modules}; print(pyautogui.size())"])
@@ -94,3 +97,13 @@ def test_crabs_desktop_actions_drive_a_terminal(ubuntu: Environment) -> None:
     desktop_actions.press_hotkey.run(ubuntu, keys=["ctrl", "d"])  # end of input: the shell exits
     crab.wait_for_exit.run(ubuntu, process_name="xterm", timeout=60)
     assert crab.is_process_open.run(ubuntu, process_name="xterm") is False
+
+
+def test_crabs_terminal_check_sees_gnome_terminal(ubuntu: Environment) -> None:
+    """crab-benchmark-v0's terminal subtasks check that the focused window belongs to
+    ``gnome-terminal-server``: GNOME Terminal starts from the search on the session bus."""
+    assert crab.check_current_window_process.run(ubuntu, name="gnome-terminal-server") is False
+    desktop_actions.search_application.run(ubuntu, name="gnome-terminal")
+    desktop_actions.key_press.run(ubuntu, key="enter")
+    crab.wait_for_window.run(ubuntu, name="Terminal|root@", timeout=120)
+    assert crab.check_current_window_process.run(ubuntu, name="gnome-terminal-server") is True

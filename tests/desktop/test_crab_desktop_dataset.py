@@ -34,16 +34,19 @@ def test_oracle_passes_the_vim_and_writer_tasks_and_noop_passes_none(
         timeout=1500,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    episodes = read_episodes(out).set_index(["agent", "task_id"])
+    everything = read_episodes(out)
+    table = everything[["agent", "task_id", "score", "termination_reason", "completeness", "error"]]
+    episodes = everything.set_index(["agent", "task_id"])
     oracle, noop = episodes.loc["oracle"], episodes.loc["noop"]
     assert sorted(oracle.index) == ["vim-poem", "writer-report"]
-    assert oracle.success.all() and (oracle.score == 1.0).all(), oracle.termination_reason
-    assert not noop.success.any() and (noop.score == 0.0).all()
+    assert oracle.success.all() and (oracle.score == 1.0).all(), table.to_string()
+    assert not noop.success.any() and (noop.score == 0.0).all(), table.to_string()
     assert (noop.completeness == 0.0).all(), "doing nothing opens no terminal or Writer window"
     steps = read_steps(out)
     vim = steps[(steps.agent == "oracle") & (steps.task_id == "vim-poem")]
+    trace = vim[["action", "graph_passed", "error"]].to_string()
     # The graph's nodes pass in order: xterm focused, vim running, vim closed + the file written.
-    assert [list(p) for p in vim.graph_passed][-1] == [0, 1, 2, 3]
-    assert any(list(p) == [0, 1] for p in vim.graph_passed), "vim was seen running"
+    assert [list(p) for p in vim.graph_passed][-1] == [0, 1, 2, 3], trace
+    assert any(list(p) == [0, 1] for p in vim.graph_passed), f"vim was seen running:\n{trace}"
     for relative in steps[steps.agent == "oracle"].screenshot_path:
         assert png_size((out / relative).read_bytes()) == (1024, 768), "CRAB's mss screenshot"

@@ -77,13 +77,29 @@ def wait_for_window(name: str, timeout: float = WAIT_SEC) -> None:
 
 
 def _show_window(name: str, timeout: float) -> None:
-    command = ["xdotool", "search", "--sync", "--onlyvisible", "--name", name]
-    subprocess.run(
-        [*command, "windowactivate", "--sync"],
-        check=True,
-        timeout=timeout,
-        capture_output=True,
-    )
+    """Activate the newest visible window titled `name`, retrying until the window
+    manager has it (a window just mapped may not be managed yet)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = subprocess.run(
+            ["xdotool", "search", "--onlyvisible", "--name", name],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        if found:
+            try:
+                activated = subprocess.run(
+                    ["xdotool", "windowactivate", "--sync", found[-1]],
+                    capture_output=True,
+                    timeout=max(1.0, min(10.0, deadline - time.monotonic())),
+                )
+                if activated.returncode == 0:
+                    return
+            except subprocess.TimeoutExpired:
+                pass  # not activated yet: look again
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no window titled {name!r} could be activated within {timeout} s")
+        time.sleep(0.2)
 
 
 @action
