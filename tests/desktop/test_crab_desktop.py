@@ -17,6 +17,7 @@ import pytest
 from crabray.actions import desktop_actions
 from crabray.backends import create_backend
 from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.envs import build_env
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.images import png_size
 from tests.desktop.crab_ubuntu import ubuntu_actions as crab
@@ -107,3 +108,18 @@ def test_crabs_terminal_check_sees_gnome_terminal(ubuntu: Environment) -> None:
     desktop_actions.key_press.run(ubuntu, key="enter")
     crab.wait_for_window.run(ubuntu, name="Terminal|root@", timeout=120)
     assert crab.check_current_window_process.run(ubuntu, name="gnome-terminal-server") is True
+
+
+def test_a_build_with_unchanged_inputs_does_nothing(crab_desktop_image: str) -> None:
+    """The image is keyed by its inputs: once built on a machine, a build is a no-op."""
+    import docker
+
+    client = docker.from_env()
+    try:
+        before = client.images.get(crab_desktop_image).id
+        lines: list[str] = []
+        build_env("crab-desktop", on_line=lines.append)
+        assert any("is up to date" in line for line in lines), lines
+        assert client.images.get(crab_desktop_image).id == before
+    finally:
+        client.close()
