@@ -6,8 +6,8 @@ the ``ubuntu`` environment on the docker backend with the crab-desktop image.
 The scripted solutions drive the desktop as an agent would, with CRAB's
 Ubuntu actions (``search_application``, ``key_press``, ``write_text``,
 ``press_hotkey``): one edits a file with vim in xterm, one writes and saves a
-document in LibreOffice Writer. Their evaluator graphs run inside the
-container, after every step.
+document in LibreOffice Writer, one exports a new image from GIMP. Their
+evaluator graphs run inside the container, after every step.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 DATASET = ROOT / "tests" / "desktop" / "crab_ubuntu"
 
 
-def test_oracle_passes_the_vim_and_writer_tasks_and_noop_passes_none(
+def test_oracle_passes_the_vim_writer_and_gimp_tasks_and_noop_passes_none(
     crab_desktop_image: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
@@ -38,10 +38,10 @@ def test_oracle_passes_the_vim_and_writer_tasks_and_noop_passes_none(
     table = everything[["agent", "task_id", "score", "termination_reason", "completeness", "error"]]
     episodes = everything.set_index(["agent", "task_id"])
     oracle, noop = episodes.loc["oracle"], episodes.loc["noop"]
-    assert sorted(oracle.index) == ["vim-poem", "writer-report"]
+    assert sorted(oracle.index) == ["gimp-canvas", "vim-poem", "writer-report"]
     assert oracle.success.all() and (oracle.score == 1.0).all(), table.to_string()
     assert not noop.success.any() and (noop.score == 0.0).all(), table.to_string()
-    assert (noop.completeness == 0.0).all(), "doing nothing opens no terminal or Writer window"
+    assert (noop.completeness == 0.0).all(), "doing nothing opens no terminal, Writer or GIMP"
     steps = read_steps(out)
     vim = steps[(steps.agent == "oracle") & (steps.task_id == "vim-poem")]
     trace = vim[["action", "graph_passed", "error"]].to_string()

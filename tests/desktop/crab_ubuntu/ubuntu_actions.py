@@ -200,3 +200,18 @@ def check_odt_text(file_path: str, content: str) -> bool:
         return False
     document = load(file_path)
     return any(content in teletype.extractText(p) for p in document.getElementsByType(text.P))
+
+
+@evaluator(env_name="ubuntu")
+def check_image_format(file_path: str, image_format: str) -> bool:
+    """Whether `file_path` is an image file in `image_format` (e.g. "PNG") that decodes."""
+    from PIL import Image
+
+    if not os.path.isfile(file_path):
+        return False
+    try:
+        with Image.open(file_path) as image:
+            image.load()
+            return image.format == image_format
+    except OSError:
+        return False
