@@ -23,7 +23,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 image="${CRABRAY_IMAGE:-crabray/crab-desktop:latest}"
 base="crabray/desktop:latest"
 cache="${CRABRAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/crabray}"
-packages="openbox suckless-tools xterm gnome-terminal dbus-x11 vim xclip xsel gimp libreoffice-writer libreoffice-calc
+packages="openbox suckless-tools xterm gnome-terminal dbus-x11 vim xclip xsel gimp librsvg2-common libreoffice-writer libreoffice-calc
 python3-pip python3-xlib python3-pil python3-pyperclip python3-tk python3-psutil python3-odf python3-numpy"
 packages="$(echo $packages)"
 wheels=(pyautogui==0.9.54 pymsgbox==2.0.1 pytweening==1.2.0 pyscreeze==1.0.1 pygetwindow==0.0.9
