@@ -20,6 +20,12 @@ DEFAULT_PORT = 8766
 llm_app = typer.Typer(
     help="A local chat-completions server for trying LLM agents offline.",
     no_args_is_help=True,
+    epilog="""Examples:
+
+  crabray llm serve tasks/demo &
+
+  crabray run tasks/demo --agent-config agents.example.toml --agent mock-llm
+""",
 )
 console = Console()
 
