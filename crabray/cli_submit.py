@@ -100,13 +100,11 @@ def submit_run(settings: RunConfig) -> None:
             f"crabray-{run_id}-{secrets.token_hex(3)}",
             {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
         )
-    errors.print(
+    submitted = (
         f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
-        f"({size / 2**20:.1f} MiB shipped); Ctrl-C stops it",
-        highlight=False,
-        soft_wrap=True,
+        f"({size / 2**20:.1f} MiB shipped); Ctrl-C stops it"
     )
-    code = _follow_or_stop(client, job_id, run_id, settings)
+    code = _follow_or_stop(client, job_id, run_id, settings, submitted)
     fetch = f"crabray runs fetch {run_id} --address {settings.address}"
     if settings.out_dir != DEFAULT_RESULTS:
         fetch += f" --from {shlex.quote(str(settings.out_dir))}"
@@ -135,9 +133,13 @@ def _client(address: str) -> JobSubmissionClient:
 
 
 def _follow_or_stop(
-    client: JobSubmissionClient, job_id: str, run_id: str, settings: RunConfig
+    client: JobSubmissionClient, job_id: str, run_id: str, settings: RunConfig, submitted: str
 ) -> int:
-    """The job's output, here, until it ends; Ctrl-C stops the job (exit code 130)."""
+    """Say the job is submitted, then show its output until it ends; Ctrl-C stops the job.
+
+    The announcement is inside the Ctrl-C handling: a Ctrl-C right after it (the user
+    read "Ctrl-C stops it") must stop the job, not leave it running unseen. Exit code 130.
+    """
     from crabray.cluster.submit import follow, stop
 
     def write(text: str) -> None:
@@ -145,6 +147,7 @@ def _follow_or_stop(
         sys.stdout.flush()
 
     try:
+        errors.print(submitted, highlight=False, soft_wrap=True)
         return follow(client, job_id, write)
     except KeyboardInterrupt:
         errors.print(f"stopping job {job_id} ...", highlight=False)
