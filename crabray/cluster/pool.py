@@ -9,6 +9,10 @@ has slots of it: when a configuration needs a slot that idle actors of
 another configuration hold, one of those is retired (otherwise idle actors
 could hold every slot and starve the rest of the sweep). Idle actors of a
 configuration nothing needs any more are retired as the queue drains.
+
+Unpooled, an actor's used sandbox is closed and a new one started in its
+place (``renew``) instead of reset: every episode still gets a sandbox no one
+used, but the actor's process (a Ray worker, with crabray imported) is kept.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from typing import Any
 
 import ray
 
-from crabray.backends.base import RUN_ID_VAR
 from crabray.cluster.actors import RemoteEnvironmentActor
 from crabray.cluster.placement import actor_options
 from crabray.cluster.sandbox import SandboxSpec
@@ -70,7 +73,8 @@ class EnvironmentPool:
 
     Args:
         pooling: Reuse environments across episodes; when off, every episode
-            gets new sandboxes that are closed afterwards (for comparison).
+            gets new sandboxes (used ones are closed; their actors' processes are
+            kept and start the next sandbox ahead).
         run_id: The run the sandboxes serve; their actors see it as
             ``$CRABRAY_RUN_ID`` on any node, so what they make is labelled with it.
     """
@@ -112,7 +116,10 @@ class EnvironmentPool:
         while idle:
             member = self._take(idle)
             if member is not None:
-                self.stats.reused += 1
+                if self.pooling:
+                    self.stats.reused += 1
+                else:
+                    self.stats.created += 1  # a new sandbox, in a kept process
                 return member.actor
         key = slot_key(spec)
         if self.live()[key] >= capacity.get(key, 0):
@@ -132,10 +139,7 @@ class EnvironmentPool:
     def release(self, actor: Any) -> None:
         """Take back a healthy actor after its episode: reset it, keep it idle."""
         member = self._members[id(actor)]
-        if not self.pooling:
-            self._retire(member)
-            return
-        member.recycling = actor.recycle.remote()
+        member.recycling = actor.recycle.remote() if self.pooling else actor.renew.remote()
         self._idle[member.spec.pool_key].append(member)
 
     def node_call(self, actor: Any) -> Any:
@@ -179,9 +183,8 @@ class EnvironmentPool:
 
     def _create(self, spec: SandboxSpec) -> _Member:
         options = actor_options(spec.kind, spec.label_selector)
-        if self.run_id is not None:
-            options["runtime_env"] = {"env_vars": {RUN_ID_VAR: self.run_id}}
-        member = _Member(RemoteEnvironmentActor.options(**options).remote(spec), spec)
+        actor = RemoteEnvironmentActor.options(**options).remote(spec, self.run_id)
+        member = _Member(actor, spec)
         member.node = member.actor.node.remote()
         self._members[id(member.actor)] = member
         self.stats.created += 1

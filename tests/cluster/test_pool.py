@@ -97,18 +97,22 @@ def test_kinds_count_their_own_slots(local_ray: None, tmp_path: Path) -> None:
     pool.shutdown()
 
 
-def test_unpooled_environments_are_closed_after_use(local_ray: None, tmp_path: Path) -> None:
+def test_unpooled_environments_are_new_sandboxes_in_kept_processes(
+    local_ray: None, tmp_path: Path
+) -> None:
     pool = EnvironmentPool(pooling=False)
     box = spec(tmp_path)
     first = pool.acquire(box, CAPACITY)
     root = Path(use(first, "x.txt"))
     pool.release(first)
     second = pool.acquire(box, CAPACITY)
-    assert second is not first
-    assert pool.stats.reused == 0
-    use(second, "y.txt")
+    second_root = Path(use(second, "y.txt"))  # after the renew: calls to an actor are ordered
+    assert not root.exists(), "the used sandbox is closed, never reset"
+    assert second_root != root, "a new sandbox"
+    assert second is first, "in the same actor (an actor is one process for life)"
+    assert (pool.stats.created, pool.stats.reused) == (2, 0), "no episode reused a sandbox"
     pool.shutdown()
-    assert not root.exists()
+    assert not second_root.exists()
 
 
 def test_trim_retires_idle_environments_nothing_needs(local_ray: None, tmp_path: Path) -> None:
