@@ -132,6 +132,7 @@ class EnvironmentPool:
         A new actor whose slot kind is full takes the slot of an idle actor of
         another configuration, which is retired.
         """
+        self.refresh()
         idle = self._idle[spec.pool_key]
         key = slot_key(spec)
         while idle and (any(self._is_ready(m) for m in idle) or not self._can_grow(key, capacity)):
@@ -223,12 +224,26 @@ class EnvironmentPool:
             return False
         return self.live()[key] + adding < capacity.get(key, 0)
 
-    def _is_ready(self, member: _Member) -> bool:
-        """Whether the member's reset (or warm-up, renewal) has finished, successfully or not."""
-        if member.recycling is None or member.recycled:
-            return True
-        member.recycled = _done(member.recycling)
-        return member.recycled
+    def refresh(self) -> None:
+        """Learn which resets (warm-ups, renewals) have finished, in one call to Ray.
+
+        ``can_serve`` reads what the last refresh learnt (the scheduler refreshes
+        once per pass over its queue); ``acquire`` refreshes itself.
+        """
+        pending = {
+            m.recycling: m
+            for m in self._members.values()
+            if m.recycling is not None and not m.recycled
+        }
+        if pending:
+            done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            for ref in done:
+                pending[ref].recycled = True
+
+    @staticmethod
+    def _is_ready(member: _Member) -> bool:
+        """Whether the member's reset (or warm-up, renewal) had finished at the last refresh."""
+        return member.recycling is None or member.recycled
 
     def _take(self, idle: list[_Member]) -> _Member | None:
         """Pop an idle member, preferring one whose reset has finished; None if it failed."""

@@ -240,6 +240,7 @@ class Scheduler:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             queue.appendleft(heapq.heappop(self._delayed)[2])
+        self.pool.refresh()
         scanned = 0
         index = 0
         while index < len(queue) and len(in_flight) < self.settings.concurrency:
