@@ -3,12 +3,15 @@
 An episode runs as a task of the actor holding its first environment
 (``run_episode``): that sandbox is used in-process, on the node that hosts
 it, and the task's other environments are reached through their own actors.
-A pooled actor serves one episode at a time.
+A pooled actor serves one episode at a time. Unpooled, an actor still serves
+episode after episode, each in a new sandbox (``renew``): a Ray actor is a
+process, and a process start per episode is what made unpooled sweeps slow.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from typing import Any
@@ -16,7 +19,7 @@ from typing import Any
 import ray
 
 from crabray.backends import create_backend
-from crabray.backends.base import Backend, ExecResult, PythonCall
+from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, PythonCall
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute, node_name
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
@@ -25,9 +28,19 @@ logger = logging.getLogger(__name__)
 
 
 class EnvironmentActor:
-    """Ray actor class holding one sandbox; its methods are the backend interface."""
+    """Ray actor class holding one sandbox; its methods are the backend interface.
 
-    def __init__(self, spec: SandboxSpec) -> None:
+    Args:
+        spec: The sandbox to make.
+        run_id: The run it serves, set as ``$CRABRAY_RUN_ID`` in this process so that
+            what the backend makes is labelled with it. Passed here rather than as a
+            Ray runtime environment: an actor with its own runtime environment needs
+            a new worker process, where one without takes a worker Ray started ahead.
+    """
+
+    def __init__(self, spec: SandboxSpec, run_id: str | None = None) -> None:
+        if run_id is not None:
+            os.environ[RUN_ID_VAR] = run_id
         self.spec = spec
         self.backend: Backend = create_backend(spec.config())
         self.started = False
@@ -60,6 +73,29 @@ class EnvironmentActor:
             raise
         self.ahead_sec += time.monotonic() - t0
         self.dirty = False
+
+    def renew(self) -> None:
+        """Replace a used sandbox by a new one, started ahead of the next episode (unpooled).
+
+        The old sandbox is closed, never reset: an unpooled episode always gets a
+        sandbox no episode used before, in this same (warm) process.
+
+        Raises:
+            SandboxError: The old sandbox did not close or the new one did not start;
+                the actor is marked broken.
+        """
+        t0 = time.monotonic()
+        try:
+            self.backend.close()
+            self.started = False
+            self.backend = create_backend(self.spec.config())
+            self.backend.start()
+        except Exception as exc:
+            self.broken = f"renewing the sandbox failed: {exc}"
+            raise
+        self.started = True
+        self.dirty = False
+        self.ahead_sec += time.monotonic() - t0
 
     def prepare(self) -> float:
         """Make the sandbox clean for a new episode: start it if new, reset it if used.

@@ -3,12 +3,22 @@
 After an episode its actors are reset right away (``recycle``, off the
 critical path) and go back to the idle set of their configuration, so the
 next episode that needs the same configuration starts on a clean, warm
-sandbox. A reset that fails retires the actor; a broken actor is never handed
-out again. The pool never holds more actors of a host kind than the cluster
+sandbox. An episode is bound to an actor only once that actor's reset has
+finished (late binding: it never queues behind a reset on one actor while
+another is ready); while every idle actor of its configuration is still
+resetting, the pool grows into a free slot of the kind if there is one (up
+to ``max_actors``; resets then overlap episodes instead of delaying them),
+else the episode waits in the driver for the first reset to finish (``in_progress`` wakes it). A
+reset that fails retires the actor; a broken actor is never handed out
+again. The pool never holds more actors of a host kind than the cluster
 has slots of it: when a configuration needs a slot that idle actors of
 another configuration hold, one of those is retired (otherwise idle actors
 could hold every slot and starve the rest of the sweep). Idle actors of a
 configuration nothing needs any more are retired as the queue drains.
+
+Unpooled, an actor's used sandbox is closed and a new one started in its
+place (``renew``) instead of reset: every episode still gets a sandbox no one
+used, but the actor's process (a Ray worker, with crabray imported) is kept.
 """
 
 from __future__ import annotations
@@ -20,7 +30,6 @@ from typing import Any
 
 import ray
 
-from crabray.backends.base import RUN_ID_VAR
 from crabray.cluster.actors import RemoteEnvironmentActor
 from crabray.cluster.placement import actor_options
 from crabray.cluster.sandbox import SandboxSpec
@@ -43,6 +52,8 @@ class _Member:
     spec: SandboxSpec
     recycling: Any = None
     """The ``recycle`` call in flight since the actor came back, if any."""
+    recycled: bool = False
+    """``recycling`` has finished (remembered: asking Ray again costs a call)."""
     node: Any = None
     """The actor's ``node`` call, made at creation: its (small, inlined) answer stays
     readable in the driver after the node is gone."""
@@ -70,13 +81,18 @@ class EnvironmentPool:
 
     Args:
         pooling: Reuse environments across episodes; when off, every episode
-            gets new sandboxes that are closed afterwards (for comparison).
+            gets new sandboxes (used ones are closed; their actors' processes are
+            kept and start the next sandbox ahead).
         run_id: The run the sandboxes serve; their actors see it as
             ``$CRABRAY_RUN_ID`` on any node, so what they make is labelled with it.
     """
 
     pooling: bool = True
     run_id: str | None = None
+    max_actors: int | None = None
+    """Actors the pool grows to while others reset (None: the cluster's slots); more
+    overlap resets with episodes, but each costs a process start (the scheduler: its
+    concurrency, so an episode rather waits a few ms for a reset)."""
     stats: PoolStats = field(default_factory=PoolStats)
     _idle: dict[str, list[_Member]] = field(default_factory=lambda: defaultdict(list))
     _members: dict[int, _Member] = field(default_factory=dict)
@@ -86,12 +102,20 @@ class EnvironmentPool:
         return Counter(slot_key(m.spec) for m in self._members.values())
 
     def can_serve(self, specs: list[SandboxSpec], capacity: dict[SlotKey, int]) -> bool:
-        """Whether ``acquire`` can serve all of ``specs`` now without exceeding ``capacity``."""
+        """Whether ``acquire`` can serve all of ``specs`` now without exceeding ``capacity``.
+
+        A configuration whose idle actors are all still resetting is served by a
+        new actor if its kind has a free slot, else not now.
+        """
         needed: Counter[SlotKey] = Counter()
-        for spec in specs:
-            if not self._idle[spec.pool_key]:
-                needed[slot_key(spec)] += 1
         live = self.live()
+        for spec in specs:
+            idle = self._idle[spec.pool_key]
+            if any(self._is_ready(m) for m in idle):
+                continue
+            if idle and not self._can_grow(slot_key(spec), capacity, sum(needed.values())):
+                return False  # wait for a reset rather than evict
+            needed[slot_key(spec)] += 1
         for key, count in needed.items():
             evictable = sum(
                 len(members)
@@ -108,13 +132,17 @@ class EnvironmentPool:
         A new actor whose slot kind is full takes the slot of an idle actor of
         another configuration, which is retired.
         """
+        self.refresh()
         idle = self._idle[spec.pool_key]
-        while idle:
+        key = slot_key(spec)
+        while idle and (any(self._is_ready(m) for m in idle) or not self._can_grow(key, capacity)):
             member = self._take(idle)
             if member is not None:
-                self.stats.reused += 1
+                if self.pooling:
+                    self.stats.reused += 1
+                else:
+                    self.stats.created += 1  # a new sandbox, in a kept process
                 return member.actor
-        key = slot_key(spec)
         if self.live()[key] >= capacity.get(key, 0):
             self._evict_one(key)
         return self._create(spec).actor
@@ -132,11 +160,14 @@ class EnvironmentPool:
     def release(self, actor: Any) -> None:
         """Take back a healthy actor after its episode: reset it, keep it idle."""
         member = self._members[id(actor)]
-        if not self.pooling:
-            self._retire(member)
-            return
-        member.recycling = actor.recycle.remote()
+        member.recycling = actor.recycle.remote() if self.pooling else actor.renew.remote()
+        member.recycled = False
         self._idle[member.spec.pool_key].append(member)
+
+    def in_progress(self) -> list[Any]:
+        """The resets (and warm-ups, renewals) still running: their end can make an episode
+        servable, so the scheduler waits on them as on episodes."""
+        return [m.recycling for m in self._members.values() if not self._is_ready(m)]
 
     def node_call(self, actor: Any) -> Any:
         """The reference to ``actor``'s answer to where it lives (see ``node_name``)."""
@@ -179,20 +210,47 @@ class EnvironmentPool:
 
     def _create(self, spec: SandboxSpec) -> _Member:
         options = actor_options(spec.kind, spec.label_selector)
-        if self.run_id is not None:
-            options["runtime_env"] = {"env_vars": {RUN_ID_VAR: self.run_id}}
-        member = _Member(RemoteEnvironmentActor.options(**options).remote(spec), spec)
+        actor = RemoteEnvironmentActor.options(**options).remote(spec, self.run_id)
+        member = _Member(actor, spec)
         member.node = member.actor.node.remote()
         self._members[id(member.actor)] = member
         self.stats.created += 1
         return member
 
+    def _can_grow(self, key: SlotKey, capacity: dict[SlotKey, int], adding: int = 0) -> bool:
+        """Whether a new actor of ``key`` may start (besides ``adding`` about to) instead of
+        waiting for a reset: a free slot, within ``max_actors``."""
+        if self.max_actors is not None and len(self._members) + adding >= self.max_actors:
+            return False
+        return self.live()[key] + adding < capacity.get(key, 0)
+
+    def refresh(self) -> None:
+        """Learn which resets (warm-ups, renewals) have finished, in one call to Ray.
+
+        ``can_serve`` reads what the last refresh learnt (the scheduler refreshes
+        once per pass over its queue); ``acquire`` refreshes itself.
+        """
+        pending = {
+            m.recycling: m
+            for m in self._members.values()
+            if m.recycling is not None and not m.recycled
+        }
+        if pending:
+            done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+            for ref in done:
+                pending[ref].recycled = True
+
+    @staticmethod
+    def _is_ready(member: _Member) -> bool:
+        """Whether the member's reset (or warm-up, renewal) had finished at the last refresh."""
+        return member.recycling is None or member.recycled
+
     def _take(self, idle: list[_Member]) -> _Member | None:
         """Pop an idle member, preferring one whose reset has finished; None if it failed."""
-        ready = [m for m in idle if m.recycling is None or _done(m.recycling)]
+        ready = [m for m in idle if self._is_ready(m)]
         member = ready[0] if ready else idle[0]
         idle.remove(member)
-        if member.recycling is not None and _done(member.recycling):
+        if member.recycling is not None and self._is_ready(member):
             try:
                 ray.get(member.recycling)
             except Exception as exc:
@@ -203,6 +261,7 @@ class EnvironmentPool:
                 self.discard(member.actor)
                 return None
         member.recycling = None
+        member.recycled = False
         return member
 
     def _evict_one(self, key: SlotKey) -> None:

@@ -138,7 +138,11 @@ class Scheduler:
         self.on_records = on_records
         self.on_progress = on_progress or (lambda _: None)
         self.on_submit = on_submit or (lambda _item, _t: None)
-        self.pool = EnvironmentPool(pooling=settings.pooling, run_id=settings.run_id)
+        self.pool = EnvironmentPool(
+            pooling=settings.pooling,
+            run_id=settings.run_id,
+            max_actors=settings.concurrency,
+        )
         self.status = StatusPublisher(settings.run_id)
         self._specs: dict[str, list[SandboxSpec]] = {}
         self._capacity: dict[SlotKey, int] = {}
@@ -162,12 +166,16 @@ class Scheduler:
             while queue or in_flight or self._delayed:
                 self._refill(queue, in_flight)
                 progress.in_flight = len(in_flight)
-                ready, _ = ray.wait(
-                    list(in_flight), num_returns=1, timeout=self._wait_timeout(in_flight)
-                )
-                if ready:
+                # A reset finishing can make a queued episode servable: wake on those too.
+                waiting = list(in_flight) + (self.pool.in_progress() if queue else [])
+                timeout = self._wait_timeout(in_flight)
+                if not waiting:
+                    time.sleep(timeout)  # ray.wait of nothing returns at once: no busy loop
+                ready, _ = ray.wait(waiting, num_returns=1, timeout=timeout)
+                if ready and in_flight:
                     ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
-                    self._finish(ready, queue, in_flight, progress)
+                    if ready:
+                        self._finish(ready, queue, in_flight, progress)
                 self._enforce_deadlines(in_flight)
                 if self._poll_cluster(progress):
                     self._check_hosts(queue, in_flight)
@@ -232,6 +240,7 @@ class Scheduler:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             queue.appendleft(heapq.heappop(self._delayed)[2])
+        self.pool.refresh()
         scanned = 0
         index = 0
         while index < len(queue) and len(in_flight) < self.settings.concurrency:

@@ -40,6 +40,7 @@ def test_a_released_environment_is_reset_and_reused(local_ray: None, tmp_path: P
     first = pool.acquire(box, CAPACITY)
     root = use(first, "left-behind.txt")
     pool.release(first)
+    ray.get(pool.in_progress())  # its reset; until it ends, a free slot gets a new actor
     again = pool.acquire(box, CAPACITY)
     assert again is first
     ray.get(again.prepare.remote())
@@ -50,6 +51,24 @@ def test_a_released_environment_is_reset_and_reused(local_ray: None, tmp_path: P
     assert pool.stats.hit_rate == 0.5
     pool.shutdown()
     assert not Path(root).exists(), "shutdown closes every sandbox"
+
+
+def test_an_episode_waits_for_a_reset_or_takes_a_free_slot(local_ray: None, tmp_path: Path) -> None:
+    pool = EnvironmentPool()
+    box = spec(tmp_path)
+    first = pool.acquire(box, CAPACITY)
+    use(first, "x.txt")
+    busy = first.exec.remote("sleep 3", {})  # type: ignore[attr-defined]
+    pool.release(first)  # its reset queues behind the sleep
+    one_slot = {("local", ()): 1}
+    assert not pool.can_serve([box], one_slot), "no free slot: wait for the reset, never evict"
+    assert pool.can_serve([box], CAPACITY), "a free slot: a new actor rather than a queue"
+    second = pool.acquire(box, CAPACITY)
+    assert second is not first
+    ray.get(busy)
+    ray.get(pool.in_progress())
+    assert pool.acquire(box, CAPACITY) is first, "once reset, the warm actor serves again"
+    pool.shutdown()
 
 
 def test_a_failed_reset_retires_the_environment(local_ray: None, tmp_path: Path) -> None:
@@ -97,18 +116,23 @@ def test_kinds_count_their_own_slots(local_ray: None, tmp_path: Path) -> None:
     pool.shutdown()
 
 
-def test_unpooled_environments_are_closed_after_use(local_ray: None, tmp_path: Path) -> None:
+def test_unpooled_environments_are_new_sandboxes_in_kept_processes(
+    local_ray: None, tmp_path: Path
+) -> None:
     pool = EnvironmentPool(pooling=False)
     box = spec(tmp_path)
     first = pool.acquire(box, CAPACITY)
     root = Path(use(first, "x.txt"))
     pool.release(first)
+    ray.get(pool.in_progress())  # the renewal; until it ends, a free slot gets a new actor
+    assert not root.exists(), "the used sandbox is closed, never reset"
     second = pool.acquire(box, CAPACITY)
-    assert second is not first
-    assert pool.stats.reused == 0
-    use(second, "y.txt")
+    second_root = Path(use(second, "y.txt"))
+    assert second_root != root, "a new sandbox"
+    assert second is first, "in the same actor (an actor is one process for life)"
+    assert (pool.stats.created, pool.stats.reused) == (2, 0), "no episode reused a sandbox"
     pool.shutdown()
-    assert not root.exists()
+    assert not second_root.exists()
 
 
 def test_trim_retires_idle_environments_nothing_needs(local_ray: None, tmp_path: Path) -> None:
@@ -140,10 +164,12 @@ def test_starts_and_resets_done_ahead_count_for_the_next_episode(
     pool = EnvironmentPool()
     box = spec(tmp_path)
     pool.warm(box, 1, CAPACITY)
+    ray.get(pool.in_progress())  # acquire takes a ready actor, else a free slot's new one
     actor = pool.acquire(box, CAPACITY)
     assert ray.get(actor.prepare.remote()) > 0, "the warm-up start belongs to the first episode"
     ray.get(actor.put_file.remote("used.txt", b"x"))
     pool.release(actor)
+    ray.get(pool.in_progress())
     again = pool.acquire(box, CAPACITY)
     assert again is actor
     assert ray.get(again.prepare.remote()) > 0, "the recycle reset belongs to the next episode"
