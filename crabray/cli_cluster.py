@@ -33,8 +33,9 @@ HostsOpt = Annotated[
 LabelsOpt = Annotated[
     str | None, typer.Option(help="Extra node labels: KEY=VALUE,... e.g. crabray-image=ubuntu.")
 ]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="Node config TOML (see cluster/node.example.toml).")
+NodeConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--node-config", help="Node config TOML (see cluster/node.example.toml)."),
 ]
 CpusOpt = Annotated[int | None, typer.Option(min=1, help="CPUs Ray may schedule on the node.")]
 StateOpt = Annotated[
@@ -58,7 +59,7 @@ def _state(path: Path | None) -> Path:
 
   crabray cluster start-head --hosts docker=8
 
-  crabray cluster start-head --config cluster/node.example.toml --port 6380
+  crabray cluster start-head --node-config cluster/node.example.toml --port 6380
 
   crabray cluster start-head --node-ip-address 10.0.0.5   # the address workers reach
 """,
@@ -66,7 +67,7 @@ def _state(path: Path | None) -> Path:
 def start_head(
     hosts: HostsOpt = None,
     labels: LabelsOpt = None,
-    config: ConfigOpt = None,
+    config: NodeConfigOpt = None,
     num_cpus: CpusOpt = None,
     port: Annotated[int, typer.Option(help="Port of the head's GCS.")] = 6379,
     node_ip_address: Annotated[
@@ -119,7 +120,7 @@ def start_worker(
     ],
     hosts: HostsOpt = None,
     labels: LabelsOpt = None,
-    config: ConfigOpt = None,
+    config: NodeConfigOpt = None,
     num_cpus: CpusOpt = None,
     state_file: StateOpt = None,
 ) -> None:
