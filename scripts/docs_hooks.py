@@ -3,13 +3,24 @@
 ``reference/cli.md`` is written at build time from the typer application itself (every
 command, argument and option with its help, default and environment variable, and the
 command's examples), so the page cannot fall behind the command line.
+
+The column tables of ``results-schema.md`` are filled in the same way: each
+``<!-- columns: NAME -->`` marker of that page becomes the table of the Arrow schema ``NAME`` of
+``crabray.results.schema`` (every column with its type, nullability and the description its
+field metadata carries). The build fails when a marker names no schema or a schema of that
+module has no marker, so a new table cannot go undocumented.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 CLI_PAGE = "reference/cli.md"
+
+SCHEMA_PAGE = "results-schema.md"
+
+COLUMNS_MARKER = re.compile(r"^<!-- columns: (\w+) -->$", flags=re.M)
 
 CLI_INTRO = """# Command line
 
@@ -126,6 +137,58 @@ def cli_reference() -> str:
 
     walk(root, ctx_class(root, info_name="crabray"), 2)
     return "\n".join(lines)
+
+
+def results_schemas() -> dict[str, Any]:
+    """Every Arrow schema of ``crabray.results.schema`` by its name there (``EPISODES_SCHEMA``)."""
+    import pyarrow as pa
+
+    from crabray.results import schema
+
+    return {name: value for name, value in vars(schema).items() if isinstance(value, pa.Schema)}
+
+
+def columns_table(schema: Any) -> str:
+    """One schema's columns as a Markdown table: name, Arrow type, nullable, meaning."""
+    rows = ["| column | type | nullable | meaning |", "| --- | --- | --- | --- |"]
+    for field in schema:
+        metadata = field.metadata or {}
+        description = metadata.get(b"description", b"").decode()
+        if not description.strip():
+            raise ValueError(f"column {field.name!r} has no description in its field metadata")
+        nullable = "yes" if field.nullable else "no"
+        rows.append(f"| `{field.name}` | `{field.type}` | {nullable} | {_cell(description)} |")
+    return "\n".join(rows)
+
+
+def fill_columns(markdown: str) -> str:
+    """``markdown`` with each ``<!-- columns: NAME -->`` marker replaced by that schema's table.
+
+    Raises:
+        ValueError: A marker names no schema, or a schema has no marker.
+    """
+    schemas = results_schemas()
+    named = COLUMNS_MARKER.findall(markdown)
+    unknown = sorted(set(named) - set(schemas))
+    missing = sorted(set(schemas) - set(named))
+    if unknown or missing:
+        raise ValueError(
+            f"{SCHEMA_PAGE}: column markers naming no schema of crabray.results.schema: "
+            f"{unknown}; schemas without a marker: {missing}"
+        )
+    return COLUMNS_MARKER.sub(lambda match: columns_table(schemas[match.group(1)]), markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
+    """Fill the column tables of the results schema page from the Arrow schemas."""
+    if page.file.src_uri != SCHEMA_PAGE:
+        return markdown
+    from mkdocs.exceptions import PluginError
+
+    try:
+        return fill_columns(markdown)
+    except ValueError as exc:
+        raise PluginError(str(exc)) from exc
 
 
 def on_files(files: Any, config: Any) -> Any:

@@ -189,7 +189,8 @@ class EpisodeResult(BaseModel):
     completeness: float = Field(default=0.0, description="Evaluator-graph completeness.")
     checkpoints: list[CheckpointScore] = Field(
         default_factory=list,
-        description="Checkpoints the scorer graded (total and result points each), if any.",
+        description="Checkpoints the scorer graded (total and result points each), if any; "
+        "empty for graph-graded tasks, null in files written before the column existed.",
     )
     steps: int = Field(default=0, description="Agent steps taken.")
     action_errors: int = Field(default=0, description="Agent calls that failed.")
@@ -217,7 +218,8 @@ class EpisodeResult(BaseModel):
     conversation_json: str = Field(
         default="",
         description="An LLM agent's conversation with its model: a JSON list of "
-        "ConversationMessage objects in the order sent; empty for agents without a model.",
+        "ConversationMessage objects in the order sent; empty for agents without a model, "
+        "null in files written before the column existed.",
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)

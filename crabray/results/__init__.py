@@ -6,10 +6,10 @@
     OUT/steps/run_id=<RUN>/part-*.parquet      one row per agent action call
     OUT/runs/<RUN>.json                        the run's manifest
 
-Columns are documented in ``docs/results-schema.md`` and in the schemas'
-field metadata. This package depends only on ``crabray.core.result``,
-``crabray.core.errors`` and ``crabray.core.redact`` (the sink removes known
-secrets from what it writes).
+Columns are described in the schemas' field metadata, from which the column
+tables of ``docs/results-schema.md`` are generated. This package depends only
+on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
+(the sink removes known secrets from what it writes).
 """
 
 from __future__ import annotations

@@ -60,6 +60,17 @@ def test_api_reference_is_generated_from_docstrings(site: Path) -> None:
         assert summary in page, f"{documented.__name__}'s docstring is not on the API page"
 
 
+def test_results_schema_tables_are_generated_from_the_schemas(site: Path) -> None:
+    from crabray.results import EPISODES_SCHEMA, STEPS_SCHEMA
+
+    page = (site / "results-schema" / "index.html").read_text()
+    assert "<!-- columns:" not in page
+    for schema in (EPISODES_SCHEMA, STEPS_SCHEMA):
+        for field in schema:
+            cell = f"<td><code>{field.name}</code></td>"
+            assert cell in page, f"column {field.name} missing from the results schema page"
+
+
 def test_termination_page_lists_every_reason() -> None:
     page = (ROOT / "docs" / "reference" / "termination.md").read_text()
     listed = re.findall(r"^\| `([a-z_]+)` \|", page, flags=re.M)

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import shutil
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -24,7 +27,8 @@ from crabray.results import (
     read_steps,
     steps_table,
 )
-from tests.conftest import raw_episode_rows
+from crabray.results import schema as results_schema
+from tests.conftest import ROOT, raw_episode_rows
 
 RUN = "run-a"
 
@@ -341,10 +345,40 @@ def test_raw_pandas_reading_as_documented(tmp_path, make_record):
     assert len(pd.read_parquet(tmp_path / "episodes" / f"run_id={RUN}")) == 2
 
 
-@pytest.mark.parametrize("schema", [EPISODES_SCHEMA, STEPS_SCHEMA])
-def test_schema_doc_lists_every_column(schema):
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "results-schema.md").read_text()
-    heading = "## episodes" if schema is EPISODES_SCHEMA else "## steps"
-    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
-    documented = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
-    assert documented == schema.names
+def _docs_hooks() -> ModuleType:
+    """The site's hooks (scripts/docs_hooks.py), which generate the schema page's column tables."""
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ARROW_SCHEMAS = {
+    name: value for name, value in vars(results_schema).items() if isinstance(value, pa.Schema)
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARROW_SCHEMAS))
+def test_schema_doc_tables_list_every_column_with_type_and_description(name: str) -> None:
+    doc = (ROOT / "docs" / "results-schema.md").read_text()
+    page = _docs_hooks().fill_columns(doc)
+    assert "<!-- columns:" not in page
+    rows = []
+    for field in ARROW_SCHEMAS[name]:
+        description = " ".join((field.metadata or {}).get(b"description", b"").decode().split())
+        assert description, f"column {field.name} of {name} has no description"
+        nullable = "yes" if field.nullable else "no"
+        rows.append(f"| `{field.name}` | `{field.type}` | {nullable} | {description} |")
+    assert "\n".join(rows) in page, f"the table of {name} is not every column, in order"
+
+
+def test_schema_doc_generation_refuses_gaps() -> None:
+    hooks = _docs_hooks()
+    with pytest.raises(ValueError, match="no description"):
+        hooks.columns_table(pa.schema([pa.field("undescribed", pa.int64())]))
+    doc = (ROOT / "docs" / "results-schema.md").read_text()
+    with pytest.raises(ValueError, match="STEPS_SCHEMA"):
+        hooks.fill_columns(doc.replace("<!-- columns: STEPS_SCHEMA -->", ""))
+    with pytest.raises(ValueError, match="NO_SUCH_SCHEMA"):
+        hooks.fill_columns(doc + "\n<!-- columns: NO_SUCH_SCHEMA -->\n")
