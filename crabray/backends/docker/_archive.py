@@ -27,6 +27,7 @@ _FILE_REQUEST_HINTS = (
     "is a directory",
     "marked read-only",  # read_only: a refusal for this path, not a broken engine
     "readlink ",  # the sandbox swapped a path component while the engine resolved it
+    "file exists",  # ... or turned a directory on the path into a link as the engine made it
 )
 
 
