@@ -154,6 +154,123 @@ DescriptionOpt = Annotated[
 ]
 
 
+def _default(field: str) -> str:
+    """The default of a run setting as ``--help`` shows it: written once, in ``RunSettings``."""
+    return str(RunSettings.model_fields[field].default)
+
+
+# The options of ``crabray run``, each declared once: a command sharing one uses its alias.
+RunSuiteArg = Annotated[
+    Path | None,
+    typer.Argument(help="A suite: a .py file or a folder of tasks (or `suite` in --config)."),
+]
+AgentOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
+    ),
+]
+RunFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Run file (TOML) with the run's settings; options given here override it.",
+    ),
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Results root; each run is kept apart under it.",
+        show_default=_default("out_dir"),
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        "-c",
+        min=1,
+        help="Episodes in flight at most.",
+        show_default=_default("concurrency"),
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="RAY_ADDRESS",
+        help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
+        "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head); "
+        "a local Ray instance when omitted.",
+    ),
+]
+ResumeOpt = Annotated[
+    str | None, typer.Option(help="Resume this run id: run only unfinished episodes.")
+]
+EpochsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Episodes of each task per agent (for pass@k).",
+        show_default=_default("epochs"),
+    ),
+]
+MaxStepsOpt = Annotated[int | None, typer.Option(min=1, help="Override every task's step budget.")]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001,
+        help="Override every task's time budget, in seconds (default: the task's, else the "
+        "suite's, else 3600).",
+    ),
+]
+MaxAttemptsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Tries per episode when the infrastructure fails.",
+        show_default=_default("max_attempts"),
+    ),
+]
+TaskOpt = Annotated[
+    list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Sandbox backend (local, docker, ...) of suites that name none: task-JSON "
+        "(default local) and task folders."
+    ),
+]
+AgentConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."),
+]
+WarmOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Environments per configuration started ahead of demand.",
+        show_default=_default("warm"),
+    ),
+]
+PoolOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--pool/--no-pool",
+        help="Reuse environments across episodes.",
+        show_default="pool" if _default("pooling") == "True" else "no-pool",
+    ),
+]
+LocalSlotsOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
+]
+
+
 def _no_runs(out: str | Path, command: str) -> CrabrayError:
     """The error of a command that found no runs in OUT: where they are, or how to make one."""
     from crabray.results import nested_roots
@@ -232,124 +349,28 @@ given here overrides only that field.
 
 @app.command(epilog=RUN_EXAMPLES)
 def run(
-    suite: Annotated[
-        Path | None,
-        typer.Argument(help="A suite: a .py file or a folder of tasks (or `suite` in --config)."),
-    ] = None,
-    agent: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent",
-            "-a",
-            help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
-        ),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="Run file (TOML) with the run's settings; options given here override it.",
-        ),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            "-o",
-            help="Results root; each run is kept apart under it.",
-            show_default=_default("out_dir"),
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            "--concurrency",
-            "-c",
-            min=1,
-            help="Episodes in flight at most.",
-            show_default=_default("concurrency"),
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            envvar="RAY_ADDRESS",
-            help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
-            "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head); "
-            "a local Ray instance when omitted.",
-        ),
-    ] = None,
-    resume: Annotated[
-        str | None, typer.Option(help="Resume this run id: run only unfinished episodes.")
-    ] = None,
-    epochs: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Episodes of each task per agent (for pass@k).",
-            show_default=_default("epochs"),
-        ),
-    ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option(min=1, help="Override every task's step budget.")
-    ] = None,
-    time_limit_sec: Annotated[
-        float | None,
-        typer.Option(
-            min=0.001,
-            help="Override every task's time budget, in seconds (default: the task's, else the "
-            "suite's, else 3600).",
-        ),
-    ] = None,
-    max_attempts: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Tries per episode when the infrastructure fails.",
-            show_default=_default("max_attempts"),
-        ),
-    ] = None,
-    task: Annotated[
-        list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
-    ] = None,
+    suite: RunSuiteArg = None,
+    agent: AgentOpt = None,
+    config: RunFileOpt = None,
+    out: OutOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    address: AddressOpt = None,
+    resume: ResumeOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    time_limit_sec: TimeLimitOpt = None,
+    max_attempts: MaxAttemptsOpt = None,
+    task: TaskOpt = None,
     suite_format: SuiteFormatOpt = None,
     old_format: OldFormatOpt = None,
-    backend: Annotated[
-        str | None,
-        typer.Option(
-            help="Sandbox backend (local, docker, ...) of suites that name none: task-JSON "
-            "(default local) and task folders."
-        ),
-    ] = None,
+    backend: BackendOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
-    agent_config: Annotated[
-        Path | None,
-        typer.Option(
-            "--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."
-        ),
-    ] = None,
-    warm: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Environments per configuration started ahead of demand.",
-            show_default=_default("warm"),
-        ),
-    ] = None,
-    pool: Annotated[
-        bool | None,
-        typer.Option(
-            "--pool/--no-pool",
-            help="Reuse environments across episodes.",
-            show_default="pool" if _default("pooling") == "True" else "no-pool",
-        ),
-    ] = None,
-    local_slots: Annotated[
-        int | None,
-        typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
-    ] = None,
+    agent_config: AgentConfigOpt = None,
+    warm: WarmOpt = None,
+    pool: PoolOpt = None,
+    local_slots: LocalSlotsOpt = None,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
@@ -407,11 +428,6 @@ def run(
     _print_leaderboard(options.out_dir, summary.run_id, "table")
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
     _print_next_steps(options.out_dir, summary.run_id)
-
-
-def _default(field: str) -> str:
-    """The default of a run setting as ``--help`` shows it: written once, in ``RunSettings``."""
-    return str(RunSettings.model_fields[field].default)
 
 
 def _as_str(value: object) -> object:
