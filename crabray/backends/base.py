@@ -88,11 +88,24 @@ class Backend(ABC):
     settings_model: ClassVar[type[BackendSettings] | None] = None
     """The model of the backend's ``backend_settings``; ``None`` accepts any settings.
 
-    :meth:`check_settings` validates against it, so a backend states its model
-    here and parses it with :func:`~crabray.backends.settings.parse_settings`."""
+    The one place a backend states its settings: :meth:`check_settings` validates
+    against it before a run, and ``__init__`` parses ``config.backend_settings``
+    with it into :attr:`settings`. A subclass names its model here and narrows
+    the attribute's type (``settings: LocalSettings``)."""
 
-    def __init__(self, config: EnvironmentConfig) -> None:
+    settings: BackendSettings | None
+    """The parsed ``backend_settings`` (``None`` for a backend without a ``settings_model``)."""
+
+    def __init__(self, config: EnvironmentConfig, settings: BackendSettings | None = None) -> None:
+        """Keep ``config`` and parse its ``backend_settings``, unless ``settings`` are given.
+
+        Raises:
+            ConfigError: ``backend_settings`` do not validate against ``settings_model``.
+        """
         self.config = config
+        if settings is None and self.settings_model is not None:
+            settings = parse_settings(self.settings_model, config.backend_settings, self.kind)
+        self.settings = settings
 
     @abstractmethod
     def start(self) -> None:

@@ -73,7 +73,7 @@ from crabray.backends.docker._engine import (
     prune,
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
-from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError
 from crabray.backends.ownership import owner_tag
@@ -105,10 +105,10 @@ class DockerBackend(Backend):
 
     kind = "docker"
     settings_model = DockerSettings
+    settings: DockerSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
-        self.settings: DockerSettings = parse_docker_settings(config.backend_settings)
         self.image: str | None = self.settings.image_name
         self._ready_command: str | None = None
         self._image_user = ""

@@ -25,7 +25,7 @@ from crabray.backends.guest._client import (
     GuestLostError,
     NoPythonError,
 )
-from crabray.backends.guest._program import BOOTSTRAP, KeptOutput
+from crabray.backends.guest._program import BOOTSTRAP, KeptOutput, collect_output
 from crabray.backends.guest._source import function_units
 from crabray.core.action import Action
 from crabray.core.errors import ActionError
@@ -39,6 +39,7 @@ __all__ = [
     "GuestLostError",
     "KeptOutput",
     "NoPythonError",
+    "collect_output",
     "python_call",
 ]
 

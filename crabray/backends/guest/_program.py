@@ -49,8 +49,8 @@ BOOTSTRAP = (
 
 _HEADER = struct.Struct(">I")
 _BYTES_TAG = "$crabray_bytes"
-_DRAIN_SEC = 0.25
-_POLL_SEC = 0.05
+_DRAIN_SEC = 0.25  # reading on after a command ended: see collect_output
+_POLL_SEC = 0.05  # how often to look whether it ended while its pipes stay open
 _CHUNK = 65536
 _SWEEP_PASSES = 50
 
@@ -181,7 +181,8 @@ def _run(request: dict) -> dict:
     deadline = None if timeout is None else time.monotonic() + timeout
     limit = int(request.get("max_bytes") or 10 * 1024 * 1024)
     out, err = KeptOutput(limit), KeptOutput(limit)
-    timed_out = _collect(proc, {proc.stdout: out, proc.stderr: err}, deadline, marker)
+    streams = {proc.stdout: out, proc.stderr: err}
+    timed_out = collect_output(proc, streams, deadline, lambda: _kill(proc, marker))
     proc.wait()
     return {
         "ok": True,
@@ -193,8 +194,23 @@ def _run(request: dict) -> dict:
     }
 
 
-def _collect(proc, streams, deadline, marker) -> bool:
-    """Read both pipes until the command ended (plus a short drain) or the deadline killed it."""
+def collect_output(proc, streams, deadline, kill) -> bool:
+    """Read a command's pipes until it ended (plus a short drain) or the deadline killed it.
+
+    The one read loop of every exec path: the guest's and the local backend's host one,
+    so each reads, drains and cuts output the same way. A background child that inherited
+    a pipe (``server &``) keeps it open forever, so reading stops ``_DRAIN_SEC`` after the
+    command itself ended instead of at end of file.
+
+    Args:
+        proc: The command (a ``subprocess.Popen``).
+        streams: Each of its output pipes, with the ``KeptOutput`` that keeps what it gives.
+        deadline: A ``time.monotonic()`` time, or None for no deadline.
+        kill: Called once at the deadline: kills the command and what it started.
+
+    Returns:
+        Whether the deadline killed the command. Every pipe is closed.
+    """
     timed_out = False
     stop_at = None
     with selectors.DefaultSelector() as selector:
@@ -206,7 +222,7 @@ def _collect(proc, streams, deadline, marker) -> bool:
                 stop_at = now + _DRAIN_SEC
             if stop_at is None and deadline is not None and now >= deadline:
                 timed_out = True
-                _kill(proc, marker)
+                kill()
                 stop_at = now + _DRAIN_SEC
             if stop_at is not None and now >= stop_at:
                 break

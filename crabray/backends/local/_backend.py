@@ -38,6 +38,7 @@ choosing and starting the confinement (:mod:`~crabray.backends.local._isolation`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -48,7 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -81,7 +82,7 @@ from crabray.backends.local._paths import (
 from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
+from crabray.core.errors import SandboxError, SandboxFileError
 
 logger = logging.getLogger(__name__)
 
@@ -111,10 +112,10 @@ class LocalBackend(Backend):
 
     kind = "local"
     settings_model = LocalSettings
+    settings: LocalSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
-        self.settings = parse_local_settings(config.backend_settings)
         self._root: Path | None = None
         self._shell: str | None = None
         self._bound: list[str] = []
@@ -264,22 +265,11 @@ class LocalBackend(Backend):
             missing = self._confined_dir_missing(inside)
             # The host side never enters a sandbox directory: nsenter changes into it inside.
             run_dir, shown = Path("/"), inside
-            path, home, tmp = SANDBOX_PATH, SANDBOX_HOME, SANDBOX_TMP
             argv = self._holder.command(argv, cwd=inside)
         else:
             run_dir = self._unconfined_dir(sandbox, cwd)
             missing, shown = not run_dir.is_dir(), str(run_dir)
-            path = os.environ.get("PATH", os.defpath)
-            home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
-        run_env = {
-            "PATH": path,
-            "HOME": home,
-            "TMPDIR": tmp,
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            **self._display.env,
-            **(env or {}),
-        }
+        run_env = {**self._command_env(sandbox), **(env or {})}
         logger.debug("exec in %s (timeout %s s): %.200r", shown, timeout_sec, command)
         if missing:
             return ExecResult(
@@ -350,12 +340,23 @@ class LocalBackend(Backend):
         argv = ["python3", "-c", BOOTSTRAP]
         if self._holder is not None:
             argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
+        # The guest's own environment is made like a command's: nothing of the driver's.
+        return launch_guest(
+            [*self._bound, *argv],
+            sandbox / WORK_DIR,
+            self._command_env(sandbox),
+            self._groups,
+            self.config.name,
+        )
+
+    def _command_env(self, sandbox: Path) -> dict[str, str]:
+        """The environment every process of the sandbox starts with: made, never the driver's."""
+        if self._holder is not None:
             path, home, tmp = SANDBOX_PATH, SANDBOX_HOME, SANDBOX_TMP
         else:
             path = os.environ.get("PATH", os.defpath)
             home, tmp = str(sandbox / HOME_DIR), str(sandbox / TMP_DIR)
-        # The guest's own environment is made like a command's: nothing of the driver's.
-        run_env = {
+        return {
             "PATH": path,
             "HOME": home,
             "TMPDIR": tmp,
@@ -363,9 +364,6 @@ class LocalBackend(Backend):
             "TERM": "dumb",
             **self._display.env,
         }
-        return launch_guest(
-            [*self._bound, *argv], sandbox / WORK_DIR, run_env, self._groups, self.config.name
-        )
 
     def _confined_dir_missing(self, inside: str) -> bool:
         """Whether sandbox directory ``inside`` is known to be missing (checked inside the sandbox).
@@ -403,16 +401,12 @@ class LocalBackend(Backend):
             SandboxError: The host failed (disk full, I/O error).
         """
         if self._holder is not None:
-            try:
+            with self._file_errors("write", path):
                 self._view().write(path, data)
-            except OSError as exc:
-                raise self._file_error("write", path, exc) from exc
             logger.debug("put %d bytes to %s", len(data), path)
             return
-        target = self._resolve(path, "write")
-        if target.is_dir():
-            raise SandboxFileError(f"cannot write '{path}': {target} is a directory")
-        try:
+        target = self._host_file(path, "write")
+        with self._file_errors("write", path):
             target.parent.mkdir(parents=True, exist_ok=True)
             mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
             fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -424,8 +418,6 @@ class LocalBackend(Backend):
             except BaseException:
                 Path(tmp_name).unlink(missing_ok=True)
                 raise
-        except OSError as exc:
-            raise self._file_error("write", path, exc) from exc
         logger.debug("put %d bytes to %s", len(data), target)
 
     @override
@@ -438,25 +430,19 @@ class LocalBackend(Backend):
             SandboxError: The host failed (I/O error).
         """
         if self._holder is not None:
-            try:
+            with self._file_errors("read", path):
                 return self._view().read(path)
-            except OSError as exc:
-                raise self._file_error("read", path, exc) from exc
-        target = self._resolve(path, "read")
+        target = self._host_file(path, "read")
         if not target.exists():
             raise SandboxFileError(
                 f"cannot read '{path}': no such file in the sandbox {self._root}"
             )
-        if target.is_dir():
-            raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
-        try:
-            # Non-blocking, so a FIFO put there by a command cannot hang the caller.
-            with open(os.open(target, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
-                data = handle.read()
-        except OSError as exc:
-            raise self._file_error("read", path, exc) from exc
+        # Non-blocking, so a FIFO put there by a command cannot hang the caller.
+        flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+        with self._file_errors("read", path), open(os.open(target, flags), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
+            data = handle.read()
         logger.debug("got %d bytes from %s", len(data), target)
         return data
 
@@ -554,6 +540,19 @@ class LocalBackend(Backend):
         sandbox = self._require_started(f"{operation} '{path}'")
         return resolve_unconfined(sandbox, path, operation)
 
+    def _host_file(self, path: str, operation: str) -> Path:
+        """Unconfined: the host path of sandbox file ``path``, which must not be a directory.
+
+        Raises:
+            SandboxFileError: ``path`` resolves outside the sandbox, or is a directory.
+        """
+        target = self._resolve(path, operation)
+        if target.is_dir():
+            raise SandboxFileError(
+                f"cannot {operation} '{path}': {target} is a directory, not a file"
+            )
+        return target
+
     def _view(self) -> SandboxView:
         """Confined: the sandbox's files as its processes see them (see :class:`SandboxView`).
 
@@ -570,16 +569,20 @@ class LocalBackend(Backend):
         owner = (identity.host_uid, identity.host_gid) if identity.as_root else None
         return SandboxView(self._holder.root_fd, owner, str(sandbox))
 
-    def _file_error(self, verb: str, path: str, exc: OSError) -> CrabrayError:
-        """Translate an ``OSError``: a bad request, or a host that is failing.
+    @contextlib.contextmanager
+    def _file_errors(self, verb: str, path: str) -> Iterator[None]:
+        """Translate an ``OSError`` of a file operation: a bad request, or a host that is failing.
 
         Only the first is a ``SandboxFileError``; a full disk or an I/O error
         means the sandbox itself is broken, which is retried on a fresh one.
         """
-        message = f"cannot {verb} '{path}' in the sandbox {self._root}: {exc.strerror or exc}"
-        if exc.errno in _REQUEST_ERRNOS:
-            return SandboxFileError(message)
-        return SandboxError(f"{message} (a host failure, not a bad request)")
+        try:
+            yield
+        except OSError as exc:
+            message = f"cannot {verb} '{path}' in the sandbox {self._root}: {exc.strerror or exc}"
+            if exc.errno in _REQUEST_ERRNOS:
+                raise SandboxFileError(message) from exc
+            raise SandboxError(f"{message} (a host failure, not a bad request)") from exc
 
     def _kill_holder(self) -> None:
         """Confined: kill the sandbox's pid namespace, so no process of it survives."""

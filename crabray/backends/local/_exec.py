@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import select
-import selectors
 import signal
 import subprocess
 import threading
@@ -24,20 +23,16 @@ from typing import IO
 from typing_extensions import override
 
 from crabray.backends.base import MAX_OUTPUT_BYTES
-from crabray.backends.guest import GuestChannel, GuestLostError, KeptOutput, NoPythonError
+from crabray.backends.guest import (
+    GuestChannel,
+    GuestLostError,
+    KeptOutput,
+    NoPythonError,
+    collect_output,
+)
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
-
-_DRAIN_SEC = 0.25
-"""How long to keep reading output after the command ended (or was killed).
-
-A background child that inherited stdout (``server &``) keeps the pipe open
-forever; waiting for EOF would hang ``exec`` until the child dies.
-"""
-
-_POLL_SEC = 0.05
-"""How often to look whether the command has exited while its pipes stay open."""
 
 _READ_CHUNK = 65536
 
@@ -108,35 +103,16 @@ def communicate(
         proc.stdout: KeptOutput(MAX_OUTPUT_BYTES),
         proc.stderr: KeptOutput(MAX_OUTPUT_BYTES),
     }
-    timed_out = False
-    stop_at: float | None = None
-    with selectors.DefaultSelector() as selector:
-        for stream, received in chunks.items():
-            selector.register(stream, selectors.EVENT_READ, received)
-        while selector.get_map():
-            now = time.monotonic()
-            if stop_at is None and proc.poll() is not None:
-                stop_at = now + _DRAIN_SEC
-            if stop_at is None and deadline is not None and now >= deadline:
-                timed_out = True
-                kill_group(proc.pid)
-                proc.kill()
-                stop_at = now + _DRAIN_SEC
-            if stop_at is not None and now >= stop_at:
-                break
-            wake = [now + _POLL_SEC]
-            wake += [t for t in (deadline, stop_at) if t is not None]
-            for key, _ in selector.select(max(0.0, min(wake) - now)):
-                data = os.read(key.fd, _READ_CHUNK)
-                if data:
-                    key.data.add(data)
-                else:
-                    selector.unregister(key.fileobj)
-    proc.stdout.close()
-    proc.stderr.close()
-    proc.wait()
     out, err = chunks[proc.stdout], chunks[proc.stderr]
+    timed_out: bool = collect_output(proc, chunks, deadline, lambda: _kill_command(proc))
+    proc.wait()
     return out.data(), err.data(), timed_out, (out.cut, err.cut)
+
+
+def _kill_command(proc: subprocess.Popen[bytes]) -> None:
+    """At the deadline: the command's process group (its pid: it leads a new session)."""
+    kill_group(proc.pid)
+    proc.kill()
 
 
 class PipeChannel(GuestChannel):

@@ -95,10 +95,10 @@ class SshBackend(Backend):
 
     kind = "ssh"
     settings_model = SshSettings
+    settings: SshSettings
 
     def __init__(self, config: EnvironmentConfig, settings: SshSettings | None = None) -> None:
-        super().__init__(config)
-        self.settings = settings or parse_ssh_settings(config.backend_settings)
+        super().__init__(config, settings)
         self._key: paramiko.PKey | None = None
         self._client: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
@@ -165,12 +165,9 @@ class SshBackend(Backend):
         """
         self._guest.close()
         with self._lock:
-            sftp, self._sftp = self._sftp, None
+            self._drop_sftp()
             client, self._client = self._client, None
-        for thing in (sftp, client):
-            if thing is not None:
-                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
-                    thing.close()
+        _close_quietly(client)
 
     @override
     def reset(self) -> None:
@@ -232,14 +229,7 @@ class SshBackend(Backend):
             "exec on %s (timeout %s s): %.200r", self.settings.address, timeout_sec, command
         )
         started = time.monotonic()
-        channel = self._open_channel("exec")
-        try:
-            channel.exec_command(script)
-        except (EOFError, OSError, paramiko.SSHException) as exc:
-            channel.close()
-            raise SandboxError(
-                f"cannot run a command on {self.settings.address}: {exc or type(exc).__name__}"
-            ) from exc
+        channel = self._run_script(script, "exec", "run a command")
 
         def kill(pid: int | None) -> None:
             self._admin(kill_exec_script(pid, marker), "kill a timed-out command")
@@ -426,14 +416,7 @@ class SshBackend(Backend):
             shell=self.settings.shell,
             login_shell=self._login_shell,
         )
-        channel = self._open_channel("start the guest")
-        try:
-            channel.exec_command(script)
-        except (EOFError, OSError, paramiko.SSHException) as exc:
-            channel.close()
-            raise SandboxError(
-                f"cannot start the guest on {self.settings.address}: {exc or type(exc).__name__}"
-            ) from exc
+        channel = self._run_script(script, "start the guest", "start the guest")
 
         def kill(pid: int | None) -> None:
             self._admin(kill_exec_script(pid, marker), "kill a guest that stopped answering")
@@ -496,6 +479,22 @@ class SshBackend(Backend):
                     ) from exc
         raise AssertionError("unreachable")
 
+    def _run_script(self, script: str, operation: str, what: str) -> paramiko.Channel:
+        """A new channel running ``script``; ``operation``, ``what`` name it in errors.
+
+        Raises:
+            SandboxError: No channel could be opened, or the server refused the command.
+        """
+        channel = self._open_channel(operation)
+        try:
+            channel.exec_command(script)
+        except (EOFError, OSError, paramiko.SSHException) as exc:
+            channel.close()
+            raise SandboxError(
+                f"cannot {what} on {self.settings.address}: {exc or type(exc).__name__}"
+            ) from exc
+        return channel
+
     def _sftp_call(
         self, operation: Callable[[paramiko.SFTPClient], _T], verb: str, path: str
     ) -> _T:
@@ -548,10 +547,9 @@ class SshBackend(Backend):
                 handle.prefetch(size)
                 data = handle.read()
             except TimeoutError:
-                raise
+                raise  # closing would wait on the stuck server again: the session is dropped
             except BaseException:
-                with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
-                    handle.close()
+                _close_quietly(handle)
                 raise
             handle.close()
             return data
@@ -574,11 +572,9 @@ class SshBackend(Backend):
             logger.warning("an SFTP server may stay blocked on %s: %s", target, exc)
 
     def _drop_sftp(self) -> None:
-        """Forget the SFTP session (its server is stuck); the next file call opens a new one."""
+        """Forget the SFTP session (closing, or its server stuck); the next file call opens anew."""
         sftp, self._sftp = self._sftp, None
-        if sftp is not None:
-            with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
-                sftp.close()
+        _close_quietly(sftp)
 
     def _live_transport(self) -> paramiko.Transport:
         """The connection's transport, reconnecting first if the link is known to be dead."""
@@ -646,3 +642,12 @@ class SshBackend(Backend):
                 directory = posixpath.dirname(directory)
         for part in reversed(missing):
             sftp.mkdir(part)
+
+
+def _close_quietly(
+    thing: paramiko.SFTPClient | paramiko.SFTPFile | paramiko.SSHClient | None,
+) -> None:
+    """Close ``thing`` on a link that may be dead: its error would only repeat the first one."""
+    if thing is not None:
+        with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
+            thing.close()

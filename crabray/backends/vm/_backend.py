@@ -97,10 +97,10 @@ class VmBackend(Backend):
 
     kind = "vm"
     settings_model = VmSettings
+    settings: VmSettings
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)
-        self.settings = parse_vm_settings(config.backend_settings)
         self._dir: Path | None = None
         self._port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
