@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
+import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,41 @@ SECRET = "sk-test-very-secret-4b1d"
 
 SpecMaker = Callable[..., AgentSpec]
 EpisodeRunner = Callable[..., EpisodeRecord]
+
+HELLO_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, file_contains
+
+    BOX = EnvironmentConfig(name="box", action_space=ACTION_SPACE)
+    bench = BenchmarkConfig(
+        name="mini",
+        environments=[BOX],
+        tasks=[
+            Task(
+                id="hello",
+                description="Write hi to hello.txt",
+                evaluator=file_contains(path="hello.txt", text="hi"),
+            )
+        ],
+    )
+    """
+)
+
+
+def write_hello_suite(folder: Path, actions: str = "FILE_ACTIONS") -> Path:
+    """A suite file of one task, 'hello': write hi to hello.txt, with ``actions`` (Python)."""
+    suite = folder / "suite.py"
+    suite.write_text(HELLO_SUITE.replace("ACTION_SPACE", actions))
+    return suite
+
+
+def write_agents_file(folder: Path, **table: str | int | float) -> Path:
+    """An agents file of one ``[[agents]]`` table with ``table``'s fields."""
+    config = folder / "agents.toml"
+    lines = [f"{name} = {json.dumps(value)}" for name, value in table.items()]
+    config.write_text("\n".join(["[[agents]]", *lines, ""]))
+    return config
 
 
 @pytest.fixture

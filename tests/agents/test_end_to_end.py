@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,14 @@ import pytest
 from crabray.core.result import TerminationReason
 from crabray.results import read_episodes, read_steps
 from crabray.results.site import build_site
-from tests.agents.conftest import KEY_ENV, SECRET, EpisodeRunner, SpecMaker
+from tests.agents.conftest import (
+    KEY_ENV,
+    SECRET,
+    EpisodeRunner,
+    SpecMaker,
+    write_agents_file,
+    write_hello_suite,
+)
 from tests.agents.fake_server import FakeChatServer, Request, text, tool_call
 from tests.conftest import crabray
 
@@ -142,43 +148,17 @@ def test_per_environment_agents_solve_a_two_environment_task(
 def test_cli_runs_a_configured_agent(
     server: FakeChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    suite = tmp_path / "suite.py"
-    suite.write_text(
-        textwrap.dedent(
-            """
-            from crabray import BenchmarkConfig, EnvironmentConfig, Task
-            from crabray.actions import FILE_ACTIONS, file_contains, write_file
-
-            BOX = EnvironmentConfig(name="box", action_space=FILE_ACTIONS)
-            bench = BenchmarkConfig(
-                name="mini",
-                environments=[BOX],
-                tasks=[
-                    Task(
-                        id="hello",
-                        description="Write hi to hello.txt",
-                        evaluator=file_contains(path="hello.txt", text="hi"),
-                    )
-                ],
-            )
-            """
-        )
-    )
-    config = tmp_path / "agents.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [[agents]]
-            name = "fake-gpt"
-            kind = "openai"
-            model = "fake-model-1"
-            base_url = "{server.base_url}"
-            key_env = "{KEY_ENV}"
-            retries = 0
-            price_in_per_mtok = 3.0
-            price_out_per_mtok = 15.0
-            """
-        )
+    suite = write_hello_suite(tmp_path)
+    config = write_agents_file(
+        tmp_path,
+        name="fake-gpt",
+        kind="openai",
+        model="fake-model-1",
+        base_url=server.base_url,
+        key_env=KEY_ENV,
+        retries=0,
+        price_in_per_mtok=3.0,
+        price_out_per_mtok=15.0,
     )
     server.add(
         tool_call("read_file", usage=(400, 30), path="hello.txt"),

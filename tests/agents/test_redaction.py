@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -10,31 +9,12 @@ import pytest
 
 from crabray.core.redact import REDACTED, Redactor, secrets_in_environment
 from crabray.results import read_episodes, read_steps
+from tests.agents.conftest import write_agents_file, write_hello_suite
 from tests.agents.fake_server import FakeChatServer, completion, tool_call
 from tests.conftest import crabray
 
 FILE_KEY = "sk-in-the-agents-file-7f3a9c"
 ENV_TOKEN = "tok-of-the-driver-environment-51e0"
-
-SUITE = textwrap.dedent(
-    """
-    from crabray import BenchmarkConfig, EnvironmentConfig, Task
-    from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, file_contains
-
-    BOX = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
-    bench = BenchmarkConfig(
-        name="mini",
-        environments=[BOX],
-        tasks=[
-            Task(
-                id="hello",
-                description="Write hi to hello.txt",
-                evaluator=file_contains(path="hello.txt", text="hi"),
-            )
-        ],
-    )
-    """
-)
 
 
 def strings(frame: pd.DataFrame) -> list[str]:
@@ -68,21 +48,15 @@ def test_redactor_replaces_every_known_secret() -> None:
 def test_a_reply_repeating_the_keys_is_stored_redacted(
     server: FakeChatServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    suite = tmp_path / "suite.py"
-    suite.write_text(SUITE)
-    config = tmp_path / "agents.toml"
-    config.write_text(
-        textwrap.dedent(
-            f"""
-            [[agents]]
-            name = "leaky"
-            kind = "openai"
-            model = "fake-model-1"
-            base_url = "{server.base_url}"
-            api_key = "{FILE_KEY}"
-            retries = 0
-            """
-        )
+    suite = write_hello_suite(tmp_path, "[*SHELL_ACTIONS, *FILE_ACTIONS]")
+    config = write_agents_file(
+        tmp_path,
+        name="leaky",
+        kind="openai",
+        model="fake-model-1",
+        base_url=server.base_url,
+        api_key=FILE_KEY,
+        retries=0,
     )
     leak = f"my key is {FILE_KEY} and the token is {ENV_TOKEN}"
     echo = tool_call("run_command", command=f"echo {FILE_KEY} {ENV_TOKEN}")

@@ -6,7 +6,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ray.cluster_utils import Cluster
@@ -22,28 +24,57 @@ def raw_rows(out: Path) -> list[dict]:
     return raw_episode_rows(out, ["task_id", "attempt", "termination_reason", "node", "success"])
 
 
-def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path) -> None:
+@pytest.fixture
+def cluster() -> Iterator[Cluster]:
+    """A Ray cluster of a head that hosts no sandboxes; a test adds nodes with ``add_worker``."""
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    doomed = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
-    cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    try:
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def add_worker(cluster: Cluster) -> Any:
+    """A node hosting two local sandboxes, joined; its handle, for ``remove_node``."""
+    node = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
     cluster.wait_for_nodes()
+    return node
+
+
+def run_command(suite: Path, out: Path, address: str) -> list[str]:
+    """``crabray run`` of the oracle over ``suite`` on the cluster at ``address``."""
+    return [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
+            "--out", str(out), "--address", address, "--concurrency", "4"]  # fmt: skip
+
+
+def start_driver(suite: Path, out: Path, address: str) -> subprocess.Popen[str]:
+    """``crabray run`` in a process of its own, its output captured."""
+    command = run_command(suite, out, address)
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for_rows(out: Path, at_least: int, driver: subprocess.Popen[Any]) -> None:
+    """Until ``at_least`` episodes are recorded in ``out`` (or 240 s); the driver must live on."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and len(raw_rows(out)) < at_least:
+        assert driver.poll() is None, driver.communicate()
+        time.sleep(0.1)
+
+
+def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path, cluster: Cluster) -> None:
+    doomed = add_worker(cluster)
+    add_worker(cluster)
     suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.5)
     out = tmp_path / "out"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
-         "--out", str(out), "--address", cluster.address, "--concurrency", "4"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    driver = start_driver(suite, out, cluster.address)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(raw_rows(out)) < 2:
-            assert driver.poll() is None, driver.communicate()
-            time.sleep(0.1)
+        wait_for_rows(out, 2, driver)
         cluster.remove_node(doomed)
         stdout, stderr = driver.communicate(timeout=300)
     finally:
         driver.kill()
-        cluster.shutdown()
     assert driver.returncode == 0, stderr
 
     rows = raw_rows(out)
@@ -103,33 +134,24 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     assert (episodes.finished_at - episodes.started_at).dt.total_seconds().min() >= 1.0
 
 
-def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(tmp_path: Path) -> None:
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(
+    tmp_path: Path, cluster: Cluster
+) -> None:
     for _ in range(2):
-        cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
-    cluster.wait_for_nodes()
+        add_worker(cluster)
     suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.0)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
-               "--out", str(out), "--address", cluster.address, "--concurrency", "4"]  # fmt: skip
-    try:
-        driver = subprocess.Popen(
-            command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(raw_rows(out)) < 3:
-            assert driver.poll() is None, driver.communicate()
-            time.sleep(0.1)
-        driver.kill()  # the driver alone dies; the cluster lives on
-        driver.wait()
-        before = raw_rows(out)
-        assert 3 <= len(before) < 12
-        (run_id,) = [p.stem for p in (out / "runs").glob("*.json")]
-        resumed = subprocess.run(
-            [*command, "--resume", run_id], cwd=ROOT, capture_output=True, text=True, timeout=300
-        )
-    finally:
-        cluster.shutdown()
+    driver = start_driver(suite, out, cluster.address)
+    wait_for_rows(out, 3, driver)
+    driver.kill()  # the driver alone dies; the cluster lives on
+    driver.communicate()
+    before = raw_rows(out)
+    assert 3 <= len(before) < 12
+    (run_id,) = [p.stem for p in (out / "runs").glob("*.json")]
+    resumed = subprocess.run(
+        [*run_command(suite, out, cluster.address), "--resume", run_id],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert f"{len(before)} episodes were already finished" in resumed.stdout
     after = raw_rows(out)
@@ -139,7 +161,9 @@ def test_killing_the_driver_mid_sweep_then_resuming_on_the_cluster(tmp_path: Pat
     assert all(r["success"] for r in after)
 
 
-def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: Path) -> None:
+def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(
+    tmp_path: Path, cluster: Cluster
+) -> None:
     """Nothing can host what is left: the run stops after ``host_wait_sec``, not minutes later.
 
     The only node hosting 'local' sandboxes goes away as the first episode is dispatched,
@@ -152,9 +176,7 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: P
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    only = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
-    cluster.wait_for_nodes()
+    only = add_worker(cluster)
     suite = load_suite(resolve_suite(write_sleepy_suite(tmp_path / "s.py", tasks=6, sleep=1.0)))
     sink = ResultSink(tmp_path / "out", "lost")
     removed: list[float] = []
@@ -187,7 +209,6 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: P
         still_running = thread.is_alive()
     finally:
         disconnect()
-        cluster.shutdown()
     # The wait is 5 s; before the fix the run sat with 2 episodes "in flight" for minutes.
     assert not still_running, f"the run was still going {stopped_after:.0f} s after losing its node"
     assert isinstance(outcome[0], CrabrayError), outcome
@@ -199,29 +220,21 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(tmp_path: P
     )
 
 
-def test_rows_of_timeouts_and_dead_nodes_have_ordered_times_and_a_node(tmp_path: Path) -> None:
+def test_rows_of_timeouts_and_dead_nodes_have_ordered_times_and_a_node(
+    tmp_path: Path, cluster: Cluster
+) -> None:
     """A row the driver writes for an episode that did not return still says when and where."""
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    doomed = cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
-    cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
-    cluster.wait_for_nodes()
+    doomed = add_worker(cluster)
+    add_worker(cluster)
     suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=6, sleep=3.0, limit=30.0)
     out = tmp_path / "out"
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle",
-         "--out", str(out), "--address", cluster.address, "--concurrency", "4"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    driver = start_driver(suite, out, cluster.address)
     try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(raw_rows(out)) < 1:
-            assert driver.poll() is None, driver.communicate()
-            time.sleep(0.1)
+        wait_for_rows(out, 1, driver)
         cluster.remove_node(doomed)
         _, stderr = driver.communicate(timeout=300)
     finally:
         driver.kill()
-        cluster.shutdown()
     assert driver.returncode == 0, stderr
     columns = ["task_id", "termination_reason", "node", "started_at", "finished_at"]
     rows = raw_episode_rows(out, columns)
