@@ -60,6 +60,7 @@ from crabray.core.result import (
     Score,
     StepRecord,
     TerminationReason,
+    conversation_json,
     utcnow,
 )
 from crabray.formats.validate import solution_bindings
@@ -551,9 +552,8 @@ class _Episode:
         self.result.model_latency_sec = usage.model_latency_sec
         self.result.cost_usd = usage.cost_usd
         if usage.conversation:
-            self.result.conversation_json = json.dumps(
-                [message.model_dump(exclude_defaults=True) for message in usage.conversation],
-                ensure_ascii=False,
+            self.result.conversation_json = conversation_json(
+                usage.conversation, self.agent.spec.max_conversation_bytes
             )
         self.result.wall_time_sec = time.monotonic() - self.t0
         self.result.finished_at = utcnow()

@@ -13,7 +13,11 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from crabray.core.result import ConversationMessage
+from crabray.core.result import (
+    DEFAULT_MAX_CONVERSATION_BYTES,
+    MIN_CONVERSATION_BYTES,
+    ConversationMessage,
+)
 
 
 class ActionCall(BaseModel):
@@ -97,6 +101,8 @@ class AgentSpec(BaseModel):
             the variable holding it).
         max_tokens: Ends an episode (``token_limit``) once the agent used more tokens.
         max_cost_usd: Ends an episode (``cost_limit``) once the agent's model cost more.
+        max_conversation_bytes: What the episode's ``conversation_json`` keeps at most
+            (UTF-8 bytes); past it the middle of the conversation is left out, with a note.
     """
 
     name: str
@@ -105,6 +111,9 @@ class AgentSpec(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)
     max_tokens: int | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
+    max_conversation_bytes: int = Field(
+        default=DEFAULT_MAX_CONVERSATION_BYTES, ge=MIN_CONVERSATION_BYTES
+    )
 
 
 class Agent(ABC):

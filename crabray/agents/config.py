@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from crabray.agents.base import AgentSpec
 from crabray.agents.registry import available_agents
 from crabray.core.errors import AuthenticationError, ConfigError
+from crabray.core.result import DEFAULT_MAX_CONVERSATION_BYTES, MIN_CONVERSATION_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,12 @@ class AgentConfig(LLMSettings):
     )
     max_tokens: int | None = Field(default=None, gt=0, description="Per-episode token limit.")
     max_cost_usd: float | None = Field(default=None, gt=0, description="Per-episode cost limit.")
+    max_conversation_bytes: int = Field(
+        default=DEFAULT_MAX_CONVERSATION_BYTES,
+        ge=MIN_CONVERSATION_BYTES,
+        description="What an episode's conversation_json keeps at most (UTF-8 bytes); past it "
+        "the middle of the conversation is left out, with a message saying how much.",
+    )
 
     @model_validator(mode="after")
     def _needs_model(self) -> AgentConfig:
@@ -105,7 +112,7 @@ class AgentConfig(LLMSettings):
 
     def to_spec(self, source: Path) -> AgentSpec:
         """The spec episode jobs receive: everything but the key itself."""
-        limits = {"max_tokens": self.max_tokens, "max_cost_usd": self.max_cost_usd}
+        limits = self.model_dump(include={"max_tokens", "max_cost_usd", "max_conversation_bytes"})
         if self.kind in BUILTIN_KINDS:
             return AgentSpec(name=self.name, kind=self.kind, model=self.model, **limits)
         settings = LLMSettings.model_validate(

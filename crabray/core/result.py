@@ -6,7 +6,9 @@ are plain pydantic models of scalars, strings and lists.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -168,6 +170,60 @@ class ConversationMessage(BaseModel):
     latency_sec: float | None = Field(default=None, description="Seconds the call took.")
 
 
+DEFAULT_MAX_CONVERSATION_BYTES = 2 * 1024 * 1024
+"""What ``conversation_json`` holds at most by default, in UTF-8 bytes (an agent's
+``max_conversation_bytes`` changes it): a chatty agent must not make a huge row."""
+
+MIN_CONVERSATION_BYTES = 4096
+"""The smallest cap allowed: room for the marker of a cut and a few messages."""
+
+CUT_SPEAKER = "crabray"
+"""The ``speaker`` of the message that stands where ``conversation_json`` was cut."""
+
+_CUT_MARKER_ROOM = 512  # bytes kept free for the marker message
+
+
+def conversation_json(messages: Sequence[ConversationMessage], max_bytes: int) -> str:
+    """The ``conversation_json`` of ``messages``: at most ``max_bytes`` of UTF-8 JSON.
+
+    A longer conversation keeps its first messages (the prompt, the task) and
+    its last ones (how it ended); in place of the middle stands one message
+    (``speaker`` :data:`CUT_SPEAKER`, role ``system``) saying how many messages
+    and bytes were left out. A message is kept or left out whole, so the text
+    stays a JSON list of messages every reader of the column parses.
+
+    Raises:
+        ValueError: ``max_bytes`` is below :data:`MIN_CONVERSATION_BYTES`.
+    """
+    if max_bytes < MIN_CONVERSATION_BYTES:
+        raise ValueError(f"max_bytes must be at least {MIN_CONVERSATION_BYTES}, not {max_bytes}")
+    items = [json.dumps(m.model_dump(exclude_defaults=True), ensure_ascii=False) for m in messages]
+    whole = "[" + ", ".join(items) + "]"  # what json.dumps(list) writes
+    total = len(whole.encode("utf-8"))
+    if total <= max_bytes:
+        return whole
+    sizes = [len(item.encode("utf-8")) + 2 for item in items]  # with its ", "
+    room = max_bytes - 2 - _CUT_MARKER_ROOM
+    head = used = 0
+    while head < len(items) and used + sizes[head] <= room // 2:
+        used += sizes[head]
+        head += 1
+    tail = len(items)
+    while tail > head and used + sizes[tail - 1] <= room:
+        tail -= 1
+        used += sizes[tail]
+    left_out = sum(sizes[head:tail]) - 2 * (tail - head)
+    marker = ConversationMessage(
+        role="system",
+        speaker=CUT_SPEAKER,
+        content=f"[{tail - head} of {len(items)} messages ({left_out} bytes) left out here: "
+        f"the conversation ({total} bytes) passed the agent's max_conversation_bytes "
+        f"({max_bytes})]",
+    )
+    kept = [*items[:head], json.dumps(marker.model_dump(exclude_defaults=True)), *items[tail:]]
+    return "[" + ", ".join(kept) + "]"
+
+
 class EpisodeResult(BaseModel):
     """The outcome of one attempt of one agent at one task: a row of the ``episodes`` table."""
 
@@ -218,8 +274,10 @@ class EpisodeResult(BaseModel):
     conversation_json: str = Field(
         default="",
         description="An LLM agent's conversation with its model: a JSON list of "
-        "ConversationMessage objects in the order sent; empty for agents without a model, "
-        "null in files written before the column existed.",
+        "ConversationMessage objects in the order sent, at most the agent's "
+        "max_conversation_bytes (2 MiB by default; past it the middle is replaced by one "
+        "message of speaker 'crabray' saying how much was left out); empty for agents without "
+        "a model, null in files written before the column existed.",
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)

@@ -73,6 +73,11 @@ def test_errors_name_file_table_and_field(tmp_path: Path) -> None:
             "agents[0] (a)",
             "not both",
         ),
+        (
+            'name = "a"\nkind = "openai"\nmodel = "m"\nmax_conversation_bytes = 100',
+            "agents[0] (a).max_conversation_bytes",
+            "greater than or equal to 4096",
+        ),
     ],
 )
 def test_invalid_tables(tmp_path: Path, body: str, field: str, reason: str) -> None:

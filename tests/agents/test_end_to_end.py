@@ -58,6 +58,23 @@ def test_cost_limit_ends_the_episode(
     assert (result.tokens_in, result.tokens_out) == (30_000, 3_000)
 
 
+def test_a_chatty_agents_conversation_is_cut_to_its_cap(
+    server: FakeChatServer, make_spec: SpecMaker, run_demo: EpisodeRunner
+) -> None:
+    chatty = "head -c 3000 /dev/zero | tr '\\0' x"  # each tool reply holds 3 kB of output
+    server.add(*[tool_call("run_command", command=chatty) for _ in range(8)], text("Done."))
+    result = run_demo("hello-file", make_spec(max_conversation_bytes=8192), max_steps=9).result
+    assert result.model_calls >= 8
+    assert len(result.conversation_json.encode("utf-8")) <= 8192
+    messages = json.loads(result.conversation_json)
+    assert messages[0]["role"] == "system"  # the prompt is kept
+    marker = [m for m in messages if m.get("speaker") == "crabray"]
+    assert len(marker) == 1
+    assert "messages" in marker[0]["content"] and "left out here" in marker[0]["content"]
+    assert "max_conversation_bytes (8192)" in marker[0]["content"]
+    assert messages[-1]["role"] == "assistant"  # how it ended is kept
+
+
 # -- multi-agent styles ---------------------------------------------------------------------
 
 
