@@ -15,18 +15,17 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
 from crabray.results._fs import Location, resolve
+from crabray.results._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
 
@@ -214,28 +213,6 @@ def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.R
             yield batch
 
 
-def one_row_per(table: pa.Table, key: list[str], *, keep: Literal["first", "last"]) -> pa.Table:
-    """The first (or last) row of each distinct ``key``, in the table's order.
-
-    Args:
-        table: Rows, possibly several per key.
-        key: Columns that identify a row.
-        keep: Which row of a key survives, by position in ``table``.
-    """
-    if table.num_rows == 0:
-        return table
-    positions = pa.array(range(table.num_rows), pa.int64())
-    aggregate = "min" if keep == "first" else "max"
-    chosen = (
-        table.select(key)
-        .append_column("__row", positions)
-        .group_by(key, use_threads=False)
-        .aggregate([("__row", aggregate)])
-        .column(f"__row_{aggregate}")
-    )
-    return table.take(chosen.sort())
-
-
 def _read(
     out_dir: str | Path,
     table: Table,
@@ -296,51 +273,6 @@ def _to_frame(table: pa.Table) -> pd.DataFrame:
     return frame
 
 
-def _sorted_codes(column: pa.ChunkedArray) -> np.ndarray:
-    """Integer codes of ``column``'s values that sort like the values themselves.
-
-    A dictionary column (one dictionary for all chunks, as ``read_part_files``
-    makes them) is coded from its indices without touching the strings.
-    """
-    if pa.types.is_integer(column.type):
-        values = column.to_numpy().astype(np.int64)
-        low, high = int(values.min(initial=0)), int(values.max(initial=0))
-        if high - low <= 4 * len(values):  # epochs: small numbers, no sort needed
-            return values - low
-        _, codes = np.unique(values, return_inverse=True)
-        return codes.astype(np.int64)
-    if pa.types.is_dictionary(column.type) and column.num_chunks:
-        dictionary = column.chunk(0).dictionary
-        indices = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
-    else:
-        encoded = pc.dictionary_encode(column).combine_chunks()
-        dictionary = encoded.dictionary
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-    order = pc.array_sort_indices(dictionary).to_numpy()
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[indices]
-
-
-def _episode_codes(table: pa.Table) -> np.ndarray:
-    """One int64 per row identifying its episode key, ordered like the key's columns.
-
-    Per-column codes are combined as mixed-radix numbers; when the product of
-    cardinalities could overflow, the partial key is re-densified first.
-    """
-    key = np.zeros(table.num_rows, np.int64)
-    span = 1
-    for name in EPISODE_KEY:
-        codes = _sorted_codes(table.column(name))
-        size = int(codes.max()) + 1
-        if span * size >= 2**62:
-            _, key = np.unique(key, return_inverse=True)
-            span = int(key.max()) + 1
-        key = key * size + codes
-        span *= size
-    return key
-
-
 def _kept_episodes(
     out_dir: str | Path,
     run_id: str | None,
@@ -365,7 +297,7 @@ def _kept_episodes(
     table = _read(out_dir, "episodes", run_id, needed, dictionary=dictionary)
     if table.num_rows == 0:
         return table
-    key = _episode_codes(table)
+    key = episode_codes(table)
     if int(key.max()) > 4 * len(key):  # sparse combinations: count over dense codes
         _, key = np.unique(key, return_inverse=True)
     repeated = np.bincount(key)[key] > 1
@@ -379,7 +311,7 @@ def _kept_episodes(
             .append_column("__row", pa.array(rows))
             .sort_by([("__key", "ascending"), *((name, "ascending") for name in rank)])
         )
-        if "episode_id" not in rank and _top_rank_tied(ranked):
+        if "episode_id" not in rank and top_rank_tied(ranked):
             with_ids = _kept_episodes(
                 out_dir, run_id, [*columns, "episode_id"], dictionary=dictionary, ordered=ordered
             )
@@ -393,20 +325,6 @@ def _kept_episodes(
         return table.filter(pa.array(mask))
     keep = keep[np.argsort(key[keep], kind="stable")]
     return table.take(keep)
-
-
-def _top_rank_tied(ranked: pa.Table) -> bool:
-    """Whether some key's last two rows (sorted by key, attempt, finished_at) tie on all three."""
-    same = None
-    for name in ("__key", "attempt", "finished_at"):
-        values = ranked.column(name).combine_chunks()
-        equal = pc.equal(values[1:], values[:-1]).to_numpy(zero_copy_only=False)
-        same = equal if same is None else same & equal
-    if same is None or not len(same):
-        return False
-    keys = ranked.column("__key").to_numpy()
-    last_of_key = np.append(keys[1:] != keys[:-1], True)[1:]
-    return bool((same & last_of_key).any())
 
 
 def read_episodes(
