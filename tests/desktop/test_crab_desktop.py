@@ -15,11 +15,10 @@ from pathlib import Path
 import pytest
 
 from crabray.actions import desktop_actions
-from crabray.backends import create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.environment import Environment
 from crabray.backends.envs import build_env
-from crabray.core.environment import EnvironmentConfig
 from crabray.core.images import png_size
+from tests.backends.docker.dockerd import desktop_backend, started
 from tests.desktop.crab_ubuntu import ubuntu_actions as crab
 
 WIDTH, HEIGHT = 1024, 768
@@ -28,22 +27,9 @@ WIDTH, HEIGHT = 1024, 768
 @pytest.fixture
 def ubuntu(crab_desktop_image: str) -> Iterator[Environment]:
     """A fresh crab-desktop container, as CRAB's Ubuntu environment receives actions."""
-    config = EnvironmentConfig(
-        name="ubuntu",
-        backend="docker",
-        backend_settings={
-            "build": "crab-desktop",
-            "env": {"CRABRAY_SCREEN": f"{WIDTH}x{HEIGHT}x24"},
-            "warm_spare": False,
-            "memory_mb": 2048,
-        },
-    )
-    backend = create_backend(config)
-    backend.start()
-    try:
-        yield Environment("ubuntu", backend, AgentSignals())
-    finally:
-        backend.close()
+    screen = f"{WIDTH}x{HEIGHT}x24"
+    with started(desktop_backend("ubuntu", "crab-desktop", screen, memory_mb=2048)) as env:
+        yield env
 
 
 def _unique(name: str) -> str:

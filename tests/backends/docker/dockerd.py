@@ -7,14 +7,20 @@ first time a test needs it (once per session).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from crabray.backends import Backend, create_backend
+from crabray.backends.environment import AgentSignals, Environment
+from crabray.core.environment import EnvironmentConfig
 
 logger = logging.getLogger(__name__)
 
@@ -151,3 +157,35 @@ def require_env_image(name: str) -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"crabray/{name}:latest is required under CI=true: {hint}")
     pytest.skip(f"crabray/{name}:latest not available: {hint}")
+
+
+def desktop_backend(name: str, build: str, screen: str, **settings: Any) -> Backend:
+    """An unstarted docker sandbox of desktop image ``build`` (an env under ``envs/``).
+
+    Args:
+        name: The environment's name.
+        build: The env whose image it runs (``desktop``, ``crab-desktop``).
+        screen: The Xvfb screen, ``WIDTHxHEIGHTxDEPTH``.
+        settings: More backend settings; they override these.
+    """
+    config = EnvironmentConfig(
+        name=name,
+        backend="docker",
+        backend_settings={
+            "build": build,
+            "env": {"CRABRAY_SCREEN": screen},
+            "warm_spare": False,
+            **settings,
+        },
+    )
+    return create_backend(config)
+
+
+@contextlib.contextmanager
+def started(backend: Backend) -> Iterator[Environment]:
+    """``backend`` started, as actions receive it (``env``); closed afterwards."""
+    backend.start()
+    try:
+        yield Environment(backend.config.name, backend, AgentSignals())
+    finally:
+        backend.close()

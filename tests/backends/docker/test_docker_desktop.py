@@ -24,39 +24,30 @@ from crabray.actions.desktop import (
     type_text,
     window_exists,
 )
-from crabray.backends import create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends import Backend, create_backend
+from crabray.backends.environment import Environment
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError
 from crabray.core.images import png_size
-from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_env_image
+from tests.backends.docker.dockerd import (
+    BUSYBOX_IMAGE,
+    desktop_backend,
+    require_env_image,
+    started,
+)
 
 WIDTH, HEIGHT = 640, 480
 
 
-def _backend(**settings: Any) -> Any:
-    config = EnvironmentConfig(
-        name="dockdesk",
-        backend="docker",
-        backend_settings={
-            "build": "desktop",
-            "env": {"CRABRAY_SCREEN": f"{WIDTH}x{HEIGHT}x24"},
-            "warm_spare": False,
-            **settings,
-        },
-    )
-    return create_backend(config)
+def _backend(**settings: Any) -> Backend:
+    return desktop_backend("dockdesk", "desktop", f"{WIDTH}x{HEIGHT}x24", **settings)
 
 
 @pytest.fixture
 def desk() -> Iterator[Environment]:
     require_env_image("desktop")
-    backend = _backend()
-    backend.start()
-    try:
-        yield Environment("dockdesk", backend, AgentSignals())
-    finally:
-        backend.close()
+    with started(_backend()) as env:
+        yield env
 
 
 def _pointer(env: Environment) -> tuple[int, int]:
@@ -106,26 +97,18 @@ def test_reset_gives_a_fresh_screen(mode: str) -> None:
     carries the old server's lock file, which the image's entrypoint clears)."""
     require_env_image("desktop")
     backend = _backend(reset=mode, warm_spare=True)
-    backend.start()
-    try:
-        env = Environment("dockdesk", backend, AgentSignals())
+    with started(backend) as env:
         launch_app.run(env, command="xmessage -title before-reset x", window_title="before-reset")
         backend.reset()
         assert window_exists.run(env, title="before-reset") is False
         assert png_size(backend.screenshot()) == (WIDTH, HEIGHT)
-    finally:
-        backend.close()
 
 
 def test_default_screen_is_1280x800() -> None:
     require_env_image("desktop")
-    backend = _backend(env={})
-    backend.start()
-    try:
-        assert backend.exec(["xdotool", "getdisplaygeometry"]).stdout.split() == ["1280", "800"]
-        assert backend.exec("echo $DISPLAY").stdout == ":0\n"
-    finally:
-        backend.close()
+    with started(_backend(env={})) as env:
+        assert env.exec(["xdotool", "getdisplaygeometry"]).stdout.split() == ["1280", "800"]
+        assert env.exec("echo $DISPLAY").stdout == ":0\n"
 
 
 def test_image_without_a_screen_says_which_has_one() -> None:
