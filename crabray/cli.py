@@ -159,6 +159,11 @@ def _default(field: str) -> str:
     return str(RunSettings.model_fields[field].default)
 
 
+def _setting_option(field: str, *names: str, **option: Any) -> Any:
+    """The option of run setting ``field``, its default shown as ``RunSettings`` writes it."""
+    return typer.Option(*names, show_default=_default(field), **option)
+
+
 # The options of ``crabray run``, each declared once: a command sharing one uses its alias.
 RunSuiteArg = Annotated[
     Path | None,
@@ -181,21 +186,14 @@ RunFileOpt = Annotated[
 ]
 OutOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--out",
-        "-o",
-        help="Results root; each run is kept apart under it.",
-        show_default=_default("out_dir"),
+    _setting_option(
+        "out_dir", "--out", "-o", help="Results root; each run is kept apart under it."
     ),
 ]
 ConcurrencyOpt = Annotated[
     int | None,
-    typer.Option(
-        "--concurrency",
-        "-c",
-        min=1,
-        help="Episodes in flight at most.",
-        show_default=_default("concurrency"),
+    _setting_option(
+        "concurrency", "--concurrency", "-c", min=1, help="Episodes in flight at most."
     ),
 ]
 AddressOpt = Annotated[
@@ -212,11 +210,7 @@ ResumeOpt = Annotated[
 ]
 EpochsOpt = Annotated[
     int | None,
-    typer.Option(
-        min=1,
-        help="Episodes of each task per agent (for pass@k).",
-        show_default=_default("epochs"),
-    ),
+    _setting_option("epochs", min=1, help="Episodes of each task per agent (for pass@k)."),
 ]
 MaxStepsOpt = Annotated[int | None, typer.Option(min=1, help="Override every task's step budget.")]
 TimeLimitOpt = Annotated[
@@ -229,11 +223,7 @@ TimeLimitOpt = Annotated[
 ]
 MaxAttemptsOpt = Annotated[
     int | None,
-    typer.Option(
-        min=1,
-        help="Tries per episode when the infrastructure fails.",
-        show_default=_default("max_attempts"),
-    ),
+    _setting_option("max_attempts", min=1, help="Tries per episode when the infrastructure fails."),
 ]
 TaskOpt = Annotated[
     list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
@@ -251,11 +241,7 @@ AgentConfigOpt = Annotated[
 ]
 WarmOpt = Annotated[
     int | None,
-    typer.Option(
-        min=0,
-        help="Environments per configuration started ahead of demand.",
-        show_default=_default("warm"),
-    ),
+    _setting_option("warm", min=0, help="Environments per configuration started ahead of demand."),
 ]
 PoolOpt = Annotated[
     bool | None,
