@@ -63,19 +63,29 @@ def wait_for_rows(out: Path, at_least: int, driver: subprocess.Popen[Any]) -> No
         time.sleep(0.1)
 
 
-def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path, cluster: Cluster) -> None:
+def sweep_losing_a_worker(cluster: Cluster, suite: Path, out: Path, after: int) -> tuple[Any, str]:
+    """Run ``suite`` on two workers; remove one once ``after`` episodes are recorded.
+
+    Returns:
+        The removed node, and what the driver printed (it must have exited 0).
+    """
     doomed = add_worker(cluster)
     add_worker(cluster)
-    suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.5)
-    out = tmp_path / "out"
     driver = start_driver(suite, out, cluster.address)
     try:
-        wait_for_rows(out, 2, driver)
+        wait_for_rows(out, after, driver)
         cluster.remove_node(doomed)
         stdout, stderr = driver.communicate(timeout=300)
     finally:
         driver.kill()
     assert driver.returncode == 0, stderr
+    return doomed, stdout
+
+
+def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path, cluster: Cluster) -> None:
+    suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=12, sleep=1.5)
+    out = tmp_path / "out"
+    doomed, stdout = sweep_losing_a_worker(cluster, suite, out, after=2)
 
     rows = raw_rows(out)
     final = [r for r in rows if r["termination_reason"] != "env_error"]
@@ -224,18 +234,9 @@ def test_rows_of_timeouts_and_dead_nodes_have_ordered_times_and_a_node(
     tmp_path: Path, cluster: Cluster
 ) -> None:
     """A row the driver writes for an episode that did not return still says when and where."""
-    doomed = add_worker(cluster)
-    add_worker(cluster)
     suite = write_sleepy_suite(tmp_path / "sweep.py", tasks=6, sleep=3.0, limit=30.0)
     out = tmp_path / "out"
-    driver = start_driver(suite, out, cluster.address)
-    try:
-        wait_for_rows(out, 1, driver)
-        cluster.remove_node(doomed)
-        _, stderr = driver.communicate(timeout=300)
-    finally:
-        driver.kill()
-    assert driver.returncode == 0, stderr
+    sweep_losing_a_worker(cluster, suite, out, after=1)
     columns = ["task_id", "termination_reason", "node", "started_at", "finished_at"]
     rows = raw_episode_rows(out, columns)
     lost = [r for r in rows if r["termination_reason"] == "env_error"]
