@@ -20,7 +20,7 @@ Each sweep's figures are printed as it finishes (a cluster start and a sweep
 take tens of seconds on a small machine), then the table.
 
 Usage: python scripts/bench_cluster.py [--episodes 300] [--memory 300,1500]
-       [--backend local|docker] [--full | --smoke]
+       [--backend local|docker] [--full | --smoke] [--only-memory]
 
 The default is sized to finish in a few minutes on 2 cores; ``--full`` runs the
 figures the issue tracks (2,000 episodes per sweep; driver memory at 1,000 and
@@ -156,6 +156,9 @@ def main() -> None:
     parser.add_argument(
         "--smoke", action="store_true", help="Does it run: 12 episodes, 2 nodes, no memory check."
     )
+    parser.add_argument(
+        "--only-memory", action="store_true", help="Only the --memory sweeps (no throughput rows)."
+    )
     parser.add_argument("--concurrency", type=int, default=4, help="Episodes in flight.")
     parser.add_argument("--backend", choices=sorted(BACKENDS), default="local")
     parser.add_argument("--one", nargs=3, type=int, metavar=("NODES", "EPISODES", "POOLED"))
@@ -171,6 +174,8 @@ def main() -> None:
     sizes = [int(s) for s in args.memory.split(",") if s]
     sweeps = [(f"{n} nodes, pooled", n, args.episodes, True) for n in (2, 4)]
     sweeps.append(("2 nodes, unpooled", 2, args.episodes, False))
+    if args.only_memory:
+        sweeps = []
     sweeps += [(f"2 nodes, {size} ep", 2, size, True) for size in sizes]
     if args.smoke:
         args.concurrency, sizes, sweeps = 2, [], [("1 node, pooled", 1, 4, True)]

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_episodes import SUITE as LOCAL_SUITE  # a sibling script: its trivial suite
+from docker_sdk_loop import sdk_loop  # the docker sweep's baseline, a sibling module
 
 logger = logging.getLogger("bench_sandboxes")
 
@@ -516,6 +517,9 @@ or ``Unavailable``."""
 KIND_OF = {"bwrap": "local"}
 """Labels that are a settings variant of a backend kind."""
 
+SDK_LOOP = "sdk-loop"
+"""The label of the plain docker SDK loop's rows (the docker sweep's baseline)."""
+
 
 @dataclass
 class Throughput:
@@ -527,11 +531,16 @@ class Throughput:
     finished: list[float]
     """Seconds from the run's start at which each episode finished."""
 
-    def line(self) -> str:
+    def figures(self) -> tuple[float, float, float]:
+        """Overall episodes/s, seconds to the first finished episode, steady episodes/s."""
         n, first, last = len(self.finished), self.finished[0], self.finished[-1]
         steady = (n - 1) / (last - first) if last > first else float("nan")
+        return n / last, first, steady
+
+    def line(self) -> str:
+        overall, first, steady = self.figures()
         return (
-            f"{self.backend:<8} {self.concurrency:>11} {n:>9} {n / last:>13.1f} "
+            f"{self.backend:<8} {self.concurrency:>11} {len(self.finished):>9} {overall:>13.1f} "
             f"{first:>16.2f} {steady:>12.1f}"
         )
 
@@ -595,6 +604,9 @@ def bench_episodes(labels: list[str], episodes: int) -> list[Throughput]:
                 logger.info("episodes on %s (%d per run) ...", label, episodes)
                 for concurrency in (1, 2):
                     results.append(episodes_per_sec(label, settings, episodes, concurrency, root))
+                    if label == "docker":  # beside it, the plain SDK loop (docker_sdk_loop.py)
+                        finished = sdk_loop(settings, episodes, concurrency)
+                        results.append(Throughput(SDK_LOOP, concurrency, episodes, finished))
         finally:
             ray.shutdown()  # pooled sandboxes close before the sshd serving them stops
     return results
@@ -715,13 +727,19 @@ def main() -> None:
         "--quick", action="store_true", help="A short look: --n 5 --episodes 12 --episode-sec 0.2."
     )
     parser.add_argument(
-        "--smoke", action="store_true", help="Does it run (CI): --quick on the local backend."
+        "--smoke",
+        action="store_true",
+        help="Does it run (CI): --quick on the local backend, 6 episodes, docker sweep rows.",
     )
     args = parser.parse_args()
+    sweep_labels = list(args.backend or BENCHES)
     if args.smoke:
         args.quick, args.backend = True, args.backend or ["local"]
+        sweep_labels = list(dict.fromkeys([*args.backend, "docker"]))  # the SDK loop's rows too
     if args.quick:
         args.n, args.episodes, args.episode_sec = 5, 12, 0.2
+    if args.smoke:
+        args.episodes = 6  # four docker sweeps (crabray and the SDK loop, c=1 and 2) in CI
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("crabray").setLevel(logging.WARNING)
     logging.getLogger("paramiko").setLevel(logging.WARNING)
@@ -742,7 +760,7 @@ def main() -> None:
             guest_rows += bench_guest(label, args.n)
         except (Unavailable, CrabrayError) as exc:
             logger.info("%s: no guest rows: %s", label, exc)
-    throughput = [] if args.no_episodes else bench_episodes(labels, args.episodes)
+    throughput = [] if args.no_episodes else bench_episodes(sweep_labels, args.episodes)
     if rows:
         report_latency(rows)
     if guest_rows:
@@ -756,6 +774,31 @@ def main() -> None:
         )
         for result in throughput:
             logger.info(result.line())
+        report_sweep_ratio(throughput)
+
+
+def report_sweep_ratio(throughput: list[Throughput]) -> None:
+    """The plain SDK loop's episodes/s over crabray's pooled docker sweep's, per concurrency.
+
+    Overall counts the whole sweep (crabray's includes starting its actors);
+    steady counts from the first finished episode on.
+    """
+    for sdk in (t for t in throughput if t.backend == SDK_LOOP):
+        ours = next(
+            t for t in throughput if t.backend == "docker" and t.concurrency == sdk.concurrency
+        )
+        (sdk_all, _, sdk_steady), (our_all, _, our_steady) = sdk.figures(), ours.figures()
+        logger.info(
+            "docker pooled sweep, concurrency %d: plain SDK loop / crabray episodes/s = %.2f "
+            "overall (%.1f against %.1f), %.2f steady (%.1f against %.1f); target at most 1.5",
+            sdk.concurrency,
+            sdk_all / our_all,
+            sdk_all,
+            our_all,
+            sdk_steady / our_steady,
+            sdk_steady,
+            our_steady,
+        )
 
 
 def report_guest(rows: list[Row]) -> None:

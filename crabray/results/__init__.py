@@ -15,6 +15,7 @@ on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
 from __future__ import annotations
 
 from crabray.results._layout import check_output_dir
+from crabray.results.compare import CHANGES, COMPARE_STATS, RunComparison, compare_runs
 from crabray.results.dataset import (
     INFRA_REASONS,
     EpisodeKey,
@@ -25,15 +26,11 @@ from crabray.results.dataset import (
 )
 from crabray.results.leaderboard import (
     BREAKDOWN_STATS,
-    CHANGES,
-    COMPARE_STATS,
     LEADERBOARD_COLUMNS,
     LEADERBOARD_INPUT_COLUMNS,
     STAT_COLUMNS,
     TAG,
-    RunComparison,
     breakdown,
-    compare_runs,
     leaderboard,
 )
 from crabray.results.render import render, terminal_view, to_rich_table

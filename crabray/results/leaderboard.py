@@ -20,9 +20,7 @@ attempts of the same task (its epochs within a run, ``crabray run --epochs K``).
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -131,16 +129,27 @@ def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd
     labels stay categorical: see ``_plain``). Group ids are numbered in the
     order of the combined codes.
     """
-    combined = np.zeros(len(frame), np.int64)
+    ids, first = _combine([_column_codes(frame[name]) for name in keys], len(frame))
+    labels = frame[list(keys)].iloc[first].reset_index(drop=True)
+    return ids, labels
+
+
+def _combine(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of the rows' code tuples, and one row index per id (its first, or any row).
+
+    Args:
+        codes: Per key, the rows' integer codes and how many codes there can be.
+        rows: The number of rows (the codes' length).
+    """
+    combined = np.zeros(rows, np.int64)
     span = 1
-    for name in keys:
-        codes, size = _column_codes(frame[name])
+    for values, size in codes:
         if span * size >= 2**62:
             _, combined = np.unique(combined, return_inverse=True)
             span = int(combined.max(initial=0)) + 1
-        combined = combined * size + codes
+        combined = combined * size + values
         span *= size
-    if span <= 4 * len(frame) + 1024:
+    if span <= 4 * rows + 1024:
         # Few possible codes: number the ones present by counting, not by sorting.
         dense = np.cumsum(np.bincount(combined, minlength=span) > 0) - 1
         ids = dense[combined]
@@ -148,8 +157,7 @@ def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd
         first[ids] = np.arange(len(ids))  # any row of a group gives its key values
     else:
         _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
-    labels = frame[list(keys)].iloc[first].reset_index(drop=True)
-    return ids.reshape(-1), labels
+    return ids.reshape(-1), first
 
 
 def _plain(table: pd.DataFrame) -> pd.DataFrame:
@@ -175,10 +183,18 @@ def _sums(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
 
 
 def _summarise(
-    episodes: pd.DataFrame, keys: list[str], confidence: float, *, full: bool
+    episodes: pd.DataFrame,
+    keys: list[str],
+    confidence: float,
+    *,
+    full: bool,
+    grouping: tuple[np.ndarray, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
-    """Per ``keys`` group: counts, rates with intervals, means and sums over graded rows."""
-    ids, table = _group_ids(episodes, keys)
+    """Per ``keys`` group: counts, rates with intervals, means and sums over graded rows.
+
+    ``grouping`` is ``_group_ids(episodes, keys)`` when the caller has it already.
+    """
+    ids, table = grouping if grouping is not None else _group_ids(episodes, keys)
     groups = len(table)
     graded = _graded(episodes)
     weight = graded.astype(np.float64)
@@ -217,33 +233,41 @@ def _summarise(
 
 
 def _pass_columns(
-    episodes: pd.DataFrame, keys: list[str], max_k: int | None
-) -> pd.DataFrame | None:
-    """pass@k and pass^k per ``keys`` group for k = 1..K, or None when no task was repeated.
+    episodes: pd.DataFrame, ids: np.ndarray, groups: int, max_k: int | None
+) -> dict[str, np.ndarray] | None:
+    """pass@k and pass^k per group for k = 1..K, or None when no task was repeated.
 
-    A task's attempts are its graded epochs within one run: ``(run_id, suite,
-    task_id)`` is one task sample with n attempts and c successes, and a group's
-    value is the mean over its samples. K of a group is the fewest attempts any
-    of its samples had (the average over tasks must mean the same thing for
-    every task), capped by ``max_k``; NaN beyond it. The estimators are
-    evaluated once per distinct ``(n, c)`` pair with exact integer binomials.
+    ``ids`` are the rows' group ids (``_group_ids``), ``groups`` how many there
+    are; the columns come back indexed by group id. A task's attempts are its
+    graded epochs within one run: ``(run_id, suite, task_id)`` is one task
+    sample with n attempts and c successes, and a group's value is the mean
+    over its samples. K of a group is the fewest attempts any of its samples
+    had (the average over tasks must mean the same thing for every task),
+    capped by ``max_k``; NaN beyond it, and for a group without graded rows.
+    The estimators are evaluated once per distinct ``(n, c)`` pair with exact
+    integer binomials. Everything works on the graded rows' codes, never on a
+    filtered copy of the frame.
     """
-    graded = episodes.loc[_graded(episodes), list(dict.fromkeys([*keys, *_TASK_SAMPLE, "success"]))]
-    if graded.empty:
+    rows = np.flatnonzero(_graded(episodes))
+    if len(rows) == 0:
         return None
-    group_of_row, groups = _group_ids(graded, keys)
-    sample_of_row, samples = _group_ids(
-        graded.assign(__group=group_of_row), ["__group", *_TASK_SAMPLE]
-    )
+    group_of_row = ids[rows]
+    codes = [(group_of_row, groups)]
+    for name in _TASK_SAMPLE:
+        values, size = _column_codes(episodes[name])
+        codes.append((values[rows], size))
+    sample_of_row, first = _combine(codes, len(rows))
     n = np.bincount(sample_of_row)
-    c = np.bincount(sample_of_row, weights=graded["success"].to_numpy(np.float64)).astype(np.int64)
-    group = samples["__group"].to_numpy()
-    k_of_group = np.full(len(groups), np.iinfo(np.int64).max)
+    success = episodes["success"].to_numpy(np.float64)[rows]
+    c = np.bincount(sample_of_row, weights=success).astype(np.int64)
+    group = group_of_row[first]
+    k_of_group = np.full(groups, np.iinfo(np.int64).max)
     np.minimum.at(k_of_group, group, n)
-    top = int(k_of_group.max()) if max_k is None else min(int(k_of_group.max()), max_k)
+    sampled = np.bincount(group, minlength=groups)
+    top = int(k_of_group[sampled > 0].max())
+    top = top if max_k is None else min(top, max_k)
     if top < 2:
         return None
-    per_group = np.bincount(group, minlength=len(groups)).astype(np.float64)
     radix = int(n.max()) + 1
     code = n * radix + c
     pairs = [(int(value) // radix, int(value) % radix) for value in np.unique(code)]
@@ -255,9 +279,11 @@ def _pass_columns(
             for pair_n, pair_c in pairs:
                 if pair_n >= k:
                     lookup[pair_n * radix + pair_c] = estimator(pair_n, pair_c, k)
-            means = np.bincount(group, weights=lookup[code], minlength=len(groups)) / per_group
-            result[f"pass{symbol}{k}"] = np.where(k_of_group >= k, means, np.nan)
-    return pd.concat([groups, pd.DataFrame(result)], axis=1)
+            sums = np.bincount(group, weights=lookup[code], minlength=groups)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                means = sums / sampled
+            result[f"pass{symbol}{k}"] = np.where((k_of_group >= k) & (sampled > 0), means, np.nan)
+    return result
 
 
 def leaderboard(
@@ -300,11 +326,12 @@ def leaderboard(
     _require(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
     if episodes.empty:
         return _empty([*keys, *STAT_COLUMNS])
-    table = _summarise(episodes, keys, confidence, full=True)
+    ids, labels = _group_ids(episodes, keys)
+    table = _summarise(episodes, keys, confidence, full=True, grouping=(ids, labels))
     table = table[[*keys, *STAT_COLUMNS]]
-    passes = _pass_columns(episodes, keys, max_k)
-    if passes is not None:
-        table = table.merge(passes, on=keys, how="left")
+    passes = _pass_columns(episodes, ids, len(table), max_k)
+    if passes is not None:  # indexed by group id, as the rows of ``table`` are
+        table = pd.concat([table, pd.DataFrame(passes)], axis=1)
     return _best_first(_plain(table), keys)
 
 
@@ -389,135 +416,3 @@ def breakdown(
     return table.sort_values([*keys, group], kind="stable", na_position="last").reset_index(
         drop=True
     )
-
-
-CHANGES = ("fixed", "broke", "better", "worse", "only_a", "only_b", "same")
-"""Labels of ``compare_runs``: fixed = never solved in A, solved in B; broke = the
-reverse; better/worse = the success rate rose/fell otherwise; only_a/only_b =
-graded in one run only (missing, or only infrastructure failures, in the other);
-same = equal success rates."""
-
-COMPARE_STATS = (
-    "episodes_a",
-    "episodes_b",
-    "success_rate_a",
-    "success_rate_b",
-    "mean_score_a",
-    "mean_score_b",
-    "mean_steps_a",
-    "mean_steps_b",
-    "change",
-)
-"""Columns of ``RunComparison.tasks`` after the matching key."""
-
-
-@dataclass(frozen=True)
-class RunComparison:
-    """What changed per task between two runs.
-
-    Attributes:
-        run_a: The baseline run.
-        run_b: The run compared with it.
-        key: Columns that matched tasks across the runs.
-        tasks: One row per matched task: ``key`` then ``COMPARE_STATS``, the
-            changed tasks first (in ``CHANGES`` order).
-        counts: Tasks per change label (every label present, 0 if none).
-        summary: One line for a person, such as ``run-a -> run-b: 40 tasks in
-            both, success 0.700 -> 0.750; fixed 3, broke 1, ...``.
-    """
-
-    run_a: str
-    run_b: str
-    key: tuple[str, ...]
-    tasks: pd.DataFrame
-    counts: dict[str, int] = field(default_factory=dict)
-    summary: str = ""
-
-
-def _change(rate_a: float, rate_b: float) -> str:
-    if math.isnan(rate_b):
-        return "only_a"
-    if math.isnan(rate_a):
-        return "only_b"
-    if rate_a == rate_b:
-        return "same"
-    if rate_a == 0.0:
-        return "fixed"
-    if rate_b == 0.0:
-        return "broke"
-    return "better" if rate_b > rate_a else "worse"
-
-
-def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunComparison:
-    """Per task, how run B did compared with run A.
-
-    Tasks are matched by ``task_id`` when each run has one (agent, model), the
-    usual comparison of two models or two versions of an agent; when either run
-    has several, by ``(agent, model, task_id)``, so each agent is compared with
-    itself. Each side's numbers are over its graded episodes of the task (its
-    epochs); infrastructure failures are left out as in the leaderboard.
-
-    Args:
-        episodes: Deduplicated episode rows of (at least) both runs, with
-            ``LEADERBOARD_INPUT_COLUMNS``.
-        run_a: The baseline run id.
-        run_b: The run to compare with it.
-
-    Returns:
-        The comparison: a row per task, counts per change and a summary line.
-
-    Raises:
-        ResultsError: A needed column is missing, or a run has no episodes (the
-            message lists the runs there are).
-    """
-    needed = ["run_id", "agent", "model", "task_id", "termination_reason", "success", "score"]
-    _require(episodes, [*needed, "steps"], "a run comparison")
-    sides = {}
-    for run in (run_a, run_b):
-        rows = episodes[episodes["run_id"] == run]
-        if rows.empty:
-            known = ", ".join(sorted(map(str, episodes["run_id"].unique()))) or "none"
-            raise ResultsError(f"run {run!r} has no episodes to compare; runs present: {known}")
-        sides[run] = rows
-    agents = [len(rows[["agent", "model"]].drop_duplicates()) for rows in sides.values()]
-    key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
-    per_side = []
-    for suffix, rows in zip(("_a", "_b"), sides.values(), strict=True):
-        graded = rows[_graded(rows)]
-        stats = (
-            graded.assign(success=graded["success"].astype(float))
-            .groupby(key, dropna=False, sort=False)
-            .agg(
-                episodes=("success", "size"),
-                success_rate=("success", "mean"),
-                mean_score=("score", "mean"),
-                mean_steps=("steps", "mean"),
-            )
-            .add_suffix(suffix)
-            .reset_index()
-        )
-        per_side.append(stats)
-    tasks = per_side[0].merge(per_side[1], on=key, how="outer")
-    for name in ("episodes_a", "episodes_b"):
-        tasks[name] = tasks[name].fillna(0).astype("int64")
-    tasks["change"] = [
-        _change(a, b) for a, b in zip(tasks["success_rate_a"], tasks["success_rate_b"], strict=True)
-    ]
-    tasks["__order"] = tasks["change"].map(CHANGES.index)
-    tasks = (
-        tasks.sort_values(["__order", *key], kind="stable", na_position="last")
-        .drop(columns="__order")
-        .reset_index(drop=True)[[*key, *COMPARE_STATS]]
-    )
-    counts = {label: int((tasks["change"] == label).sum()) for label in CHANGES}
-    both = tasks[tasks["episodes_a"].gt(0) & tasks["episodes_b"].gt(0)]
-    rates = (
-        f"success {both['success_rate_a'].mean():.3f} -> {both['success_rate_b'].mean():.3f}"
-        if len(both)
-        else "no task graded in both"
-    )
-    summary = f"{run_a} -> {run_b}: {len(both)} tasks in both, {rates}; " + ", ".join(
-        f"{label} {counts[label]}" for label in CHANGES
-    )
-    logger.debug("compared runs %s and %s by %s: %s", run_a, run_b, key, counts)
-    return RunComparison(run_a, run_b, tuple(key), tasks, counts, summary)

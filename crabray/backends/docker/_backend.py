@@ -148,8 +148,9 @@ class DockerBackend(Backend):
         except BaseException:
             self.close()
             raise
+        # Two threads: a used container's removal never delays the next spare's start.
         self._background = ThreadPoolExecutor(
-            1, thread_name_prefix=f"crabray-docker-{self._sandbox_id}"
+            2, thread_name_prefix=f"crabray-docker-{self._sandbox_id}"
         )
         self._prepare_spare()
         logger.debug("docker sandbox of '%s': container %s", self.config.name, self._container.name)
@@ -173,8 +174,9 @@ class DockerBackend(Backend):
             fresh, guest = spare
         self._container, self._guest = fresh, guest
         if self.settings.warm_spare:
-            self._submit(self._remove_container, used)
+            # The next spare first: the next reset waits for it, nothing waits for the removal.
             self._prepare_spare()
+            self._submit(self._remove_container, used)
         logger.debug("reset docker sandbox of '%s' to container %s", self.config.name, fresh.name)
 
     @override
