@@ -252,11 +252,13 @@ def run(
         ),
     ] = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--out",
             "-o",
-            help="Results root; each run is kept apart under it.",
+            help="Results root; each run is kept apart under it. A directory, or a URI of a "
+            "store pyarrow writes (s3://BUCKET/PREFIX, gs://...): the run is staged locally and "
+            "uploaded as episodes finish.",
             show_default=_default("out_dir"),
         ),
     ] = None,
@@ -444,7 +446,7 @@ def _prog() -> str:
     return str(invoked)
 
 
-def _print_next_steps(out: Path, run_id: str) -> None:
+def _print_next_steps(out: Path | str, run_id: str) -> None:
     """The exact commands that look at a run that just finished."""
     where = "" if out == DEFAULT_RESULTS else f" {out}"
     prog = _prog()

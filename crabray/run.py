@@ -50,8 +50,10 @@ from crabray.results import (
     check_output_dir,
     finished_keys,
     list_runs,
+    local_path,
     new_run_id,
     read_manifest,
+    staged_output,
     write_manifest,
 )
 from crabray.run_config import RunSettings
@@ -96,11 +98,26 @@ def run_suite(
 ) -> RunSummary:
     """Run every episode of ``options`` that has no final result yet.
 
+    A results root given as a URI (``s3://...``) is written through a local
+    staging folder uploaded as files land (``crabray.results.staged_output``).
+
     Raises:
         ConfigError: The suite is invalid (``SuiteErrors`` lists every problem), or a
             resume does not match its run.
-        ResultsError: The results directory cannot be read or written.
+        ResultsError: The results directory or store cannot be read or written.
     """
+    with staged_output(options.out_dir, options.resume) as out_dir:
+        staged = options.model_copy(update={"out_dir": out_dir})
+        return _run_suite(staged, on_start, on_progress, on_submit)
+
+
+def _run_suite(
+    options: RunOptions,
+    on_start: StartCallback | None,
+    on_progress: ProgressCallback | None,
+    on_submit: SubmitCallback | None,
+) -> RunSummary:
+    """``run_suite`` with its results root on the local file system."""
     ref = resolve_suite(
         options.suite,
         options.format,
@@ -111,7 +128,7 @@ def run_suite(
     )
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
-    check_output_dir(options.out_dir)
+    check_output_dir(local_path(options.out_dir))
     manifest: RunManifest | None = None
     if options.resume is None:
         manifest = _new_manifest(options, suite)
