@@ -54,23 +54,31 @@ def _episode_rows(s3: S3Server, bucket: str, prefix: str) -> list[dict]:
     return rows
 
 
-def test_run_to_s3_then_leaderboard_from_it(s3: S3Server, bucket: str, tmp_path: Path) -> None:
+def test_run_to_s3_then_leaderboard_from_it(
+    s3: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     uri = s3.uri(bucket, "sweeps/demo")
     done = crabray("run", "tasks/demo", "-a", "oracle", "-a", "noop", "--out", uri)
     assert done.returncode == 0, done.stderr
     assert f"results: {uri}" in done.stdout
+    run_id = next(ln for ln in done.stdout.splitlines() if ln.startswith("results: ")).split()[-1]
+    shown = f"crabray leaderboard '{uri}' --run {run_id}"
+    assert shown in done.stdout, "the next steps name the store, quoted for the shell"
 
     rows = _episode_rows(s3, bucket, "sweeps/demo")
     assert len(rows) == 22, "one committed row per episode, compacted in the bucket"
     episodes = read_episodes(uri)
     assert episodes.groupby("agent")["success"].sum().to_dict() == {"oracle": 11, "noop": 0}
-    assert not list((Path.home() / ".cache" / "crabray").glob("staging-*/runs")), (
+    assert (tmp_path / "cache" / "crabray").is_dir(), "the run was staged in the cache"
+    assert not list((tmp_path / "cache" / "crabray").iterdir()), (
         "the staging folder is removed once everything is uploaded"
     )
 
-    board = crabray("leaderboard", uri, "--format", "json", check=True)
-    scores = {row["agent"]: row["success_rate"] for row in json.loads(board.stdout)}
-    assert scores == {"oracle": 1.0, "noop": 0.0}
+    for run in ([], ["--run", run_id]):
+        board = crabray("leaderboard", uri, *run, "--format", "json", check=True)
+        scores = {row["agent"]: row["success_rate"] for row in json.loads(board.stdout)}
+        assert scores == {"oracle": 1.0, "noop": 0.0}
 
 
 def test_interrupted_run_resumes_exactly_from_the_bucket(
@@ -129,3 +137,14 @@ def test_missing_bucket_is_refused_before_anything_runs(
     resume = crabray("run", "tasks/demo", "-a", "oracle", "--out", s3.uri(bucket), "--resume", "r1")
     assert resume.returncode == 2
     assert f"no run r1 in s3://{bucket}" in resume.stderr
+
+
+def test_readers_of_a_local_root_only_refuse_a_uri() -> None:
+    for args in (["runs", "list", "s3://bucket/results"], ["view", "s3://bucket/results"]):
+        done = crabray(*args)
+        assert done.returncode == 2, done.stderr
+        assert f"crabray {args[0]}" in done.stderr
+        assert "reads a local results root, not s3://bucket/results" in done.stderr
+    site = crabray("leaderboard", "s3://bucket/results", "--html", "site")
+    assert site.returncode == 2
+    assert "--html builds the site from a local results root" in site.stderr
