@@ -53,6 +53,7 @@ from crabray.results import (
     local_path,
     new_run_id,
     read_manifest,
+    shown_uri,
     staged_output,
     write_manifest,
 )
@@ -108,16 +109,17 @@ def run_suite(
     """
     with staged_output(options.out_dir, options.resume) as out_dir:
         staged = options.model_copy(update={"out_dir": out_dir})
-        return _run_suite(staged, on_start, on_progress, on_submit)
+        return _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
 
 
 def _run_suite(
     options: RunOptions,
+    out_given: str | Path,
     on_start: StartCallback | None,
     on_progress: ProgressCallback | None,
     on_submit: SubmitCallback | None,
 ) -> RunSummary:
-    """``run_suite`` with its results root on the local file system."""
+    """``run_suite`` with its results root on the local file system; ``out_given`` is recorded."""
     ref = resolve_suite(
         options.suite,
         options.format,
@@ -131,7 +133,7 @@ def _run_suite(
     check_output_dir(local_path(options.out_dir))
     manifest: RunManifest | None = None
     if options.resume is None:
-        manifest = _new_manifest(options, suite)
+        manifest = _new_manifest(options, suite, out_given)
         run_id = manifest.run_id
     else:
         run_id = _resumed_run(options, options.resume, suite)
@@ -296,8 +298,12 @@ def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
     return wanted
 
 
-def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
-    """The manifest of a new run, written once nothing can refuse the run any more."""
+def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> RunManifest:
+    """The manifest of a new run, written once nothing can refuse the run any more.
+
+    It records the results root as given (a store's URI, keys removed), not the
+    staging folder a store's run is written through.
+    """
     run_id = options.run_id or new_run_id()
     if options.run_id is not None and run_id in list_runs(options.out_dir):
         raise ConfigError(
@@ -316,7 +322,10 @@ def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
             )
         ),
         agents=[a.name for a in options.agents],
-        options=options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
+        options={
+            **options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
+            "out_dir": shown_uri(str(out_given)),
+        },
         crabray_version=__version__,
     )
 

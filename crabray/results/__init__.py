@@ -14,7 +14,7 @@ on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
 
 from __future__ import annotations
 
-from crabray.results._fs import local_path
+from crabray.results._fs import local_path, shown_uri
 from crabray.results._layout import check_output_dir
 from crabray.results.dataset import (
     INFRA_REASONS,
@@ -99,6 +99,7 @@ __all__ = [
     "read_manifest",
     "read_steps",
     "render",
+    "shown_uri",
     "staged_output",
     "steps_table",
     "terminal_view",

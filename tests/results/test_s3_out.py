@@ -66,6 +66,11 @@ def test_run_to_s3_then_leaderboard_from_it(
     shown = f"crabray leaderboard '{uri}' --run {run_id}"
     assert shown in done.stdout, "the next steps name the store, quoted for the shell"
 
+    store, root = pafs.FileSystem.from_uri(uri)
+    with store.open_input_stream(f"{root}/runs/{run_id}.json") as manifest:
+        recorded = json.loads(manifest.read())["options"]["out_dir"]
+    assert recorded == uri, "the manifest records the store, not the staging folder"
+
     rows = _episode_rows(s3, bucket, "sweeps/demo")
     assert len(rows) == 22, "one committed row per episode, compacted in the bucket"
     episodes = read_episodes(uri)
