@@ -307,7 +307,7 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
     run_id = options.run_id or new_run_id()
     if options.run_id is not None and run_id in list_runs(options.out_dir):
         raise ConfigError(
-            f"run {run_id} exists in {options.out_dir}; resume it with --resume {run_id}",
+            f"run {run_id} exists in {shown_uri(str(out_given))}; resume it with --resume {run_id}",
             field="run_id",
         )
     return RunManifest(

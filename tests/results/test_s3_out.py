@@ -125,6 +125,12 @@ def test_interrupted_run_resumes_exactly_from_the_bucket(
     )
     assert read_episodes(uri, run_id).success.all()
 
+    config = tmp_path / "again.toml"
+    config.write_text(f'run_id = "{run_id}"\n')
+    again = crabray("run", str(suite), "-a", "oracle", "--out", uri, "--config", str(config))
+    assert again.returncode == 2, "a new run may not take the id of a run in the store"
+    assert f"run {run_id} exists in {uri}; resume it with --resume {run_id}" in again.stderr
+
 
 def test_missing_bucket_is_refused_before_anything_runs(
     s3: S3Server, bucket: str, tmp_path: Path
