@@ -294,7 +294,8 @@ def run(
         typer.Option(
             envvar="RAY_ADDRESS",
             help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
-            "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head); "
+            "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head "
+            "unless --out is a store URI); "
             "a local Ray instance when omitted.",
         ),
     ] = None,

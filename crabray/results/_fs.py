@@ -39,7 +39,7 @@ def is_url(location: str | Path) -> bool:
 def shown_uri(uri: str) -> str:
     """``uri`` for messages: without keys given in it (``s3://KEY:SECRET@bucket/...``)."""
     parsed = urlparse(uri)
-    if "@" not in parsed.netloc:
+    if ":" not in parsed.netloc.rpartition("@")[0]:  # abfs://CONTAINER@ACCOUNT is no key
         return uri
     return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
 

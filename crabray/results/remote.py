@@ -53,6 +53,8 @@ UPLOAD_INTERVAL_SEC = 0.5
 """How often the uploader looks for files the sink committed."""
 _MANIFEST_SUFFIX = ".json"
 _CHUNK = 1 << 20
+_BUCKET_SCHEMES = ("s3", "gs", "gcs")
+"""Schemes whose URI's first path component is a bucket."""
 
 
 def is_remote(location: str | Path) -> bool:
@@ -111,9 +113,26 @@ def open_remote(uri: str, option: str = "--out") -> RemoteRoot:
         raise ResultsError(f"{option} {shown_uri(uri)}: not a usable URI: {exc}") from exc
     root = root.rstrip("/")
     remote = RemoteRoot(filesystem, root, shown_uri(uri))
-    bucket = root.split("/", 1)[0]
+    if urlparse(uri).scheme in _BUCKET_SCHEMES:
+        _check_bucket(remote, root.split("/", 1)[0], option)
+    probe = remote.path(f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
     try:
-        found = filesystem.get_file_info(bucket).type != pafs.FileType.NotFound
+        with filesystem.open_output_stream(probe) as stream:
+            stream.write(b"")
+        filesystem.delete_file(probe)
+    except OSError as exc:
+        raise ResultsError(f"{option} {remote.uri}: cannot write there: {exc}") from exc
+    return remote
+
+
+def _check_bucket(remote: RemoteRoot, bucket: str, option: str) -> None:
+    """Refuse a store that does not answer, or a bucket that does not exist.
+
+    Raises:
+        ResultsError: Which of the two, and the store's words.
+    """
+    try:
+        found = remote.filesystem.get_file_info(bucket).type != pafs.FileType.NotFound
     except OSError as exc:
         raise ResultsError(
             f"{option} {remote.uri}: the store does not answer or refuses access: {exc}"
@@ -123,14 +142,6 @@ def open_remote(uri: str, option: str = "--out") -> RemoteRoot:
             f"{option} {remote.uri}: bucket {bucket!r} does not exist; create it first "
             "(crabray does not create buckets)"
         )
-    probe = remote.path(f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
-    try:
-        with filesystem.open_output_stream(probe) as stream:
-            stream.write(b"")
-        filesystem.delete_file(probe)
-    except OSError as exc:
-        raise ResultsError(f"{option} {remote.uri}: cannot write there: {exc}") from exc
-    return remote
 
 
 @dataclass
