@@ -313,6 +313,10 @@ def stop_run(
 
     client = _client(_job_address(address))
     job_id = run_job(client, run_id)
+    status = client.get_job_status(job_id)
+    if status.is_terminal():
+        console.print(f"run {run_id} (job {job_id}) already ended: {status.value.lower()}")
+        return
     stopped = stop(client, job_id)
     what = "stopped" if stopped else "asked to stop (it has not stopped yet)"
     console.print(f"run {run_id} (job {job_id}) {what}", highlight=False)

@@ -245,6 +245,12 @@ def test_a_detached_run_writes_its_results_to_an_object_store(
     assert followed.returncode == 0, followed.stdout + followed.stderr
     assert "episodes 3/3, 3 ok" in followed.stdout + followed.stderr
 
+    stopped = _crabray(laptop, cluster, "runs", "stop", run_id, "--address", cluster.jobs)
+    assert f"run {run_id} (job {job_id}) already ended: succeeded" in stopped.stdout
+    unknown = _crabray(laptop, cluster, "runs", "follow", "no-such-run", "--address", cluster.jobs)
+    assert unknown.returncode == 2
+    assert "no job of run no-such-run on this cluster" in unknown.stderr
+
     for name, value in CREDENTIALS.items():  # the laptop reads the store with its own keys
         monkeypatch.setenv(name, value)
     episodes = read_episodes(uri, run_id)
