@@ -24,7 +24,7 @@ from crabray.cli_cluster import cluster_app
 from crabray.cli_envs import envs_app
 from crabray.cli_errors import show_error
 from crabray.cli_llm import llm_app
-from crabray.cli_submit import fetch, pack, submit_run
+from crabray.cli_submit import fetch, follow_run, pack, stop_run, submit_run
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
@@ -185,9 +185,14 @@ RunFileOpt = Annotated[
     ),
 ]
 OutOpt = Annotated[
-    Path | None,
+    str | None,
     _setting_option(
-        "out_dir", "--out", "-o", help="Results root; each run is kept apart under it."
+        "out_dir",
+        "--out",
+        "-o",
+        help="Results root; each run is kept apart under it. A directory, or a URI of a "
+        "store pyarrow writes (s3://BUCKET/PREFIX, gs://...): the run is staged locally and "
+        "uploaded as episodes finish.",
     ),
 ]
 ConcurrencyOpt = Annotated[
@@ -201,7 +206,8 @@ AddressOpt = Annotated[
     typer.Option(
         envvar="RAY_ADDRESS",
         help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
-        "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head); "
+        "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head "
+        "unless --out is a store URI); "
         "a local Ray instance when omitted.",
     ),
 ]
@@ -255,6 +261,14 @@ LocalSlotsOpt = Annotated[
     int | None,
     typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
 ]
+DetachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="With --address http://HEAD:8265: submit the run, print its ids and how to "
+        "follow it (crabray runs follow), and return at once.",
+    ),
+]
 
 
 def _no_runs(out: str | Path, command: str) -> CrabrayError:
@@ -282,10 +296,27 @@ def _resolve_run(out: str | Path, run_id: str | None, command: str) -> str | Non
 
     if run_id != "latest":
         return run_id
-    found = latest_run(out) if "://" not in str(out) else None
+    if "://" in str(out):
+        raise CrabrayError(
+            f"--run latest: crabray lists the runs of a local results root only, not of "
+            f"{out}; give the run id (crabray run printed it)"
+        )
+    found = latest_run(out)
     if found is None:
         raise _no_runs(out, command)
     return found
+
+
+def _local_root(out: str, command: str) -> Path:
+    """``out`` as a local results root; a store URI is refused with the reason."""
+    if "://" in out and not out.startswith("file://"):
+        raise CrabrayError(
+            f"crabray {command} reads a local results root, not {out}: copy the runs here "
+            "first (e.g. `aws s3 sync`), or read the store with `crabray leaderboard URI`"
+        )
+    from crabray.results import local_path
+
+    return local_path(out)
 
 
 def _print_version(value: bool) -> None:
@@ -357,6 +388,7 @@ def run(
     warm: WarmOpt = None,
     pool: PoolOpt = None,
     local_slots: LocalSlotsOpt = None,
+    detach: DetachOpt = False,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
@@ -392,8 +424,10 @@ def run(
     if not settings.agents:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
     if settings.address is not None and settings.address.startswith(("http://", "https://")):
-        submit_run(settings)  # on the cluster, as a Ray job
+        submit_run(settings, detach=detach)  # on the cluster, as a Ray job
         return
+    if detach:
+        raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.run import RunOptions, run_suite
 
@@ -446,9 +480,11 @@ def _prog() -> str:
     return str(invoked)
 
 
-def _print_next_steps(out: Path, run_id: str) -> None:
+def _print_next_steps(out: Path | str, run_id: str) -> None:
     """The exact commands that look at a run that just finished."""
-    where = "" if out == DEFAULT_RESULTS else f" {out}"
+    import shlex
+
+    where = "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
     prog = _prog()
     steps = [
         (f"{prog} leaderboard{where} --run {run_id}", "the leaderboard"),
@@ -456,6 +492,8 @@ def _print_next_steps(out: Path, run_id: str) -> None:
         (f"{prog} leaderboard{where} --html site", "a static site, every run"),
         (f"{prog} runs list{where}", "every run"),
     ]
+    if "://" in str(out):  # a store: the leaderboard reads it, the others a local root
+        steps = [steps[0], (f"{prog} leaderboard{where} --by task_id", "per task")]
     width = max(len(command) for command, _ in steps)
     console.print("look at it with:", highlight=False)
     for command, what in steps:
@@ -587,6 +625,12 @@ def leaderboard(
 
         from crabray.results import check_output_dir
 
+        if "://" in out and not out.startswith("file://"):
+            raise CrabrayError(
+                f"--html builds the site from a local results root, not {out}: copy the runs "
+                "here first (e.g. `aws s3 sync`), or leave out --html"
+            )
+
         check_output_dir(html, "--html")
         importlib.import_module("crabray.results.site")  # without the [site] extra: fail first
     run_id = _resolve_run(out, run_id, "leaderboard")
@@ -687,7 +731,9 @@ def _write_site(
 """
 )
 def view(
-    out: Annotated[Path, typer.Argument(help="Results root.")] = DEFAULT_RESULTS,
+    out_arg: Annotated[
+        str, typer.Argument(metavar="OUT", help="Results root (a local folder).")
+    ] = str(DEFAULT_RESULTS),
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
     host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
     run_id: RunOpt = None,
@@ -699,6 +745,7 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
+    out = _local_root(out_arg, "view")
     if not has_results(out):
         raise _no_runs(out, "view")
     run_id = _resolve_run(out, run_id, "view")
@@ -874,11 +921,14 @@ def tasks_grade(
 """,
 )
 def runs_list(
-    out: Annotated[Path, typer.Argument(help="Results root.")] = DEFAULT_RESULTS,
+    out_arg: Annotated[
+        str, typer.Argument(metavar="OUT", help="Results root (a local folder).")
+    ] = str(DEFAULT_RESULTS),
 ) -> None:
     """List the runs recorded in OUT with their suite and agents."""
     from crabray.results import list_runs, read_manifest
 
+    out = _local_root(out_arg, "runs list")
     manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
     if not manifests:
         raise _no_runs(out, "runs list")
@@ -899,6 +949,20 @@ runs_app.command(
   crabray runs fetch RUN_ID --address http://HEAD:8265 --from /mnt/shared/results --out results
 """,
 )(fetch)
+runs_app.command(
+    "follow",
+    epilog="""Examples:
+
+  crabray runs follow 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+""",
+)(follow_run)
+runs_app.command(
+    "stop",
+    epilog="""Examples:
+
+  crabray runs stop 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+""",
+)(stop_run)
 runs_app.command("pack", hidden=True)(pack)
 
 

@@ -8,7 +8,11 @@ streams back here. Ctrl-C stops the job; what finished is kept on the head
 and ``--resume RUN_ID`` continues it. Results stay on the head (``~/crabray/
 results`` by default; a relative ``--out`` is relative to ``~/crabray`` there,
 an absolute one or a ``file://`` URL is taken as is, e.g. a shared mount);
-``crabray runs fetch`` copies a run back through another small job.
+``crabray runs fetch`` copies a run back through another small job. An
+``--out`` store URI (``s3://...``) is written by the head with the head's
+own credentials (``crabray.results.remote``); nothing of this machine's
+environment is sent. ``--detach`` returns once the job is submitted;
+``crabray runs follow`` and ``crabray runs stop`` find the run's job later.
 """
 
 from __future__ import annotations
@@ -47,6 +51,12 @@ _SHIPPED_PATHS = ("agent_config", "index", "services")
 _NOT_IN_RUN_FILE = {"address", "out_dir", "suite", "resume", "run_id", "suite_origin"}
 
 
+AddressOpt = Annotated[
+    str,
+    typer.Option(envvar="RAY_ADDRESS", help="The head's Job Submission API, http://HEAD:8265."),
+]
+
+
 def remote_out(out: str | Path) -> str:
     """``--out`` as a shell word on the head: relative roots go under ``~/crabray`` there."""
     text = str(out)
@@ -55,20 +65,29 @@ def remote_out(out: str | Path) -> str:
     return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(text)}'
 
 
-def submit_run(settings: RunConfig) -> None:
+def submit_run(settings: RunConfig, detach: bool = False) -> None:
     """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
 
     Checks the suite and agents here first, so a broken suite fails before
-    anything is uploaded.
+    anything is uploaded. An ``--out`` URI is checked for its form only: the
+    head writes the store with its own environment's credentials, and checks
+    it can before any episode runs.
+
+    Args:
+        settings: The run.
+        detach: Return once the job is submitted, printing how to follow and fetch it.
 
     Raises:
         CrabrayError: The API does not answer, the suite is too large or invalid,
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
     from crabray.cluster.submit import check_upload_size, submit
+    from crabray.results import check_uri, is_remote
 
     if settings.address is None or settings.suite is None:
         raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
+    if is_remote(settings.out_dir):
+        check_uri(str(settings.out_dir))
     client = _client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
     from crabray.formats import resolve_suite
@@ -100,21 +119,46 @@ def submit_run(settings: RunConfig) -> None:
             f"crabray-{run_id}-{secrets.token_hex(3)}",
             {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
         )
+    shipped = f"({size / 2**20:.1f} MiB shipped)"
+    if detach:
+        _print_detached(settings, run_id, job_id, shipped)
+        return
     submitted = (
         f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
-        f"({size / 2**20:.1f} MiB shipped); Ctrl-C stops it"
+        f"{shipped}; Ctrl-C stops it"
     )
     code = _follow_or_stop(client, job_id, run_id, settings, submitted)
+    errors.print(_where_results_are(settings, run_id), highlight=False, soft_wrap=True)
+    if code != 0:
+        raise typer.Exit(code)
+
+
+def _where_results_are(settings: RunConfig, run_id: str) -> str:
+    """Where a submitted run's results are, and the command that reads (or fetches) them."""
+    from crabray.results import is_remote
+
+    out = str(settings.out_dir)
+    if is_remote(out):
+        board = f"crabray leaderboard {shlex.quote(out)} --run {run_id}"
+        return f"results are in {escape(out)}; read them with:  {escape(board)}"
     fetch = f"crabray runs fetch {run_id} --address {settings.address}"
     if settings.out_dir != DEFAULT_RESULTS:
-        fetch += f" --from {shlex.quote(str(settings.out_dir))}"
-    errors.print(
-        f"results are on the head; copy them here with:  {escape(fetch)}",
+        fetch += f" --from {shlex.quote(out)}"
+    return f"results are on the head; copy them here with:  {escape(fetch)}"
+
+
+def _print_detached(settings: RunConfig, run_id: str, job_id: str, shipped: str) -> None:
+    """What a detached submission prints: the run and job ids, and how to follow and stop it."""
+    address = settings.address
+    console.print(f"run id: [bold]{run_id}[/]   job id: {job_id}   {shipped}", highlight=False)
+    console.print(
+        f"follow it:  crabray runs follow {run_id} --address {address}\n"
+        f"stop it:    crabray runs stop {run_id} --address {address}\n"
+        f"resume it:  crabray run {escape(str(settings.suite))} ... --address {address} "
+        f"--resume {run_id}\n{_where_results_are(settings, run_id)}",
         highlight=False,
         soft_wrap=True,
     )
-    if code != 0:
-        raise typer.Exit(code)
 
 
 def _client(address: str) -> JobSubmissionClient:
@@ -197,10 +241,7 @@ def _ship_file(path: Path, folder: Path, staging: Path) -> str:
 
 def fetch(
     run_id: Annotated[str, typer.Argument(help="The run to copy here.")],
-    address: Annotated[
-        str,
-        typer.Option(envvar="RAY_ADDRESS", help="The head's Job Submission API, http://HEAD:8265."),
-    ],
+    address: AddressOpt,
     source: Annotated[
         str,
         typer.Option(
@@ -218,12 +259,10 @@ def fetch(
     An earlier copy of the run in OUT is replaced, so fetching again during a
     run brings the episodes finished since.
     """
-    from crabray.cluster.submit import delete, is_job_address, job_output
+    from crabray.cluster.submit import delete, job_output
     from crabray.results import unpack_run
 
-    if not is_job_address(address):
-        raise CrabrayError(f"--address must be the head's http://HOST:8265, not {address}")
-    client = _client(address)
+    client = _client(_job_address(address))
     job_id = client.submit_job(
         entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
         submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
@@ -237,6 +276,59 @@ def fetch(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def follow_run(
+    run_id: Annotated[str, typer.Argument(help="The submitted run to follow.")],
+    address: AddressOpt,
+) -> None:
+    """Show the output of submitted run RUN_ID (from its start) until it ends; exit with its code.
+
+    Ctrl-C stops following, not the run (`crabray runs stop` stops it).
+    """
+    from crabray.cluster.submit import follow, run_job
+
+    client = _client(_job_address(address))
+    job_id = run_job(client, run_id)
+
+    def write(text: str) -> None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+    try:
+        code = follow(client, job_id, write)
+    except KeyboardInterrupt:
+        errors.print(f"stopped following; run {run_id} goes on (job {job_id})", highlight=False)
+        raise typer.Exit(130) from None
+    if code != 0:
+        raise typer.Exit(code)
+
+
+def stop_run(
+    run_id: Annotated[str, typer.Argument(help="The submitted run to stop.")],
+    address: AddressOpt,
+) -> None:
+    """Stop submitted run RUN_ID; what finished is kept (`crabray run ... --resume` goes on)."""
+    from crabray.cluster.submit import run_job, stop
+
+    client = _client(_job_address(address))
+    job_id = run_job(client, run_id)
+    status = client.get_job_status(job_id)
+    if status.is_terminal():
+        console.print(f"run {run_id} (job {job_id}) already ended: {status.value.lower()}")
+        return
+    stopped = stop(client, job_id)
+    what = "stopped" if stopped else "asked to stop (it has not stopped yet)"
+    console.print(f"run {run_id} (job {job_id}) {what}", highlight=False)
+
+
+def _job_address(address: str) -> str:
+    """``address`` if it is the head's Job Submission API, else an error saying so."""
+    from crabray.cluster.submit import is_job_address
+
+    if not is_job_address(address):
+        raise CrabrayError(f"--address must be the head's http://HOST:8265, not {address}")
+    return address
 
 
 def pack(

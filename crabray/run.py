@@ -50,8 +50,11 @@ from crabray.results import (
     check_output_dir,
     finished_keys,
     list_runs,
+    local_path,
     new_run_id,
     read_manifest,
+    shown_uri,
+    staged_output,
     write_manifest,
 )
 from crabray.run_config import RunSettings
@@ -96,11 +99,27 @@ def run_suite(
 ) -> RunSummary:
     """Run every episode of ``options`` that has no final result yet.
 
+    A results root given as a URI (``s3://...``) is written through a local
+    staging folder uploaded as files land (``crabray.results.staged_output``).
+
     Raises:
         ConfigError: The suite is invalid (``SuiteErrors`` lists every problem), or a
             resume does not match its run.
-        ResultsError: The results directory cannot be read or written.
+        ResultsError: The results directory or store cannot be read or written.
     """
+    with staged_output(options.out_dir, options.resume) as out_dir:
+        staged = options.model_copy(update={"out_dir": out_dir})
+        return _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
+
+
+def _run_suite(
+    options: RunOptions,
+    out_given: str | Path,
+    on_start: StartCallback | None,
+    on_progress: ProgressCallback | None,
+    on_submit: SubmitCallback | None,
+) -> RunSummary:
+    """``run_suite`` with its results root on the local file system; ``out_given`` is recorded."""
     ref = resolve_suite(
         options.suite,
         options.format,
@@ -111,10 +130,10 @@ def run_suite(
     )
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
-    check_output_dir(options.out_dir)
+    check_output_dir(local_path(options.out_dir))
     manifest: RunManifest | None = None
     if options.resume is None:
-        manifest = _new_manifest(options, suite)
+        manifest = _new_manifest(options, suite, out_given)
         run_id = manifest.run_id
     else:
         run_id = _resumed_run(options, options.resume, suite)
@@ -279,12 +298,16 @@ def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
     return wanted
 
 
-def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
-    """The manifest of a new run, written once nothing can refuse the run any more."""
+def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> RunManifest:
+    """The manifest of a new run, written once nothing can refuse the run any more.
+
+    It records the results root as given (a store's URI, keys removed), not the
+    staging folder a store's run is written through.
+    """
     run_id = options.run_id or new_run_id()
     if options.run_id is not None and run_id in list_runs(options.out_dir):
         raise ConfigError(
-            f"run {run_id} exists in {options.out_dir}; resume it with --resume {run_id}",
+            f"run {run_id} exists in {shown_uri(str(out_given))}; resume it with --resume {run_id}",
             field="run_id",
         )
     return RunManifest(
@@ -299,7 +322,10 @@ def _new_manifest(options: RunOptions, suite: Suite) -> RunManifest:
             )
         ),
         agents=[a.name for a in options.agents],
-        options=options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
+        options={
+            **options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
+            "out_dir": shown_uri(str(out_given)),
+        },
         crabray_version=__version__,
     )
 

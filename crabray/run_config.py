@@ -24,7 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from crabray.core.errors import ConfigError
 from crabray.core.retry import RetryPolicy
@@ -53,7 +53,11 @@ class RunSettings(BaseModel):
     services: str | None = Field(
         default=None, description="Task folders: the service registry file (default services.yml)."
     )
-    out_dir: Path = Field(default=DEFAULT_RESULTS, description="The results root.")
+    out_dir: Path | str = Field(
+        default=DEFAULT_RESULTS,
+        description="The results root: a directory, or a URI of a store pyarrow writes "
+        "(s3://BUCKET/PREFIX, ...), kept as the string given.",
+    )
     concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
     address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
     resume: str | None = Field(default=None, description="Run id to resume.")
@@ -91,6 +95,12 @@ class RunSettings(BaseModel):
         description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
     )
 
+    @field_validator("out_dir", mode="before")
+    @classmethod
+    def _path_unless_uri(cls, value: object) -> object:
+        """A directory becomes a ``Path``; a URI stays a string (``Path`` would fold its ``//``)."""
+        return value if not isinstance(value, str) or "://" in value else Path(value)
+
 
 class RunConfig(RunSettings):
     """A whole run by name: the suite, the agents (and their file), and the settings."""
@@ -124,7 +134,7 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from exc
     for name in _PATH_FIELDS:
         value = data.get(name)
-        if isinstance(value, str) and not Path(value).is_absolute():
+        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute():
             data[name] = str(path.parent / value)
     return _validate(data, file=str(path))
 

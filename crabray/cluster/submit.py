@@ -164,6 +164,25 @@ def follow(client: JobSubmissionClient, job_id: str, write: Callable[[str], None
     return int(code) if code else 1
 
 
+def run_job(client: JobSubmissionClient, run_id: str) -> str:
+    """The id of the latest job that ran (or runs) crabray run ``run_id`` on this cluster.
+
+    Raises:
+        CrabrayError: No job of the head ran that run.
+    """
+    jobs = [
+        job
+        for job in client.list_jobs()
+        if (job.metadata or {}).get("crabray_run_id") == run_id and job.submission_id
+    ]
+    if not jobs:
+        raise CrabrayError(
+            f"no job of run {run_id} on this cluster (the head forgets jobs when it restarts)"
+        )
+    latest = max(jobs, key=lambda job: job.start_time or 0)
+    return str(latest.submission_id)
+
+
 def stop(client: JobSubmissionClient, job_id: str) -> bool:
     """Stop the job and wait (a minute at most) until it has stopped; whether it has."""
     client.stop_job(job_id)

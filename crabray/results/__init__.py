@@ -14,6 +14,7 @@ on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
 
 from __future__ import annotations
 
+from crabray.results._fs import local_path, shown_uri
 from crabray.results._layout import check_output_dir
 from crabray.results.compare import CHANGES, COMPARE_STATS, RunComparison, compare_runs
 from crabray.results.dataset import (
@@ -33,6 +34,7 @@ from crabray.results.leaderboard import (
     breakdown,
     leaderboard,
 )
+from crabray.results.remote import check_uri, is_remote, staged_output
 from crabray.results.render import render, terminal_view, to_rich_table
 from crabray.results.runs import (
     RunManifest,
@@ -73,13 +75,16 @@ __all__ = [
     "attempts_so_far",
     "breakdown",
     "check_output_dir",
+    "check_uri",
     "compare_runs",
     "episodes_table",
     "finished_keys",
     "has_results",
+    "is_remote",
     "latest_run",
     "leaderboard",
     "list_runs",
+    "local_path",
     "mean_and_standard_error",
     "mean_pass_at_k",
     "nested_roots",
@@ -91,6 +96,8 @@ __all__ = [
     "read_manifest",
     "read_steps",
     "render",
+    "shown_uri",
+    "staged_output",
     "steps_table",
     "terminal_view",
     "to_rich_table",

@@ -1,11 +1,13 @@
-"""Where a dataset is read from: a local directory or any fsspec URL.
+"""Where a dataset is read from: a local directory, a URI pyarrow opens, or any fsspec URL.
 
 Readers list and open files through a pyarrow ``FileSystem``. A plain path (or a
-``file://`` URL) uses pyarrow's native local file system, the fastest; any other
-URL (``memory://``, ``s3://``, ``gs://``, ...) goes through fsspec, wrapped for
-pyarrow with ``FSSpecHandler``, so any store fsspec knows can hold results
-(its driver package, such as ``s3fs``, must be installed). Writing stays local:
-the sink's crash safety rests on atomic renames, which object stores lack.
+``file://`` URL) uses pyarrow's native local file system, the fastest; a URI
+pyarrow opens itself (``s3://``, ``gs://``, ``hdfs://``, ...; endpoint and
+credentials by pyarrow's rules) uses pyarrow's own file system; any other URL
+(``memory://``, ...) goes through fsspec, wrapped for pyarrow with
+``FSSpecHandler`` (its driver package must be installed). The sink writes
+locally, its crash safety resting on atomic renames which object stores lack;
+``crabray.results.remote`` uploads a staged run to a URI.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from crabray.core.errors import ResultsError
@@ -24,11 +27,21 @@ from crabray.core.errors import ResultsError
 logger = logging.getLogger(__name__)
 
 _IGNORED_PREFIXES = (".", "_")
+PYARROW_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
+"""URI schemes pyarrow's ``FileSystem.from_uri`` opens itself (other than ``file``)."""
 
 
 def is_url(location: str | Path) -> bool:
     """Whether ``location`` is a URL (``scheme://...``) rather than a plain path."""
     return isinstance(location, str) and "://" in location
+
+
+def shown_uri(uri: str) -> str:
+    """``uri`` for messages: without keys given in it (``s3://KEY:SECRET@bucket/...``)."""
+    parsed = urlparse(uri)
+    if ":" not in parsed.netloc.rpartition("@")[0]:  # abfs://CONTAINER@ACCOUNT is no key
+        return uri
+    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
 
 
 def local_path(location: str | Path) -> Path:
@@ -114,8 +127,16 @@ def resolve(location: str | Path) -> Location:
     if not is_url(location):
         return Location(pafs.LocalFileSystem(), os.path.abspath(location), str(location))
     url = str(location)
-    if urlparse(url).scheme == "file":
+    scheme = urlparse(url).scheme
+    if scheme == "file":
         return Location(pafs.LocalFileSystem(), str(local_path(url).absolute()), url)
+    if scheme in PYARROW_SCHEMES:
+        shown = shown_uri(url)
+        try:
+            filesystem, root = pafs.FileSystem.from_uri(url)
+        except (pa.ArrowInvalid, OSError, ValueError) as exc:
+            raise ResultsError(f"cannot open results at {shown}: {exc}") from exc
+        return Location(filesystem, root.rstrip("/") or "/", shown)
     import fsspec  # deferred: only URLs need it
 
     try:

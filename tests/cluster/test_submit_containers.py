@@ -27,6 +27,7 @@ import pytest
 
 from crabray.results import list_runs, read_episodes
 from tests.conftest import ROOT
+from tests.s3server import CREDENTIALS, S3Server, start_moto
 
 pytestmark = [pytest.mark.slow]
 
@@ -67,6 +68,8 @@ class ContainerCluster:
     head_ip: str
     worker_ip: str
     token: str
+    gateway: str
+    """This machine's address on the cluster's network (where the test's S3 server listens)."""
 
     @property
     def jobs(self) -> str:
@@ -110,10 +113,18 @@ def cluster() -> Iterator[ContainerCluster]:
     network, head, worker = (f"crabray-jobs-{tag}", f"crabray-head-{tag}", f"crabray-worker-{tag}")
     _docker("network", "create", network)
     try:
+        gateway = _docker(
+            "network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", network
+        ).strip()
+        # The object store's credentials are in the nodes' own environment, as an operator
+        # sets them: the head writes `--out s3://...` with them (the test store's dummy keys).
+        store_env = [
+            arg for name, value in CREDENTIALS.items() for arg in ("-e", f"{name}={value}")
+        ]
         for name in (head, worker):
             _docker(
                 "run", "-d", "--name", name, "--hostname", name, "--network", network,
-                "--shm-size=512m", "crabray/ray-node:latest",
+                "--shm-size=512m", *store_env, "crabray/ray-node:latest",
             )  # fmt: skip
         _docker("exec", head, "crabray", "cluster", "start-head")
         head_ip = _docker("exec", head, "hostname", "-i").split()[0]
@@ -125,7 +136,7 @@ def cluster() -> Iterator[ContainerCluster]:
             "--address", f"{head_ip}:6379", "--hosts", "local=2",
         )  # fmt: skip
         worker_ip = _docker("exec", worker, "hostname", "-i").split()[0]
-        yield ContainerCluster(head, worker, head_ip, worker_ip, token)
+        yield ContainerCluster(head, worker, head_ip, worker_ip, token, gateway)
     finally:
         subprocess.run(["docker", "rm", "-f", head, worker], capture_output=True)
         subprocess.run(["docker", "network", "rm", network], capture_output=True)
@@ -206,6 +217,48 @@ def test_a_submitted_sweep_runs_on_the_cluster_and_resumes(
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "3 episodes were already finished" in resumed.stdout
     assert _run_id(resumed.stderr) == run_id
+
+
+@pytest.fixture(scope="module")
+def store(cluster: ContainerCluster) -> Iterator[S3Server]:
+    """An S3-compatible server the nodes reach at this machine's address on their network."""
+    yield from start_moto(cluster.gateway)
+
+
+def test_a_detached_run_writes_its_results_to_an_object_store(
+    cluster: ContainerCluster, laptop: Path, store: S3Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create_bucket("sweeps")
+    uri = store.uri("sweeps", "team/results")
+    done = _crabray(
+        laptop, cluster, "run", "shipped", "--agent", "oracle", "--address", cluster.jobs,
+        "--out", uri, "--detach",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    ids = next(line for line in done.stdout.splitlines() if line.startswith("run id: "))
+    run_id, job_id = ids.split()[2], ids.split()[5]
+    assert job_id.startswith(f"crabray-{run_id}-")
+    assert f"crabray runs follow {run_id} --address {cluster.jobs}" in done.stdout
+    assert f"crabray leaderboard '{uri}' --run {run_id}" in done.stdout
+
+    followed = _crabray(laptop, cluster, "runs", "follow", run_id, "--address", cluster.jobs)
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    assert "episodes 3/3, 3 ok" in followed.stdout + followed.stderr
+
+    stopped = _crabray(laptop, cluster, "runs", "stop", run_id, "--address", cluster.jobs)
+    assert f"run {run_id} (job {job_id}) already ended: succeeded" in stopped.stdout
+    unknown = _crabray(laptop, cluster, "runs", "follow", "no-such-run", "--address", cluster.jobs)
+    assert unknown.returncode == 2
+    assert "no job of run no-such-run on this cluster" in unknown.stderr
+
+    for name, value in CREDENTIALS.items():  # the laptop reads the store with its own keys
+        monkeypatch.setenv(name, value)
+    episodes = read_episodes(uri, run_id)
+    assert sorted(episodes.task_id) == ["write-0", "write-1", "write-2"]
+    assert episodes.success.all()
+    assert run_id not in list_runs(laptop / "results")
+    staged = _docker("exec", cluster.head, "ls", "-A", "/root/.cache/crabray")
+    assert "staging-" not in staged, "the head's staging folder is gone once all is uploaded"
 
 
 def test_a_bad_suite_fails_here_before_anything_is_shipped(
