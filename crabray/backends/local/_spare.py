@@ -8,6 +8,12 @@ directory and a new holder, exactly what an in-place reset makes, so
 isolation between episodes is the same: nothing of the used sandbox (files,
 processes, IPC objects, keyrings of its user namespace) is reachable from
 the spare, and the used one is removed in the same thread.
+
+The threads live as long as the sandbox (until ``close``): ``bwrap
+--die-with-parent`` ties a holder to the thread that started it (the
+parent-death signal fires when that thread ends), so a holder built here
+must never outlive its thread's pool, and the pool must not end while one
+of its holders serves.
 """
 
 from __future__ import annotations
