@@ -50,6 +50,8 @@ def slot_key(spec: SandboxSpec) -> SlotKey:
 class _Member:
     actor: Any
     spec: SandboxSpec
+    key: SlotKey = field(init=False)
+    """``slot_key(spec)``, made once: the pool counts members by it for every queued item."""
     recycling: Any = None
     """The ``recycle`` call in flight since the actor came back, if any."""
     recycled: bool = False
@@ -57,6 +59,9 @@ class _Member:
     node: Any = None
     """The actor's ``node`` call, made at creation: its (small, inlined) answer stays
     readable in the driver after the node is gone."""
+
+    def __post_init__(self) -> None:
+        self.key = slot_key(self.spec)
 
 
 @dataclass
@@ -99,7 +104,7 @@ class EnvironmentPool:
 
     def live(self) -> Counter[SlotKey]:
         """Actors alive per slot key (busy, idle or starting)."""
-        return Counter(slot_key(m.spec) for m in self._members.values())
+        return Counter(m.key for m in self._members.values())
 
     def can_serve(self, specs: list[SandboxSpec], capacity: dict[SlotKey, int]) -> bool:
         """Whether ``acquire`` can serve all of ``specs`` now without exceeding ``capacity``.
@@ -120,7 +125,7 @@ class EnvironmentPool:
             evictable = sum(
                 len(members)
                 for pool_key, members in self._idle.items()
-                if members and slot_key(members[0].spec) == key
+                if members and members[0].key == key
             )
             if live[key] + count - evictable > capacity.get(key, 0):
                 return False
@@ -267,7 +272,7 @@ class EnvironmentPool:
     def _evict_one(self, key: SlotKey) -> None:
         for idle in self._idle.values():
             for member in idle:
-                if slot_key(member.spec) == key:
+                if member.key == key:
                     idle.remove(member)
                     self._retire(member)
                     return

@@ -9,6 +9,7 @@ behind an actor: every call is a remote call, and a dead actor becomes a
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Any
 
 import ray
@@ -46,9 +47,13 @@ class SandboxSpec(BaseModel):
         """The host kind whose slot the sandbox occupies."""
         return self.host_kind or self.backend
 
-    @property
+    @cached_property
     def pool_key(self) -> str:
-        """Sandboxes with the same key are interchangeable after a reset."""
+        """Sandboxes with the same key are interchangeable after a reset.
+
+        Computed once: the scheduler asks for it several times per episode, and a
+        spec is never changed after it is made.
+        """
         return json.dumps(self.model_dump(), sort_keys=True, default=str)
 
     def config(self) -> EnvironmentConfig:

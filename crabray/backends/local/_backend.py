@@ -80,6 +80,7 @@ from crabray.backends.local._paths import (
     sandbox_abspath,
 )
 from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
+from crabray.backends.local._spare import Built, SpareSandbox
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError
@@ -126,6 +127,8 @@ class LocalBackend(Backend):
         self._isolation: Literal["bwrap", "none"] | None = None
         self._holder: Holder | None = None
         self._guest = Guest(self._launch_guest, f"local sandbox of '{config.name}'")
+        self._spare = SpareSandbox(self._build_spare, _remove, config.name)
+        """Confined without a screen: the next reset's sandbox, built during the episode."""
 
     @property
     def root(self) -> Path:
@@ -169,17 +172,7 @@ class LocalBackend(Backend):
             )
         self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
-        root = self.settings.root_dir or Path(tempfile.gettempdir())
-        try:
-            root = root.expanduser()
-            root.mkdir(parents=True, exist_ok=True)
-            sandbox = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
-            sandbox = Path(os.path.realpath(sandbox))
-            self._make_dirs(sandbox)
-        except OSError as exc:
-            raise SandboxError(
-                f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
-            ) from exc
+        sandbox = self._new_dir()
         try:
             self._display.start(cwd=sandbox)
             if isolation == "bwrap":
@@ -208,11 +201,24 @@ class LocalBackend(Backend):
 
     @override
     def reset(self) -> None:
+        """Give the next episode a clean sandbox.
+
+        Confined without a screen, the first reset wipes the directory and starts
+        a new holder, and orders a spare: a new directory and holder built in a
+        thread while the next episode runs; every later reset swaps the spare in
+        and orders the next one (the used directory is removed in that thread).
+        """
         sandbox = self._require_started("reset")
         self._guest.close()
         self._groups.kill_all()
         self._kill_holder()
         self._display.reset()
+        spare = self._spare.take() if self._uses_spares() else None
+        if spare is not None:
+            self._root, self._holder = spare
+            self._spare.order(used=sandbox)
+            logger.debug("reset local sandbox of '%s': now %s", self.config.name, spare[0])
+            return
         try:
             sandbox.mkdir(parents=True, exist_ok=True)
             for entry in list(os.scandir(sandbox)):
@@ -227,7 +233,49 @@ class LocalBackend(Backend):
             self._holder = start_holder(
                 sandbox, self.config.name, self.settings.network, self._display, self._bound
             )
+        if self._uses_spares():
+            self._spare.order(used=None)
         logger.debug("reset local sandbox %s", sandbox)
+
+    def _new_dir(self) -> Path:
+        """A new, empty sandbox directory (resolved) under the root directory.
+
+        Raises:
+            SandboxError: It could not be made.
+        """
+        root = self.settings.root_dir or Path(tempfile.gettempdir())
+        try:
+            root = root.expanduser()
+            root.mkdir(parents=True, exist_ok=True)
+            sandbox = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
+            sandbox = Path(os.path.realpath(sandbox))
+            self._make_dirs(sandbox)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
+            ) from exc
+        return sandbox
+
+    def _uses_spares(self) -> bool:
+        """Confined without a screen: a screen's socket is bound into the holder and a new
+        screen comes with each reset, so those sandboxes reset in place."""
+        return self._isolation == "bwrap" and self._display.display is None
+
+    def _build_spare(self) -> Built:
+        """A new sandbox directory with a running holder (in the spare's thread).
+
+        Raises:
+            SandboxError: The directory or the holder could not be made.
+        """
+        sandbox = self._new_dir()
+        try:
+            holder = start_holder(
+                sandbox, self.config.name, self.settings.network, self._display, self._bound
+            )
+        except SandboxError:
+            _remove(sandbox)
+            raise
+        return sandbox, holder
 
     @override
     def exec(
@@ -452,6 +500,7 @@ class LocalBackend(Backend):
             return
         self._closed = True
         sandbox, self._root = self._root, None
+        self._spare.close()
         self._guest.close()
         self._groups.kill_all()
         self._kill_holder()

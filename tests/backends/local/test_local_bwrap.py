@@ -188,6 +188,40 @@ def test_reset_kills_processes_and_makes_a_fresh_namespace(jail: LocalBackend) -
     assert "sleep" not in jail.exec("ps -eo comm").stdout
 
 
+_LEAVE_TRACES = (
+    "touch work.left $HOME/home.left /tmp/tmp.left /dev/shm/shm.left 2>/dev/null; "
+    "ipcmk -M 4096 >/dev/null; setsid sleep 300 >/dev/null 2>&1 &"
+)
+_SEE_TRACES = (
+    "ls -A . $HOME /tmp /dev/shm 2>/dev/null | grep -c left; "
+    "ipcs -m | grep -c '^0x'; ps -eo comm | grep -c sleep"
+)
+
+
+def test_every_reset_gives_a_sandbox_without_the_last_episodes_traces(
+    jail: LocalBackend, tmp_path: Path
+) -> None:
+    """From the second reset on, a sandbox built ahead is swapped in: it must be as clean
+    as one reset in place (files, processes, System V IPC objects), every time."""
+    namespaces = set()
+    for episode in range(4):
+        seen = jail.exec(_SEE_TRACES).stdout.split()
+        assert seen == ["0", "0", "0"], f"episode {episode} saw traces of the one before"
+        assert jail.exec(_LEAVE_TRACES).exit_code == 0
+        assert jail.exec(_SEE_TRACES).stdout.split() != ["0", "0", "0"], "traces were left"
+        namespaces.add(jail.describe()["pid_namespace"])
+        jail.reset()
+    assert len(namespaces) == 4, "each episode had its own namespaces"
+    spares = [future.result()[1] for future in jail._spare._next]
+    assert spares, "later resets swap in sandboxes built ahead"
+    pids = [pid for holder in spares for pid in _members(f"pid:[{holder.pid_namespace}]")]
+    assert pids, "the spares' holders run"
+    jail.close()
+    leftovers = list((tmp_path / "sandboxes").iterdir())
+    assert leftovers == [], f"close left sandboxes built ahead: {leftovers}"
+    assert wait_until(lambda: not [p for p in pids if host_pid_alive(p)]), pids
+
+
 def test_a_dead_holder_is_a_sandbox_error_and_reset_recovers(jail: LocalBackend) -> None:
     for pid in _members(f"pid:[{jail.describe()['pid_namespace']}]"):
         with contextlib.suppress(ProcessLookupError):  # pid 1's death takes the others along
