@@ -14,6 +14,11 @@ ALLOWED_OUTSIDE = {"crabray.core.result", "crabray.core.errors", "crabray.core.r
 def test_export_list():
     assert sorted(crabray.results.__all__) == sorted(
         [
+            "check_uri",
+            "is_remote",
+            "local_path",
+            "shown_uri",
+            "staged_output",
             "BREAKDOWN_STATS",
             "CHANGES",
             "COMPARE_STATS",
