@@ -19,6 +19,14 @@ are printed anyway. Prints seconds per run and the ratios crabray/CRAB and
 crabray/Inspect (below 1: crabray is faster).
 
 Usage: python scripts/bench_peers.py [--tasks 1,300,2000] [--cache DIR] [--smoke]
+       [--baseline DIR [--repeat N]]
+
+``--baseline DIR`` (a checkout of another commit, e.g. ``git archive`` of
+main unpacked into DIR) times that checkout's ``crabray run`` beside this
+one's, alternately, ``--repeat`` times per task count (the same Python and
+packages, DIR first on ``PYTHONPATH``), and prints both medians and the
+median of the paired ratios: on a loaded machine the ratio of runs made
+side by side says more than either time.
 
 ``--smoke`` (1 and 20 tasks) only shows that the script runs;
 ``tests/test_bench_scripts.py`` runs it in CI.
@@ -28,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -155,12 +165,21 @@ def peer_python(cache: Path, name: str) -> Path | str:
     return python
 
 
-def timed(command: list[str], cwd: Path) -> float | str:
+LAST_CPU_SEC = [0.0]
+"""CPU seconds (user + system) of the last timed command and every process it waited for."""
+
+
+def timed(command: list[str], cwd: Path, pythonpath: Path | None = None) -> float | str:
     """Seconds the command took, start to exit, or its error when it failed."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, check=False)
     elapsed = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU_SEC[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     if done.returncode != 0:
         return f"failed: {(done.stderr or done.stdout).strip()[-300:]}"
     return elapsed
@@ -172,11 +191,44 @@ def run_peer(python: Path, program: str, tasks: int, work: Path) -> float | str:
     return timed([str(python), str(script), str(tasks)], work)
 
 
-def run_crabray(tasks: int, work: Path) -> float | str:
+def run_crabray(tasks: int, work: Path, checkout: Path | None = None) -> float | str:
+    """``crabray run`` of the trivial suite: this checkout's, or ``checkout``'s."""
     suite = work / "suite.py"
     suite.write_text(CRABRAY_SUITE.replace("N_TASKS", str(tasks)))
     command = [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle"]
-    return timed([*command, "--out", str(work / "out")], work)
+    return timed([*command, "--out", str(work / "out")], work, checkout)
+
+
+def paired(counts: list[int], baseline: Path, repeat: int) -> None:
+    """This checkout's ``crabray run`` against ``baseline``'s, alternated; medians and ratio."""
+    print("this checkout against the baseline, alternated; ratios below 1: this one is faster")
+    print("(CPU: seconds of every process the run waited for, Ray's included)")
+    header = f"{'tasks':>6} {'runs':>5} {'this s':>10} {'baseline s':>11} {'paired ratio':>13}"
+    print(f"{header} {'this CPU s':>11} {'baseline CPU s':>15}")
+    for count in counts:
+        mine: list[float] = []
+        theirs: list[float] = []
+        cpu: dict[Path | None, list[float]] = {None: [], baseline: []}
+        for turn in range(repeat):
+            # Who goes first alternates too, so neither always follows the other.
+            order = [None, baseline] if turn % 2 == 0 else [baseline, None]
+            times: dict[Path | None, float | str] = {}
+            for checkout in order:
+                with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
+                    times[checkout] = run_crabray(count, Path(tmp), checkout)
+                cpu[checkout].append(LAST_CPU_SEC[0])
+            if isinstance(times[None], str) or isinstance(times[baseline], str):
+                raise SystemExit(f"{count} tasks: {times[None]} / baseline {times[baseline]}")
+            mine.append(float(times[None]))
+            theirs.append(float(times[baseline]))
+            print(f"  pair {turn + 1}: {mine[-1]:.2f} s against {theirs[-1]:.2f} s", flush=True)
+        ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+        print(
+            f"{count:>6} {repeat:>5} {statistics.median(mine):>10.2f} "
+            f"{statistics.median(theirs):>11.2f} {statistics.median(ratios):>13.2f} "
+            f"{statistics.median(cpu[None]):>11.2f} {statistics.median(cpu[baseline]):>15.2f}",
+            flush=True,
+        )
 
 
 def cell(value: float | str | None) -> str:
@@ -194,8 +246,15 @@ def main() -> None:
     parser.add_argument("--tasks", default="1,300,2000", help="Task counts, comma-separated.")
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "crabray" / "peers")
     parser.add_argument("--smoke", action="store_true", help="Does it run: 1 and 20 tasks.")
+    parser.add_argument(
+        "--baseline", type=Path, help="Time this checkout of crabray beside the current one."
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="Paired runs per task count.")
     args = parser.parse_args()
     counts = [1, 20] if args.smoke else [int(n) for n in args.tasks.split(",")]
+    if args.baseline is not None:
+        paired(counts, args.baseline.resolve(), 1 if args.smoke else args.repeat)
+        return
     args.cache.mkdir(parents=True, exist_ok=True)
     pythons: dict[str, Path] = {}
     for name in PEERS:

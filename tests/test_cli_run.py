@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -161,3 +163,64 @@ def test_run_on_a_local_instance_removes_sandboxes_abandoned_by_earlier_runs(
     assert done.returncode == 0, done.stderr
     assert not abandoned.exists(), "the abandoned sandbox should have been removed"
     assert read_episodes(tmp_path / "out")["success"].tolist() == [True]
+
+
+def ray_processes(temp_dir: Path) -> list[str]:
+    """The command lines of the processes of a Ray instance started under ``temp_dir``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and str(temp_dir) in argv:
+            found.append(argv)
+    return found
+
+
+def gone(temp_dir: Path, within_sec: float = 30) -> list[str]:
+    """What is still running of the instance after ``within_sec`` (processes killed but
+    not yet reaped on a loaded machine get that long)."""
+    deadline = time.monotonic() + within_sec
+    while (left := ray_processes(temp_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def test_ctrl_c_mid_run_then_resume_leave_no_ray_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither a Ctrl-C nor a normal end leaves a process of the run's local Ray instance
+    running (each run gets its own RAY_TMPDIR, so its processes can be told apart)."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="crt", dir="/tmp"))  # Ray's socket paths are short
+    monkeypatch.setenv("RAY_TMPDIR", str(temp_dir))
+    try:
+        suite = write_sleepy_suite(tmp_path / "slow.py", tasks=6, sleep=1.0)
+        out = tmp_path / "out"
+        driver = subprocess.Popen(
+            [sys.executable, "-m", "crabray", "run", str(suite), "-a", "oracle", "-o", str(out)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not raw_episode_rows(out):
+            assert driver.poll() is None, "the run ended before it could be interrupted"
+            time.sleep(0.1)
+        assert ray_processes(temp_dir), "the run's Ray instance is under RAY_TMPDIR"
+        driver.send_signal(signal.SIGINT)
+        _, stderr = driver.communicate(timeout=120)
+        assert driver.returncode != 0, "interrupted mid-run"
+        assert "Traceback" not in stderr, stderr
+        assert gone(temp_dir) == []
+        finished = len(raw_episode_rows(out))
+        assert 1 <= finished < 6
+        (run_id,) = [p.stem for p in (out / "runs").glob("*.json")]
+        resumed = crabray("run", str(suite), "-a", "oracle", "-o", str(out), "--resume", run_id)
+        assert resumed.returncode == 0, resumed.stderr
+        assert f"{finished} episodes were already finished" in resumed.stdout
+        assert "leaderboard" in resumed.stdout
+        assert gone(temp_dir) == []
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
