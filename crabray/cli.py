@@ -309,13 +309,13 @@ def _resolve_run(out: str | Path, run_id: str | None, command: str) -> str | Non
 
 def _local_root(out: str, command: str) -> Path:
     """``out`` as a local results root; a store URI is refused with the reason."""
-    if "://" in out and not out.startswith("file://"):
+    from crabray.results import is_remote, local_path
+
+    if is_remote(out):
         raise CrabrayError(
             f"crabray {command} reads a local results root, not {out}: copy the runs here "
             "first (e.g. `aws s3 sync`), or read the store with `crabray leaderboard URI`"
         )
-    from crabray.results import local_path
-
     return local_path(out)
 
 
@@ -623,9 +623,9 @@ def leaderboard(
     if html is not None:
         import importlib
 
-        from crabray.results import check_output_dir
+        from crabray.results import check_output_dir, is_remote
 
-        if "://" in out and not out.startswith("file://"):
+        if is_remote(out):
             raise CrabrayError(
                 f"--html builds the site from a local results root, not {out}: copy the runs "
                 "here first (e.g. `aws s3 sync`), or leave out --html"
