@@ -16,7 +16,9 @@ or from an image committed right after start (``snapshot``, which keeps what
 ``init_commands`` installed). Starting a container costs most of a second, so
 with ``warm_spare`` (the default) the next clean container is made in the
 background after every start and reset; reset then only swaps it in, and the
-used container is removed in the background too.
+used container is removed in the background too. While episodes are shorter
+than a start, up to ``max_spares`` are kept under way (see
+:mod:`crabray.backends.docker._spares`).
 
 The image is named (``image``), built from an env under ``envs/`` (``build``),
 or built from a Dockerfile (``build_context``, tagged by its content; see
@@ -39,7 +41,6 @@ import posixpath
 import socket
 import threading
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import docker
@@ -74,6 +75,7 @@ from crabray.backends.docker._engine import (
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
 from crabray.backends.docker._settings import DockerSettings
+from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError
 from crabray.backends.ownership import owner_tag
@@ -120,8 +122,7 @@ class DockerBackend(Backend):
         self._container: Container | None = None
         self._reset_image: str | None = self.image
         self._snapshot: str | None = None
-        self._spare: Future[tuple[Container, Guest]] | None = None
-        self._background: ThreadPoolExecutor | None = None
+        self._spares: SpareQueue[tuple[Container, Guest]] | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._guest = Guest(self._launch_guest, f"docker sandbox of '{config.name}'")
@@ -148,11 +149,14 @@ class DockerBackend(Backend):
         except BaseException:
             self.close()
             raise
-        # Two threads: a used container's removal never delays the next spare's start.
-        self._background = ThreadPoolExecutor(
-            2, thread_name_prefix=f"crabray-docker-{self._sandbox_id}"
-        )
-        self._prepare_spare()
+        if self.settings.warm_spare:
+            self._spares = SpareQueue(
+                self._launch_spare,
+                self._discard_spare,
+                limit=self.settings.max_spares,
+                name=f"crabray-docker-{self._sandbox_id}",
+            )
+            self._spares.top_up()
         logger.debug("docker sandbox of '%s': container %s", self.config.name, self._container.name)
 
     @override
@@ -166,17 +170,15 @@ class DockerBackend(Backend):
         self._guest.close()
         spare = self._take_spare()
         if spare is None:
-            if not self.settings.warm_spare:
+            if self._spares is None:
                 self._remove_container(used)
             fresh = self._launch(self._reset_image, run_init=self._snapshot is None)
             guest = self._container_guest(fresh)
         else:
             fresh, guest = spare
         self._container, self._guest = fresh, guest
-        if self.settings.warm_spare:
-            # The next spare first: the next reset waits for it, nothing waits for the removal.
-            self._prepare_spare()
-            self._submit(self._remove_container, used)
+        if self._spares is not None:
+            self._spares.remove(lambda: self._remove_container(used))
         logger.debug("reset docker sandbox of '%s' to container %s", self.config.name, fresh.name)
 
     @override
@@ -343,21 +345,8 @@ class DockerBackend(Backend):
                 return
             self._closed = True
         self._guest.close()
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            spare.cancel()
-        if self._background is not None:
-            # Not cancel_futures: a pending removal of a used container must still run.
-            self._background.shutdown(wait=True)
-        if (
-            spare is not None
-            and spare.done()
-            and not spare.cancelled()
-            and spare.exception() is None
-        ):
-            spare_container, spare_guest = spare.result()
-            spare_guest.close()
-            self._remove_container(spare_container)
+        if self._spares is not None:
+            self._spares.close()
         container, self._container = self._container, None
         if container is not None:
             self._remove_container(container)
@@ -554,22 +543,13 @@ class DockerBackend(Backend):
         logger.debug("snapshot of '%s' is image %s", self.config.name, image.id)
         return str(image.id)
 
-    def _prepare_spare(self) -> None:
-        if not self.settings.warm_spare or self._background is None:
-            return
-        run_init = self._snapshot is None
-        try:
-            self._spare = self._background.submit(self._launch_spare, run_init)
-        except RuntimeError:  # shut down by a concurrent close()
-            self._spare = None
-
-    def _launch_spare(self, run_init: bool) -> tuple[Container, Guest]:
+    def _launch_spare(self) -> tuple[Container, Guest]:
         """A clean container whose guest already runs (unless the image has no python3).
 
         Started in the background while an episode runs, so the next episode's
         first command or Python call does not pay for starting Python.
         """
-        container = self._launch(self._reset_image, run_init=run_init)
+        container = self._launch(self._reset_image, run_init=self._snapshot is None)
         guest = self._container_guest(container)
         if not self._no_python:
             try:
@@ -590,9 +570,14 @@ class DockerBackend(Backend):
 
         return Guest(launch, f"docker sandbox of '{self.config.name}'")
 
+    def _discard_spare(self, spare: tuple[Container, Guest]) -> None:
+        container, guest = spare
+        guest.close()
+        self._remove_container(container)
+
     def _take_spare(self) -> tuple[Container, Guest] | None:
-        """The warm spare and its guest once ready, or None when there is none or it failed."""
-        spare, self._spare = self._spare, None
+        """The oldest warm spare and its guest once ready; None when there is none or it failed."""
+        spare = self._spares.take() if self._spares is not None else None
         if spare is None:
             return None
         try:
@@ -614,15 +599,6 @@ class DockerBackend(Backend):
         )
         self._remove_container(container)
         return None
-
-    def _submit(self, fn: Any, *args: Any) -> None:
-        if self._background is None:
-            fn(*args)
-            return
-        try:
-            self._background.submit(fn, *args)
-        except RuntimeError:
-            fn(*args)
 
     def _remove_container(self, container: Container) -> None:
         try:

@@ -153,6 +153,13 @@ class DockerSettings(BackendSettings):
         default=True,
         description="Keep the next clean container started in the background, so reset is a swap.",
     )
+    max_spares: int = Field(
+        default=2,
+        ge=1,
+        le=8,
+        description="Most clean containers started ahead of resets (with warm_spare): one while "
+        "episodes last longer than a container start, more while they are shorter (both measured).",
+    )
 
     @field_validator("workdir")
     @classmethod

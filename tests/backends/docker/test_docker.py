@@ -164,7 +164,7 @@ _ORPHAN_MAKER = textwrap.dedent(
         backend_settings={"image": sys.argv[1], "reset": "snapshot", "die_with_owner": False},
     ))
     backend.start()
-    backend._spare.result()  # its warm spare exists too, so no create is in flight at death
+    backend._spares.wait_started()  # its warm spare exists too, so no create is in flight at death
     print(backend.describe()["container"], backend.describe()["snapshot"], flush=True)
     os._exit(0)  # dies without close(): its container and snapshot are orphans now
     """
