@@ -760,6 +760,7 @@ def main() -> None:
             guest_rows += bench_guest(label, args.n)
         except (Unavailable, CrabrayError) as exc:
             logger.info("%s: no guest rows: %s", label, exc)
+    load_before = os.getloadavg()[0]  # the sweeps' figures swing with the machine's load
     throughput = [] if args.no_episodes else bench_episodes(sweep_labels, args.episodes)
     if rows:
         report_latency(rows)
@@ -767,7 +768,12 @@ def main() -> None:
         report_guest(guest_rows)
     if throughput:
         logger.info("")
-        logger.info("trivial suite (one-action episodes, oracle agent) on local Ray")
+        logger.info(
+            "trivial suite (one-action episodes, oracle agent) on local Ray; "
+            "load average %.1f before the sweeps, %.1f after",
+            load_before,
+            os.getloadavg()[0],
+        )
         logger.info(
             f"{'backend':<8} {'concurrency':>11} {'episodes':>9} {'overall ep/s':>13} "
             f"{'first episode s':>16} {'steady ep/s':>12}"
