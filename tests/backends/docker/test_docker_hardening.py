@@ -121,7 +121,7 @@ _OWNER = textwrap.dedent(
         name="doomed_owner", backend="docker", backend_settings={"image": sys.argv[1]},
     ))
     backend.start()
-    backend._spare.result()
+    backend._spares.wait_started()
     print(backend.describe()["container"], flush=True)
     time.sleep(600)
     """
