@@ -257,6 +257,13 @@ def test_settings_errors_name_the_field() -> None:
                 name="bad", backend="docker", backend_settings={"image": "x", "reset": "revert"}
             )
         )
+    with pytest.raises(ConfigError, match="max_spares") as caught:
+        create_backend(
+            EnvironmentConfig(
+                name="bad", backend="docker", backend_settings={"image": "x", "max_spares": 0}
+            )
+        )
+    assert caught.value.field == "backend_settings.max_spares"
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ class Starts:
 
 @pytest.fixture
 def starts() -> Iterator[Starts]:
-    yield Starts(0.2)
+    yield Starts(0.3)
 
 
 def _sweep(queue: SpareQueue[int], episodes: int, episode_sec: float) -> list[int]:
@@ -63,18 +63,18 @@ def _assert_all_used_or_discarded(starts: Starts, taken: list[int]) -> None:
 def test_episodes_shorter_than_a_start_keep_more_spares(starts: Starts) -> None:
     queue = SpareQueue(starts.launch, starts.discard, limit=3, name="t")
     queue.top_up()
-    taken = _sweep(queue, 6, episode_sec=0.05)
-    assert queue.wanted == 3  # a 0.2 s start spans four 0.05 s episodes: the limit holds
+    taken = _sweep(queue, 6, episode_sec=0.03)
+    assert queue.wanted == 3  # a 0.3 s start spans ten 0.03 s episodes: the limit holds
     assert len(set(taken)) == len(taken), "every spare is used once"
     queue.close()
     _assert_all_used_or_discarded(starts, taken)
 
 
 def test_episodes_longer_than_a_start_keep_one(starts: Starts) -> None:
-    starts.start_sec = 0.02
+    starts.start_sec = 0.01
     queue = SpareQueue(starts.launch, starts.discard, limit=3, name="t")
     queue.top_up()
-    taken = _sweep(queue, 4, episode_sec=0.1)
+    taken = _sweep(queue, 4, episode_sec=0.2)
     assert queue.wanted == 1
     queue.close()
     _assert_all_used_or_discarded(starts, taken)
