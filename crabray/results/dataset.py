@@ -15,9 +15,9 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
@@ -28,6 +28,9 @@ from crabray.results._fs import Location, resolve
 from crabray.results._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
+
+if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -360,6 +363,23 @@ def read_episodes(
     kept = _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=not categorical)
     kept = kept.select(wanted)
     return _to_frame(kept if categorical else decode_dictionaries(kept))
+
+
+def read_episode_table(
+    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+) -> pa.Table:
+    """``read_episodes(..., categorical=True)`` as an Arrow table: no pandas frame is made.
+
+    What ``leaderboard_table`` (``crabray leaderboard``) reads: one row per
+    episode, ``CATEGORICAL_COLUMNS`` as Arrow dictionaries, rows in the files'
+    order; empty, with those columns, when nothing has been written.
+
+    Raises:
+        ResultsError: An unknown column, a bad run id, or an unreadable part file
+            (named in the message).
+    """
+    wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
+    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False).select(wanted)
 
 
 def read_steps(
