@@ -284,7 +284,7 @@ def _kept_episodes(
     dictionary: bool = False,
     ordered: bool = True,
 ) -> pa.Table:
-    """Episode rows after deduplication, with ``columns`` plus what ranking needs.
+    """Episode rows after deduplication, with ``columns`` (in that order).
 
     Fast path for large datasets: episode keys become int64 codes (sorted like
     the key columns), rows whose key is unique are kept as they are, and only
@@ -299,7 +299,7 @@ def _kept_episodes(
     needed = list(dict.fromkeys([*EPISODE_KEY, *rank, *columns]))
     table = _read(out_dir, "episodes", run_id, needed, dictionary=dictionary)
     if table.num_rows == 0:
-        return table
+        return table.select(columns)
     key = episode_codes(table)
     if int(key.max()) > 4 * len(key):  # sparse combinations: count over dense codes
         _, key = np.unique(key, return_inverse=True)
@@ -320,8 +320,10 @@ def _kept_episodes(
             )
             return with_ids.drop_columns(["episode_id"])
         # Sorted by key then rank, the last row of each key is the one to keep.
-        last = one_row_per(ranked.select(["__key", "__row"]), ["__key"], keep="last")
-        keep = np.concatenate([keep, last.column("__row").to_numpy()])
+        keys = ranked.column("__key").to_numpy()
+        last = np.append(keys[1:] != keys[:-1], True)
+        keep = np.concatenate([keep, ranked.column("__row").to_numpy()[last]])
+    table = table.select(columns)  # the key and rank columns are not copied below
     if not ordered:
         mask = np.zeros(table.num_rows, bool)
         mask[keep] = True
@@ -361,7 +363,6 @@ def read_episodes(
     """
     wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
     kept = _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=not categorical)
-    kept = kept.select(wanted)
     return _to_frame(kept if categorical else decode_dictionaries(kept))
 
 
@@ -379,7 +380,7 @@ def read_episode_table(
             (named in the message).
     """
     wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
-    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False).select(wanted)
+    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False)
 
 
 def read_steps(
