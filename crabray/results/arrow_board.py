@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from crabray.core.errors import ResultsError
 from crabray.results._aggregate import Codes, combine, pass_columns, summary
+from crabray.results._numpy import to_arrow, to_numpy
 from crabray.results.dataset import INFRA_REASONS
 from crabray.results.leaderboard import (
     _INT_COLUMNS,
@@ -32,14 +33,16 @@ from crabray.results.stats import DEFAULT_CONFIDENCE
 
 
 def _dictionary(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
-    """The column as one dictionary and each row's index into it (-1 for a null)."""
+    """The column as one dictionary and each row's index into it (-1 for a null).
+
+    A dictionary column's chunks share one dictionary (``leaderboard_table``
+    unifies them first).
+    """
     if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    combined = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    if isinstance(combined, pa.ChunkedArray):  # no chunks at all
-        combined = combined.combine_chunks()
-    indices = combined.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-    return combined.dictionary, indices.astype(np.int64)
+        column = pa.chunked_array([pc.dictionary_encode(column.combine_chunks())])
+    if column.num_chunks == 0:
+        return pa.array([], column.type.value_type), np.empty(0, np.int64)
+    return column.chunk(0).dictionary, to_numpy(column, null=-1).astype(np.int64)
 
 
 def _codes(column: pa.ChunkedArray) -> Codes:
@@ -58,7 +61,7 @@ def _graded(episodes: pa.Table) -> np.ndarray:
 
 def _labels(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
     """The values of ``rows`` of a key column, plain strings rather than dictionary indices."""
-    values = column.take(pa.array(rows, pa.int64()))
+    values = column.take(to_arrow(rows.astype(np.int64)))
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
     return values.combine_chunks()
@@ -98,6 +101,7 @@ def leaderboard_table(
         )
     if episodes.num_rows == 0:
         return _empty(episodes, keys)
+    episodes = episodes.unify_dictionaries()
     ids, first = combine([_codes(episodes.column(name)) for name in keys], episodes.num_rows)
     groups = len(first)
     graded = _graded(episodes)
@@ -106,7 +110,7 @@ def leaderboard_table(
     def values(name: str) -> np.ndarray:
         if name not in floats:
             column = episodes.column(name)
-            floats[name] = column.to_numpy().astype(np.float64)
+            floats[name] = to_numpy(column).astype(np.float64)
         return floats[name]
 
     stats = summary(ids, groups, graded, values, confidence, full=True)
@@ -121,10 +125,10 @@ def leaderboard_table(
     columns: dict[str, pa.Array] = {name: _labels(episodes.column(name), first) for name in keys}
     for name in STAT_COLUMNS:
         ints = name in _INT_COLUMNS
-        columns[name] = pa.array(stats[name].astype(np.int64) if ints else stats[name])
+        columns[name] = to_arrow(stats[name].astype(np.int64) if ints else stats[name])
     for name, column in (passes or {}).items():
-        columns[name] = pa.array(column)
-    table = pa.table(columns)
+        columns[name] = to_arrow(column)
+    table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     return table.sort_by(
         [
             ("success_rate", "descending"),
