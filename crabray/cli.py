@@ -29,6 +29,9 @@ from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunSettings
 
 if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
     from crabray.formats import Suite
 
 MAIN_EXAMPLES = """Examples:
@@ -657,19 +660,16 @@ def _print_leaderboard(
 
     Reads only the columns the table needs, so it stays fast on large datasets.
     """
-    import pandas as pd
-
     from crabray.results import (
         EPISODES_SCHEMA,
         LEADERBOARD_INPUT_COLUMNS,
         TAG,
         breakdown,
         compare_runs,
+        leaderboard_table,
+        read_episode_table,
         read_episodes,
-        render,
-        to_rich_table,
     )
-    from crabray.results import leaderboard as board
 
     columns = list(LEADERBOARD_INPUT_COLUMNS)
     if by is not None:
@@ -681,9 +681,18 @@ def _print_leaderboard(
             )
         columns = list(dict.fromkeys([*columns, source]))
     runs = list(compare) if compare is not None else [run_id]
-    # The plain leaderboard reads categoricals, its fastest input; the others group with pandas.
-    fast = compare is None and by is None
-    frames = [read_episodes(out, run, columns, categorical=fast) for run in dict.fromkeys(runs)]
+    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
+    if compare is None and by is None:  # the plain leaderboard: Arrow only, no pandas frame
+        rows = read_episode_table(out, run_id, columns)
+        if rows.num_rows == 0:
+            if run_id is None:
+                raise _no_runs(out, "leaderboard")
+            raise CrabrayError(f"no episodes in {out} for run {run_id}")
+        _show(leaderboard_table(rows, keys), "leaderboard", fmt)
+        return
+    import pandas as pd
+
+    frames = [read_episodes(out, run, columns) for run in dict.fromkeys(runs)]
     for run, frame in zip(dict.fromkeys(runs), frames, strict=True):
         if frame.empty and run is None:
             raise _no_runs(out, "leaderboard")
@@ -691,22 +700,26 @@ def _print_leaderboard(
             raise CrabrayError(f"no episodes in {out} for run {run}")
     episodes = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     summary = None
-    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
     if compare is not None:
         comparison = compare_runs(episodes, *compare)
         table, title, summary = comparison.tasks, "changes per task", comparison.summary
     elif by is not None:
         table, title = breakdown(episodes, by, keys), f"success by {by}"
-    else:
-        table, title = board(episodes, keys), "leaderboard"
+    _show(table, title, fmt)
+    if summary is not None:
+        # csv and json stay machine-readable: the summary goes to stderr there.
+        (console if fmt in ("table", "md") else errors).print(summary, highlight=False)
+
+
+def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
+    """Print a leaderboard-like table in ``fmt`` (a terminal table, md, csv or json)."""
+    from crabray.results import render, to_rich_table
+
     if fmt == "table":
         console.print(to_rich_table(table, title=title))
     else:
         sys.stdout.write(render(table, fmt))  # type: ignore[arg-type]
         sys.stdout.flush()
-    if summary is not None:
-        # csv and json stay machine-readable: the summary goes to stderr there.
-        (console if fmt in ("table", "md") else errors).print(summary, highlight=False)
 
 
 def _write_site(

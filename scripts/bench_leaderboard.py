@@ -5,9 +5,9 @@ Generates episode and step rows in the real schema (``EPISODES_SCHEMA`` and
 vectorised with numpy/pyarrow), then times each reading phase in a child process
 of its own, so that each phase's peak memory (``ru_maxrss``) is its own:
 
-- ``leaderboard``: ``read_episodes`` of the columns the leaderboard needs (as
-  categoricals, as the CLI reads them), then ``leaderboard()`` (pass@k included:
-  every task has several epochs);
+- ``leaderboard``: ``read_episode_table`` of the columns the leaderboard needs
+  (an Arrow table, as the CLI reads them), then ``leaderboard_table()`` (pass@k
+  included: every task has several epochs);
 - ``breakdown-tag``: the same plus ``tags``, then ``breakdown(..., "tag")``;
 - ``compare``: ``compare_runs`` between two runs;
 - ``steps-one-run``: ``read_steps`` of one run (what a report reads per run);
@@ -225,7 +225,8 @@ def _phase(name: str, data: Path) -> dict[str, float]:
         LEADERBOARD_INPUT_COLUMNS,
         breakdown,
         compare_runs,
-        leaderboard,
+        leaderboard_table,
+        read_episode_table,
         read_episodes,
         read_steps,
     )
@@ -233,14 +234,14 @@ def _phase(name: str, data: Path) -> dict[str, float]:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if name == "leaderboard":
-        # As `crabray leaderboard` reads them: categoricals, in the files' order.
-        episodes = read_episodes(data, columns=list(LEADERBOARD_INPUT_COLUMNS), categorical=True)
+        # As `crabray leaderboard` reads them: an Arrow table, in the files' order.
+        rows = read_episode_table(data, columns=list(LEADERBOARD_INPUT_COLUMNS))
         timings["read_sec"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        table = leaderboard(episodes)
+        board = leaderboard_table(rows)
         timings["aggregate_sec"] = time.perf_counter() - t1
-        timings["rows_in"] = len(episodes)
-        timings["rows_out"] = len(table)
+        timings["rows_in"] = rows.num_rows
+        timings["rows_out"] = board.num_rows
     elif name == "breakdown-tag":
         episodes = read_episodes(data, columns=[*LEADERBOARD_INPUT_COLUMNS, "tags"])
         timings["read_sec"] = time.perf_counter() - t0

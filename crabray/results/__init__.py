@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from crabray.results._fs import local_path, shown_uri
 from crabray.results._layout import check_output_dir
+from crabray.results.arrow_board import leaderboard_table
 from crabray.results.compare import CHANGES, COMPARE_STATS, RunComparison, compare_runs
 from crabray.results.dataset import (
     INFRA_REASONS,
     EpisodeKey,
     attempts_so_far,
     finished_keys,
+    read_episode_table,
     read_episodes,
     read_steps,
 )
@@ -83,6 +85,7 @@ __all__ = [
     "is_remote",
     "latest_run",
     "leaderboard",
+    "leaderboard_table",
     "list_runs",
     "local_path",
     "mean_and_standard_error",
@@ -92,6 +95,7 @@ __all__ = [
     "pack_run",
     "pass_at_k",
     "pass_hat_k",
+    "read_episode_table",
     "read_episodes",
     "read_manifest",
     "read_steps",

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from crabray.results._numpy import to_numpy
 from crabray.results.schema import EPISODE_KEY
 
 
@@ -45,7 +46,7 @@ def sorted_codes(column: pa.ChunkedArray) -> np.ndarray:
     makes them) is coded from its indices without touching the strings.
     """
     if pa.types.is_integer(column.type):
-        values = column.to_numpy().astype(np.int64)
+        values = to_numpy(column).astype(np.int64)
         low, high = int(values.min(initial=0)), int(values.max(initial=0))
         if high - low <= 4 * len(values):  # epochs: small numbers, no sort needed
             return values - low
@@ -53,12 +54,12 @@ def sorted_codes(column: pa.ChunkedArray) -> np.ndarray:
         return codes.astype(np.int64)
     if pa.types.is_dictionary(column.type) and column.num_chunks:
         dictionary = column.chunk(0).dictionary
-        indices = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
+        indices = to_numpy(column)
     else:
         encoded = pc.dictionary_encode(column).combine_chunks()
         dictionary = encoded.dictionary
-        indices = encoded.indices.to_numpy(zero_copy_only=False)
-    order = pc.array_sort_indices(dictionary).to_numpy()
+        indices = to_numpy(encoded.indices)
+    order = to_numpy(pc.array_sort_indices(dictionary))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return rank[indices]
@@ -88,10 +89,10 @@ def top_rank_tied(ranked: pa.Table) -> bool:
     same = None
     for name in ("__key", "attempt", "finished_at"):
         values = ranked.column(name).combine_chunks()
-        equal = pc.equal(values[1:], values[:-1]).to_numpy(zero_copy_only=False)
+        equal = to_numpy(pc.equal(values[1:], values[:-1]))
         same = equal if same is None else same & equal
     if same is None or not len(same):
         return False
-    keys = ranked.column("__key").to_numpy()
+    keys = to_numpy(ranked.column("__key"))
     last_of_key = np.append(keys[1:] != keys[:-1], True)[1:]
     return bool((same & last_of_key).any())

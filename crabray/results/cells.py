@@ -17,11 +17,11 @@ both. The rules, by column name:
 from __future__ import annotations
 
 import math
+import sys
 from datetime import datetime
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 _SIGNIFICANT_USD = 4
 
@@ -33,9 +33,13 @@ def plain(value: Any) -> Any:
 
 def is_missing(value: Any) -> bool:
     """Whether a cell holds no value (None, NaN, NaT or pandas' NA)."""
-    if value is None or value is pd.NA or value is pd.NaT:
+    if value is None:
         return True
-    return isinstance(value, float) and math.isnan(value)
+    if isinstance(value, float):
+        return math.isnan(value)
+    # pandas' NA and NaT exist only once pandas is loaded (an Arrow table's cells never hold them).
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and (value is pandas.NA or value is pandas.NaT)
 
 
 def usd(value: float) -> str:

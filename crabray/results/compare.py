@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from crabray.core.errors import ResultsError
 from crabray.results.leaderboard import _graded, _require
+
+if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 

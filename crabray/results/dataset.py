@@ -15,19 +15,24 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
 from crabray.results._fs import Location, resolve
 from crabray.results._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results._layout import PART_SUFFIX, Table, check_run_id
+from crabray.results._numpy import to_arrow, to_numpy
 from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
+
+if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
+    import pandas as pd
+    import pyarrow.dataset as ds  # imported where used: it imports pandas (pyarrow 26)
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +44,6 @@ INFRA_REASONS = frozenset(reason.value for reason in TerminationReason if reason
 
 _RANK = ("attempt", "finished_at", "episode_id")
 _MAX_LIST_RETRIES = 3
-_PARTITIONING = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
 _DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 CATEGORICAL_COLUMNS = frozenset(
     ("run_id", "suite", "task_id", "agent", "model", "termination_reason", "node", "error_type")
@@ -74,6 +78,8 @@ def _diagnose(
     files: list[str], schema: pa.Schema, exc: BaseException, filesystem: pafs.FileSystem
 ) -> Exception:
     """Find which file made a scan fail, so the error can name it."""
+    import pyarrow.dataset as ds
+
     for path in files:
         if filesystem.get_file_info(path).type == pafs.FileType.NotFound:
             return _PartVanishedError(path)
@@ -126,8 +132,14 @@ def read_part_files(
         paths = [os.path.abspath(path) for path in files]
     else:
         paths = [str(path) for path in files]
+    if dictionary and row_filter is None and isinstance(filesystem, pafs.LocalFileSystem):
+        table = _read_as_written(paths, schema, columns)
+        if table is not None:
+            return table
+    import pyarrow.dataset as ds
+
     file_format: ds.FileFormat | str = "parquet"
-    partitioning = _PARTITIONING
+    partitioning = _partitioning()
     if dictionary:
         encoded = [name for name in columns if name in CATEGORICAL_COLUMNS]
         schema = pa.schema(
@@ -158,8 +170,52 @@ def read_part_files(
         raise error from exc
 
 
+def _partitioning() -> ds.Partitioning:
+    import pyarrow.dataset as ds
+
+    return ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+
+
+def _read_as_written(paths: list[str], schema: pa.Schema, columns: list[str]) -> pa.Table | None:
+    """``columns`` of local part files, string columns as dictionaries, or None to scan instead.
+
+    ``read_part_files``' dictionary read of files that hold every column with its
+    schema type (what the sink writes), file by file with ``pyarrow.parquet``:
+    ``pyarrow.dataset`` is not imported, nor pandas with it. None when a file
+    lacks a column or has another type, or cannot be read: the dataset scan
+    then casts what it can and names the file it cannot read.
+    """
+    encoded = [name for name in columns if name in CATEGORICAL_COLUMNS]
+    expected = {
+        name: _DICTIONARY if name in encoded else schema.field(name).type for name in columns
+    }
+    tables = []
+    # As in the scan, the system allocator: pyarrow's default (mimalloc here) took three
+    # times the CPU on these reads. ParquetFile takes no pool, so it is swapped in for the
+    # read (buffers are freed to the pool that allocated them).
+    default = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        for path in paths:
+            part = pq.ParquetFile(path, read_dictionary=encoded, pre_buffer=True)
+            found = part.schema_arrow
+            if any(
+                found.get_field_index(name) < 0 or found.field(name).type != kind
+                for name, kind in expected.items()
+            ):
+                return None
+            tables.append(part.read(columns=columns).select(columns))
+        return pa.concat_tables(tables).unify_dictionaries()
+    except (pa.ArrowException, OSError, KeyError):  # KeyError: no such column to encode
+        return None
+    finally:
+        pa.set_memory_pool(default)
+
+
 def _run_partitioning(paths: list[str]) -> ds.Partitioning:
     """Hive partitioning with ``run_id`` as a dictionary of the runs ``paths`` are in."""
+    import pyarrow.dataset as ds
+
     runs = sorted(
         {posixpath.basename(posixpath.dirname(path)).removeprefix("run_id=") for path in paths}
     )
@@ -191,6 +247,8 @@ def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.R
         ResultsError: A file is not readable Parquet or does not fit ``schema``; the
             message names the file.
     """
+    import pyarrow.dataset as ds
+
     filesystem = pafs.LocalFileSystem()
     paths = [os.path.abspath(path) for path in files]
     for path in paths:
@@ -199,7 +257,7 @@ def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.R
             schema=schema,
             format="parquet",
             filesystem=filesystem,
-            partitioning=_PARTITIONING,
+            partitioning=_partitioning(),
             partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
         )
         batches = iter(dataset.to_batches(columns=list(schema.names), use_threads=False))
@@ -281,7 +339,7 @@ def _kept_episodes(
     dictionary: bool = False,
     ordered: bool = True,
 ) -> pa.Table:
-    """Episode rows after deduplication, with ``columns`` plus what ranking needs.
+    """Episode rows after deduplication, with ``columns`` (in that order).
 
     Fast path for large datasets: episode keys become int64 codes (sorted like
     the key columns), rows whose key is unique are kept as they are, and only
@@ -296,7 +354,7 @@ def _kept_episodes(
     needed = list(dict.fromkeys([*EPISODE_KEY, *rank, *columns]))
     table = _read(out_dir, "episodes", run_id, needed, dictionary=dictionary)
     if table.num_rows == 0:
-        return table
+        return table.select(columns)
     key = episode_codes(table)
     if int(key.max()) > 4 * len(key):  # sparse combinations: count over dense codes
         _, key = np.unique(key, return_inverse=True)
@@ -306,9 +364,9 @@ def _kept_episodes(
         rows = np.flatnonzero(repeated)
         ranked = (
             table.select(rank)
-            .take(rows)
-            .append_column("__key", pa.array(key[rows]))
-            .append_column("__row", pa.array(rows))
+            .take(to_arrow(rows))
+            .append_column("__key", to_arrow(key[rows]))
+            .append_column("__row", to_arrow(rows))
             .sort_by([("__key", "ascending"), *((name, "ascending") for name in rank)])
         )
         if "episode_id" not in rank and top_rank_tied(ranked):
@@ -317,14 +375,16 @@ def _kept_episodes(
             )
             return with_ids.drop_columns(["episode_id"])
         # Sorted by key then rank, the last row of each key is the one to keep.
-        last = one_row_per(ranked.select(["__key", "__row"]), ["__key"], keep="last")
-        keep = np.concatenate([keep, last.column("__row").to_numpy()])
+        keys = to_numpy(ranked.column("__key"))
+        last = np.append(keys[1:] != keys[:-1], True)
+        keep = np.concatenate([keep, to_numpy(ranked.column("__row"))[last]])
+    table = table.select(columns)  # the key and rank columns are not copied below
     if not ordered:
         mask = np.zeros(table.num_rows, bool)
         mask[keep] = True
-        return table.filter(pa.array(mask))
+        return table.filter(to_arrow(mask))
     keep = keep[np.argsort(key[keep], kind="stable")]
-    return table.take(keep)
+    return table.take(to_arrow(keep))
 
 
 def read_episodes(
@@ -358,8 +418,24 @@ def read_episodes(
     """
     wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
     kept = _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=not categorical)
-    kept = kept.select(wanted)
     return _to_frame(kept if categorical else decode_dictionaries(kept))
+
+
+def read_episode_table(
+    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+) -> pa.Table:
+    """``read_episodes(..., categorical=True)`` as an Arrow table: no pandas frame is made.
+
+    What ``leaderboard_table`` (``crabray leaderboard``) reads: one row per
+    episode, ``CATEGORICAL_COLUMNS`` as Arrow dictionaries, rows in the files'
+    order; empty, with those columns, when nothing has been written.
+
+    Raises:
+        ResultsError: An unknown column, a bad run id, or an unreadable part file
+            (named in the message).
+    """
+    wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
+    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False)
 
 
 def read_steps(
@@ -381,6 +457,8 @@ def read_steps(
     wanted = _check_columns(columns, STEPS_SCHEMA, "steps")
     kept = _kept_episodes(out_dir, run_id, ["episode_id"], dictionary=True).column("episode_id")
     needed = list(dict.fromkeys([*STEP_KEY, *wanted]))
+    import pyarrow.dataset as ds
+
     steps = _read(out_dir, "steps", run_id, needed, ds.field("episode_id").isin(kept))
     if steps.num_rows:
         steps = steps.sort_by([(name, "ascending") for name in STEP_KEY])

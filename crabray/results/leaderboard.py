@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from crabray.core.errors import ResultsError
+from crabray.results._aggregate import Codes, combine, pass_columns, summary
 from crabray.results.dataset import INFRA_REASONS
-from crabray.results.stats import (
-    DEFAULT_CONFIDENCE,
-    pass_at_k,
-    pass_hat_k,
-    wilson_intervals,
-)
+from crabray.results.stats import DEFAULT_CONFIDENCE
+
+if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -122,64 +121,34 @@ def _graded(episodes: pd.DataFrame) -> np.ndarray:
 def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
     """Dense group ids per row for ``keys`` (nulls are a group), and each group's key values.
 
-    Coding each key column once and combining the codes as integers is
-    several times faster than pandas' groupby on object columns at a million
-    rows, and every statistic below is then a ``np.bincount``. Categorical
-    columns (``read_episodes(..., categorical=True)``) are coded already (their
-    labels stay categorical: see ``_plain``). Group ids are numbered in the
-    order of the combined codes.
+    Categorical columns (``read_episodes(..., categorical=True)``) are coded
+    already (their labels stay categorical: see ``_plain``).
     """
-    ids, first = _combine([_column_codes(frame[name]) for name in keys], len(frame))
+    ids, first = combine([_column_codes(frame[name]) for name in keys], len(frame))
     labels = frame[list(keys)].iloc[first].reset_index(drop=True)
     return ids, labels
 
 
-def _combine(codes: Sequence[tuple[np.ndarray, int]], rows: int) -> tuple[np.ndarray, np.ndarray]:
-    """Dense ids of the rows' code tuples, and one row index per id (its first, or any row).
-
-    Args:
-        codes: Per key, the rows' integer codes and how many codes there can be.
-        rows: The number of rows (the codes' length).
-    """
-    combined = np.zeros(rows, np.int64)
-    span = 1
-    for values, size in codes:
-        if span * size >= 2**62:
-            _, combined = np.unique(combined, return_inverse=True)
-            span = int(combined.max(initial=0)) + 1
-        combined = combined * size + values
-        span *= size
-    if span <= 4 * rows + 1024:
-        # Few possible codes: number the ones present by counting, not by sorting.
-        dense = np.cumsum(np.bincount(combined, minlength=span) > 0) - 1
-        ids = dense[combined]
-        first = np.empty(int(dense[-1]) + 1, np.int64)
-        first[ids] = np.arange(len(ids))  # any row of a group gives its key values
-    else:
-        _, first, ids = np.unique(combined, return_index=True, return_inverse=True)
-    return ids.reshape(-1), first
-
-
 def _plain(table: pd.DataFrame) -> pd.DataFrame:
     """``table`` with categorical columns as plain values: results never depend on input dtypes."""
+    import pandas as pd
+
     for name in table.columns:
         if isinstance(table[name].dtype, pd.CategoricalDtype):
             table[name] = table[name].astype(table[name].cat.categories.dtype)
     return table
 
 
-def _column_codes(column: pd.Series) -> tuple[np.ndarray, int]:
+def _column_codes(column: pd.Series) -> Codes:
     """Integer codes of a column's values (null included) and how many codes there can be."""
+    import pandas as pd
+
     if isinstance(column.dtype, pd.CategoricalDtype):
         size = len(column.cat.categories) + 1
         codes = column.cat.codes.to_numpy().astype(np.int64)
         return np.where(codes < 0, size - 1, codes), size
     codes, uniques = pd.factorize(column, use_na_sentinel=False)
     return codes.astype(np.int64), max(len(uniques), 1)
-
-
-def _sums(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
-    return np.bincount(ids, weights=values, minlength=groups)
 
 
 def _summarise(
@@ -190,44 +159,18 @@ def _summarise(
     full: bool,
     grouping: tuple[np.ndarray, pd.DataFrame] | None = None,
 ) -> pd.DataFrame:
-    """Per ``keys`` group: counts, rates with intervals, means and sums over graded rows.
+    """Per ``keys`` group: ``_aggregate.summary``'s columns after the group's key values.
 
     ``grouping`` is ``_group_ids(episodes, keys)`` when the caller has it already.
     """
     ids, table = grouping if grouping is not None else _group_ids(episodes, keys)
-    groups = len(table)
-    graded = _graded(episodes)
-    weight = graded.astype(np.float64)
-    n = _sums(ids, groups, weight)
-    successes = _sums(ids, groups, weight * episodes["success"].to_numpy(dtype=np.float64))
 
-    def total(column: str) -> np.ndarray:
-        return _sums(ids, groups, np.where(graded, episodes[column].to_numpy(np.float64), 0.0))
+    def values(column: str) -> np.ndarray:
+        return episodes[column].to_numpy(np.float64)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-
-        def mean(column: str) -> np.ndarray:
-            return np.where(n > 0, total(column) / n, np.nan)
-
-        table["episodes"] = n
-        table["successes"] = successes
-        table["success_rate"] = np.where(n > 0, successes / n, np.nan)
-        table["success_ci_low"], table["success_ci_high"] = wilson_intervals(
-            successes, n, confidence
-        )
-        score = episodes["score"].to_numpy(np.float64)
-        table["mean_score"] = mean_score = mean("score")
-        squares = _sums(ids, groups, np.where(graded, (score - mean_score[ids]) ** 2, 0.0))
-        table["score_se"] = np.where(n > 1, np.sqrt(squares / (n - 1) / n), np.nan)
-        table["mean_steps"] = mean("steps")
-        table["cost_usd"] = cost = total("cost_usd")
-        table["cost_per_success"] = np.where(successes > 0, cost / successes, np.nan)
-        table["infra_errors"] = _sums(ids, groups, 1.0 - weight)
-        if full:
-            table["mean_completeness"] = mean("completeness")
-            table["mean_wall_time_sec"] = mean("wall_time_sec")
-            for column in ("tokens_in", "tokens_out", "model_calls"):
-                table[column] = total(column)
+    columns = summary(ids, len(table), _graded(episodes), values, confidence, full=full)
+    for name, column in columns.items():
+        table[name] = column
     ints = [name for name in _INT_COLUMNS if name in table.columns]
     return table.astype(dict.fromkeys(ints, "int64"))
 
@@ -235,55 +178,15 @@ def _summarise(
 def _pass_columns(
     episodes: pd.DataFrame, ids: np.ndarray, groups: int, max_k: int | None
 ) -> dict[str, np.ndarray] | None:
-    """pass@k and pass^k per group for k = 1..K, or None when no task was repeated.
-
-    ``ids`` are the rows' group ids (``_group_ids``), ``groups`` how many there
-    are; the columns come back indexed by group id. A task's attempts are its
-    graded epochs within one run: ``(run_id, suite, task_id)`` is one task
-    sample with n attempts and c successes, and a group's value is the mean
-    over its samples. K of a group is the fewest attempts any of its samples
-    had (the average over tasks must mean the same thing for every task),
-    capped by ``max_k``; NaN beyond it, and for a group without graded rows.
-    The estimators are evaluated once per distinct ``(n, c)`` pair with exact
-    integer binomials. Everything works on the graded rows' codes, never on a
-    filtered copy of the frame.
-    """
-    rows = np.flatnonzero(_graded(episodes))
-    if len(rows) == 0:
-        return None
-    group_of_row = ids[rows]
-    codes = [(group_of_row, groups)]
-    for name in _TASK_SAMPLE:
-        values, size = _column_codes(episodes[name])
-        codes.append((values[rows], size))
-    sample_of_row, first = _combine(codes, len(rows))
-    n = np.bincount(sample_of_row)
-    success = episodes["success"].to_numpy(np.float64)[rows]
-    c = np.bincount(sample_of_row, weights=success).astype(np.int64)
-    group = group_of_row[first]
-    k_of_group = np.full(groups, np.iinfo(np.int64).max)
-    np.minimum.at(k_of_group, group, n)
-    sampled = np.bincount(group, minlength=groups)
-    top = int(k_of_group[sampled > 0].max())
-    top = top if max_k is None else min(top, max_k)
-    if top < 2:
-        return None
-    radix = int(n.max()) + 1
-    code = n * radix + c
-    pairs = [(int(value) // radix, int(value) % radix) for value in np.unique(code)]
-    lookup = np.empty(int(code.max()) + 1)
-    result = {}
-    for estimator, symbol in ((pass_at_k, "@"), (pass_hat_k, "^")):
-        for k in range(1, top + 1):
-            lookup[:] = np.nan
-            for pair_n, pair_c in pairs:
-                if pair_n >= k:
-                    lookup[pair_n * radix + pair_c] = estimator(pair_n, pair_c, k)
-            sums = np.bincount(group, weights=lookup[code], minlength=groups)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                means = sums / sampled
-            result[f"pass{symbol}{k}"] = np.where((k_of_group >= k) & (sampled > 0), means, np.nan)
-    return result
+    """``_aggregate.pass_columns`` of the frame's rows: a task sample is ``_TASK_SAMPLE``."""
+    return pass_columns(
+        ids,
+        groups,
+        _graded(episodes),
+        [_column_codes(episodes[name]) for name in _TASK_SAMPLE],
+        episodes["success"].to_numpy(np.float64),
+        max_k,
+    )
 
 
 def leaderboard(
@@ -331,11 +234,15 @@ def leaderboard(
     table = table[[*keys, *STAT_COLUMNS]]
     passes = _pass_columns(episodes, ids, len(table), max_k)
     if passes is not None:  # indexed by group id, as the rows of ``table`` are
+        import pandas as pd
+
         table = pd.concat([table, pd.DataFrame(passes)], axis=1)
     return _best_first(_plain(table), keys)
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:
+    import pandas as pd
+
     frame = pd.DataFrame({name: pd.Series(dtype=object) for name in columns})
     return frame.astype(
         {

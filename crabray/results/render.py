@@ -15,16 +15,23 @@ import json
 import logging
 import math
 import re
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-import pandas as pd
+import pyarrow as pa
 from rich import box
 from rich.table import Table
 
 from crabray.core.errors import ResultsError
 from crabray.results.cells import format_cell, is_missing
 
+if TYPE_CHECKING:  # a frame's caller has imported pandas; an Arrow table's need not
+    import pandas as pd
+
 logger = logging.getLogger(__name__)
+
+Frame: TypeAlias = "pd.DataFrame | pa.Table"
+"""What the renderings take: a pandas frame, or an Arrow table of plain columns."""
 
 TERMINAL_WIDTH = 80
 """Widest terminal table ``to_rich_table`` builds by default."""
@@ -93,23 +100,61 @@ _COLUMN_GAP = 3  # rich SIMPLE_HEAD: padding either side plus the (blank) divide
 _EDGES = 2
 
 
-def _numeric(table: pd.DataFrame, column: str) -> bool:
-    return pd.api.types.is_numeric_dtype(table[column]) and not pd.api.types.is_bool_dtype(
-        table[column]
+@dataclass
+class _Grid:
+    """A small table as Python values per column: what the terminal and Markdown need.
+
+    Both a pandas frame (``leaderboard``, ``breakdown``, ``compare_runs``) and an
+    Arrow table (``leaderboard_table``, which ``crabray leaderboard`` uses without
+    importing pandas) become one, so that they render alike.
+    """
+
+    columns: dict[str, list[Any]]
+    numeric: dict[str, bool]
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.columns)
+
+    def select(self, names: list[str]) -> _Grid:
+        return _Grid({n: self.columns[n] for n in names}, {n: self.numeric[n] for n in names})
+
+
+def _grid(table: Frame) -> _Grid:
+    if isinstance(table, pa.Table):
+        types = {field.name: field.type for field in table.schema}
+        return _Grid(
+            {name: table.column(name).to_pylist() for name in table.column_names},
+            {
+                name: pa.types.is_integer(kind)
+                or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind)
+                for name, kind in types.items()
+            },
+        )
+    import pandas as pd  # a frame was given: pandas is loaded already
+
+    def numeric(column: pd.Series) -> bool:
+        return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+
+    return _Grid(
+        {str(name): list(table[name]) for name in table.columns},
+        {str(name): numeric(table[name]) for name in table.columns},
     )
 
 
-def _markdown(table: pd.DataFrame) -> str:
+def _markdown(table: Frame) -> str:
     """A GitHub-flavoured markdown table (pandas' own needs the optional ``tabulate``)."""
 
     def escape(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", " ")
 
-    columns = [str(name) for name in table.columns]
+    grid = _grid(table)
+    columns = grid.names
     header = "| " + " | ".join(escape(name) for name in columns) + " |"
-    rule = "|" + "|".join("---:" if _numeric(table, c) else "---" for c in table.columns) + "|"
+    rule = "|" + "|".join("---:" if grid.numeric[c] else "---" for c in columns) + "|"
     lines = [header, rule]
-    for row in table.itertuples(index=False, name=None):
+    for row in zip(*grid.columns.values(), strict=True):
         cells = (
             escape(format_cell(column, value)) for column, value in zip(columns, row, strict=True)
         )
@@ -117,14 +162,16 @@ def _markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render(table: pd.DataFrame, fmt: Literal["md", "csv", "json"]) -> str:
+def render(table: Frame, fmt: Literal["md", "csv", "json"]) -> str:
     """Render a leaderboard (or any frame) as text for a file or a report.
 
     ``md`` rounds floats for reading; ``csv`` and ``json`` keep full precision
     for machines. Missing values are blank in ``md`` and ``csv``, null in ``json``.
 
     Args:
-        table: The frame to render, typically ``leaderboard(...)``'s.
+        table: The frame to render, typically ``leaderboard(...)``'s, or an Arrow
+            table (``leaderboard_table(...)``'s: ``csv`` and ``json`` convert it
+            to a frame, so they read the same whichever was given).
         fmt: ``md`` (markdown table), ``csv`` (with header) or ``json`` (a list
             of row objects).
 
@@ -133,11 +180,12 @@ def render(table: pd.DataFrame, fmt: Literal["md", "csv", "json"]) -> str:
     """
     if fmt == "md":
         return _markdown(table)
+    frame = table.to_pandas() if isinstance(table, pa.Table) else table
     if fmt == "csv":
-        return table.to_csv(index=False)
+        return frame.to_csv(index=False)
     if fmt == "json":
         # pandas turns NaN into null and numpy scalars into numbers; json lays it out.
-        return json.dumps(json.loads(table.to_json(orient="records")), indent=2) + "\n"
+        return json.dumps(json.loads(frame.to_json(orient="records")), indent=2) + "\n"
     raise ResultsError(f"unknown leaderboard format {fmt!r}; use 'md', 'csv' or 'json'")
 
 
@@ -152,6 +200,42 @@ def _priority(column: str, max_k: int) -> float:
     if column.startswith("success_ci_"):
         return math.inf  # shown merged as success_ci
     return -1
+
+
+def _view(grid: _Grid, max_width: int) -> _Grid:
+    """``terminal_view`` of a grid (see there), the merged ``success_ci`` included."""
+    shown = [
+        name
+        for name, values in grid.columns.items()
+        if any(not is_missing(value) for value in values)
+        and not (
+            name in _USAGE_COLUMNS and all(is_missing(value) or value == 0 for value in values)
+        )
+    ]
+    view = grid.select(shown)
+    if {"success_ci_low", "success_ci_high", "success_rate"} <= set(shown):
+        bounds = zip(grid.columns["success_ci_low"], grid.columns["success_ci_high"], strict=True)
+        merged = ["" if is_missing(low) else f"{low:.2f}-{high:.2f}" for low, high in bounds]
+        at = shown.index("success_rate") + 1
+        names = [*shown[:at], "success_ci", *shown[at:]]
+        view.columns["success_ci"], view.numeric["success_ci"] = merged, False
+        view = view.select(names)
+    ks = [int(m[2]) for m in map(_PASS.match, view.names) if m]
+    max_k = max(ks, default=0)
+    ranked = sorted(
+        (c for c in view.names if _priority(c, max_k) != math.inf),
+        key=lambda c: _priority(c, max_k),
+    )
+    width = _EDGES - _COLUMN_GAP
+    chosen: set[str] = set()
+    for column in ranked:
+        header = _SHORT_HEADERS.get(column, column)
+        needed = max([len(header), *(len(format_cell(column, v)) for v in view.columns[column])])
+        if _priority(column, max_k) >= 0 and width + _COLUMN_GAP + needed > max_width:
+            continue
+        width += _COLUMN_GAP + needed
+        chosen.add(column)
+    return view.select([c for c in view.names if c in chosen])
 
 
 def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.DataFrame:
@@ -174,34 +258,16 @@ def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.Da
     """
     if len(table) == 0:
         return table
-    view = table.loc[:, table.notna().any(axis=0)].copy()
-    for name in _USAGE_COLUMNS:
-        if name in view.columns and (view[name].fillna(0) == 0).all():
-            view = view.drop(columns=name)
-    if {"success_ci_low", "success_ci_high", "success_rate"} <= set(view.columns):
-        bounds = zip(table["success_ci_low"], table["success_ci_high"], strict=True)
-        merged = ["" if is_missing(low) else f"{low:.2f}-{high:.2f}" for low, high in bounds]
-        view.insert(list(view.columns).index("success_rate") + 1, "success_ci", merged)
-    ks = [int(m[2]) for m in map(_PASS.match, view.columns) if m]
-    max_k = max(ks, default=0)
-    ranked = sorted(
-        (c for c in view.columns if _priority(c, max_k) != math.inf),
-        key=lambda c: _priority(c, max_k),
-    )
-    width = _EDGES - _COLUMN_GAP
-    chosen: set[str] = set()
-    for column in ranked:
-        header = _SHORT_HEADERS.get(column, column)
-        needed = max([len(header), *(len(format_cell(column, v)) for v in view[column])])
-        if _priority(column, max_k) >= 0 and width + _COLUMN_GAP + needed > max_width:
-            continue
-        width += _COLUMN_GAP + needed
-        chosen.add(column)
-    return view[[c for c in view.columns if c in chosen]]
+    view = _view(_grid(table), max_width)
+    frame = table.copy()
+    frame.columns = [str(name) for name in frame.columns]
+    if "success_ci" in view.numeric:
+        frame["success_ci"] = view.columns["success_ci"]
+    return frame[view.names]
 
 
 def to_rich_table(
-    table: pd.DataFrame, title: str | None = None, *, max_width: int | None = TERMINAL_WIDTH
+    table: Frame, title: str | None = None, *, max_width: int | None = TERMINAL_WIDTH
 ) -> Table:
     """The frame as a ``rich`` table for the terminal, rounded like the markdown one.
 
@@ -209,21 +275,22 @@ def to_rich_table(
     ``max_width``; the md, csv and json renderings keep every column and name.
 
     Args:
-        table: The frame to show, typically ``leaderboard(...)``'s.
-        title: A title above the table.
+        table: The frame to show, typically ``leaderboard(...)``'s, or an Arrow
+            table (``leaderboard_table(...)``'s).
         max_width: Widest table to build; None shows every column that has a value.
     """
-    table = terminal_view(table, max_width or 1_000_000)
+    grid = _grid(table)
+    if table.shape[0]:
+        grid = _view(grid, max_width or 1_000_000)
     rich_table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
-    columns = [str(name) for name in table.columns]
-    for column in columns:
+    for column in grid.names:
         header = _SHORT_HEADERS.get(column, column)
-        right = _numeric(table, column) or column == "success_ci"
+        right = grid.numeric[column] or column == "success_ci"
         rich_table.add_column(
             header, justify="right" if right else "left", no_wrap=True, min_width=len(header)
         )
-    for row in table.itertuples(index=False, name=None):
+    for row in zip(*grid.columns.values(), strict=True):
         rich_table.add_row(
-            *(format_cell(column, value) for column, value in zip(columns, row, strict=True))
+            *(format_cell(column, value) for column, value in zip(grid.names, row, strict=True))
         )
     return rich_table

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -151,3 +153,16 @@ def test_terminal_table_of_only_infrastructure_failures(tmp_path) -> None:
     text = console.export_text()
     assert "infra" in text
     assert " 3 " in text or text.rstrip().endswith("3")
+
+
+def test_plain_leaderboard_never_imports_pandas(out):
+    """The plain leaderboard stays on Arrow: importing pandas would cost it more than its work."""
+    program = (
+        "import sys; from crabray.cli import app\n"
+        "try:\n    app(sys.argv[1:])\nexcept SystemExit as exit:\n    assert not exit.code\n"
+        "print('pandas loaded' if 'pandas' in sys.modules else 'no pandas')"
+    )
+    command = [sys.executable, "-c", program, "leaderboard", str(out), "--per-suite"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    assert "alpha" in done.stdout
+    assert done.stdout.rstrip().endswith("no pandas")

@@ -23,6 +23,7 @@ from crabray.results import (
     ResultSink,
     attempts_so_far,
     finished_keys,
+    read_episode_table,
     read_episodes,
     read_steps,
     steps_table,
@@ -382,3 +383,16 @@ def test_schema_doc_generation_refuses_gaps() -> None:
         hooks.fill_columns(doc.replace("<!-- columns: STEPS_SCHEMA -->", ""))
     with pytest.raises(ValueError, match="NO_SUCH_SCHEMA"):
         hooks.fill_columns(doc + "\n<!-- columns: NO_SUCH_SCHEMA -->\n")
+
+
+def test_a_part_file_without_a_column_reads_it_as_nulls(tmp_path, make_record):
+    """An older part file lacking a column is scanned (cast to the schema), not read as written."""
+    ResultSink(tmp_path, "old").write([make_record("t1", run_id="old", node="n1")])
+    ResultSink(tmp_path, "new").write([make_record("t2", run_id="new", node="n2")])
+    (part,) = (tmp_path / "episodes" / "run_id=old").glob("*.parquet")
+    pq.write_table(pq.read_table(part).drop_columns(["node"]), part)
+    rows = read_episode_table(tmp_path, columns=["task_id", "node"]).to_pylist()
+    assert sorted(rows, key=lambda row: row["task_id"]) == [
+        {"task_id": "t1", "node": None},
+        {"task_id": "t2", "node": "n2"},
+    ]

@@ -11,13 +11,15 @@ import pytest
 from rich.console import Console
 
 from crabray.core.errors import ResultsError
-from crabray.core.result import TerminationReason
+from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.results import (
     LEADERBOARD_COLUMNS,
     LEADERBOARD_INPUT_COLUMNS,
     STAT_COLUMNS,
     ResultSink,
     leaderboard,
+    leaderboard_table,
+    read_episode_table,
     read_episodes,
     render,
     terminal_view,
@@ -166,6 +168,65 @@ def test_categorical_input_gives_the_same_table(tmp_path, episodes, by):
     categorical = read_episodes(tmp_path, RUN, list(LEADERBOARD_INPUT_COLUMNS), categorical=True)
     assert isinstance(categorical["agent"].dtype, pd.CategoricalDtype)
     pd.testing.assert_frame_equal(leaderboard(categorical, by), leaderboard(episodes, by))
+
+
+def _in_suite(record: EpisodeRecord, suite: str) -> EpisodeRecord:
+    return EpisodeRecord(result=record.result.model_copy(update={"suite": suite}), steps=[])
+
+
+@pytest.fixture
+def second_run(tmp_path, episodes, make_record) -> str:
+    """A second run beside RUN: another suite, a retried then solved episode, a new agent."""
+    records = [
+        _in_suite(make_record("t1", run_id="lb2", agent="alpha", model="m1"), "tasks/other"),
+        make_record("t1", run_id="lb2", agent="alpha", model="m1", epoch=1, reason=FAIL),
+        make_record("t3", run_id="lb2", agent="delta", model="m1", reason=INFRA),
+        make_record("t3", run_id="lb2", agent="delta", model="m1", attempt=1, score=0.25),
+        make_record("t3", run_id="lb2", agent="delta", model="m1", epoch=1, score=0.75),
+    ]
+    ResultSink(tmp_path, "lb2").write(records)
+    return "lb2"
+
+
+def _terminal(table: object) -> str:
+    console = Console(file=io.StringIO(), width=200)
+    console.print(to_rich_table(table, title="leaderboard"))  # type: ignore[arg-type]
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("run", [RUN, None])
+@pytest.mark.parametrize("by", [("agent", "model"), ("agent", "model", "suite")])
+@pytest.mark.parametrize("max_k", [None, 1])
+def test_arrow_leaderboard_renders_what_the_frame_renders(tmp_path, second_run, run, by, max_k):
+    """`crabray leaderboard`'s Arrow path prints, in every format, what the pandas path prints.
+
+    Two runs (several part files, so dictionaries unified across chunks), retries,
+    ungraded rows, a null model, an agent with no graded episode (NaN rates sort last).
+    """
+    frame = leaderboard(
+        read_episodes(tmp_path, run, list(LEADERBOARD_INPUT_COLUMNS)), by, max_k=max_k
+    )
+    rows = read_episode_table(tmp_path, run, list(LEADERBOARD_INPUT_COLUMNS))
+    table = leaderboard_table(rows, by, max_k=max_k)
+    assert table.column_names == list(frame.columns)
+    for fmt in ("md", "csv", "json"):
+        assert render(table, fmt) == render(frame, fmt), fmt  # type: ignore[arg-type]
+    assert _terminal(table) == _terminal(frame)
+    assert "charlie" in render(table, "csv")
+
+
+def test_arrow_leaderboard_of_nothing_has_the_columns(tmp_path):
+    rows = read_episode_table(tmp_path, RUN, list(LEADERBOARD_INPUT_COLUMNS))
+    table = leaderboard_table(rows)
+    assert table.num_rows == 0
+    assert table.column_names == list(LEADERBOARD_COLUMNS)
+    assert render(table, "md") == render(leaderboard(read_episodes(tmp_path, RUN)), "md")
+
+
+def test_arrow_leaderboard_names_missing_columns(tmp_path, episodes):
+    rows = read_episode_table(tmp_path, RUN, list(LEADERBOARD_INPUT_COLUMNS))
+    with pytest.raises(ResultsError, match="cost_usd"):
+        leaderboard_table(rows.drop_columns(["cost_usd"]))
 
 
 def test_empty_input_gives_columns(tmp_path):

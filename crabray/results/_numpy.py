@@ -1,0 +1,74 @@
+"""numpy views of Arrow arrays, and Arrow arrays of numpy ones, without pyarrow's pandas shim.
+
+pyarrow (26) imports pandas the first time an array goes to or comes from numpy
+(``Array.to_numpy``, ``pa.array``) or ``pyarrow.dataset`` is imported: at
+a million episodes, importing pandas cost ``crabray leaderboard`` more than
+computing the leaderboard. The leaderboard's read path (``dataset``,
+``_keys``, ``arrow_board``) converts its fixed-width columns here instead, from
+the arrays' buffers; anything else (strings, lists) goes through pyarrow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def _dtype(kind: pa.DataType) -> np.dtype | None:
+    """The numpy dtype of a fixed-width Arrow type read as raw values, or None."""
+    if pa.types.is_timestamp(kind) or pa.types.is_date64(kind) or pa.types.is_duration(kind):
+        return np.dtype(np.int64)
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        letter = (
+            "f" if pa.types.is_floating(kind) else "i" if pa.types.is_signed_integer(kind) else "u"
+        )
+        return np.dtype(f"{letter}{kind.bit_width // 8}")
+    return None
+
+
+def _bits(buffer: pa.Buffer, offset: int, length: int) -> np.ndarray:
+    bits = np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")
+    return bits[offset : offset + length].astype(bool)
+
+
+def _chunk(array: pa.Array, null: float | int | None) -> np.ndarray:
+    if pa.types.is_dictionary(array.type):
+        return _chunk(array.indices, null)
+    dtype = _dtype(array.type)
+    if (dtype is None and not pa.types.is_boolean(array.type)) or (
+        array.null_count and null is None
+    ):
+        return np.asarray(array.to_numpy(zero_copy_only=False))
+    validity, data = array.buffers()[:2]
+    if pa.types.is_boolean(array.type):
+        values = _bits(data, array.offset, len(array))
+    else:
+        values = np.frombuffer(data, dtype, count=array.offset + len(array))[array.offset :]
+    if array.null_count and null is not None:
+        values = np.where(_bits(validity, array.offset, len(array)), values, null)
+    return values
+
+
+def to_numpy(column: pa.Array | pa.ChunkedArray, null: float | int | None = None) -> np.ndarray:
+    """The values of a column (a dictionary column's indices) as one numpy array.
+
+    Args:
+        column: The column; fixed-width and boolean types are read from their buffers.
+        null: The value of null slots; with None, a column with nulls (or of another
+            type) is converted by pyarrow itself.
+    """
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not chunks:
+        return np.empty(0, _dtype(column.type) or np.int64)
+    parts = [_chunk(chunk, null) for chunk in chunks]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def to_arrow(values: np.ndarray) -> pa.Array:
+    """A numpy array of booleans, integers or floats as an Arrow array (no nulls)."""
+    if values.dtype == bool:
+        packed = np.packbits(values, bitorder="little")
+        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(packed)])
+    values = np.ascontiguousarray(values)
+    kind = pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
