@@ -51,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from crabray.backends.local._etc import SANDBOX_HOSTNAME, generated_files, host_entries
+from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -69,7 +69,7 @@ INSTALL_HINT = "apt-get install bubblewrap"
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 """Host directories a confined sandbox sees, read-only, when they exist here (and some
-entries of ``/etc``: :func:`crabray.backends.local._etc.host_entries`)."""
+entries of ``/etc``: :func:`crabray.backends.local._etc.etc_view`)."""
 
 SANDBOX_UID = 1000
 """The sandbox user's uid and gid inside the sandbox when the driver runs as root."""
@@ -211,18 +211,14 @@ class Holder:
         self._root_fd: int | None = None
         self.pid_namespace: int | None = None
 
-    def bwrap_argv(self, found: Tools, info_fd: int, etc_fds: dict[str, int]) -> list[str]:
-        """The holder's command line (``etc_fds``: generated ``/etc`` file name -> readable fd)."""
+    def bwrap_argv(self, found: Tools, info_fd: int, etc: Path) -> list[str]:
+        """The holder's command line (``etc``: the directory to show at ``/etc``)."""
         me = self.identity
         argv = [found.bwrap]
         for directory in SYSTEM_DIRS:
             if os.path.lexists(directory):
                 argv += ["--ro-bind", directory, directory]
-        for entry in host_entries() + (["/etc/hosts"] if self.network else []):
-            argv += ["--ro-bind-try", entry, entry]
-        for name, fd in etc_fds.items():
-            argv += ["--perms", "0644", "--file", str(fd), f"/etc/{name}"]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
+        argv += ["--ro-bind", str(etc), "/etc", "--proc", "/proc", "--dev", "/dev"]
         source = self._stage or self.root
         argv += ["--bind", str(source / HOME_DIR), SANDBOX_HOME]
         argv += ["--bind", str(source / WORK_DIR), SANDBOX_WORKDIR]
@@ -270,12 +266,16 @@ class Holder:
         except OSError as exc:
             self.kill()
             raise SandboxError(f"cannot prepare the sandbox of '{self.label}': {exc}") from exc
-        etc_fds = self._etc_files()
+        try:
+            etc = etc_view(self.identity.uid, self.identity.gid, host_hosts=self.network)
+        except SandboxError:
+            self.kill()
+            raise
         read_fd, write_fd = os.pipe()
         try:
             proc = subprocess.Popen(
-                [*self.bound, *self.bwrap_argv(found, write_fd, etc_fds)],
-                pass_fds=(write_fd, *etc_fds.values()),
+                [*self.bound, *self.bwrap_argv(found, write_fd, etc)],
+                pass_fds=(write_fd,),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -289,8 +289,6 @@ class Holder:
             raise SandboxError(f"cannot start bwrap for '{self.label}': {exc}") from exc
         finally:
             os.close(write_fd)
-            for fd in etc_fds.values():
-                os.close(fd)
         self._proc = proc
         try:
             info = self._wait_ready(proc, read_fd)
@@ -326,17 +324,6 @@ class Holder:
         os.chmod(stage, 0o711)
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             (stage / name).mkdir(mode=0o755)
-
-    def _etc_files(self) -> dict[str, int]:
-        """Readable file descriptors holding the generated ``/etc`` files (memory, no disk)."""
-        fds = {}
-        me = self.identity
-        for name, data in generated_files(me.uid, me.gid, host_hosts=self.network).items():
-            fd = os.memfd_create(f"crabray-etc-{name}")
-            os.write(fd, data)
-            os.lseek(fd, 0, os.SEEK_SET)
-            fds[name] = fd
-        return fds
 
     def _enter_argv(self, found: Tools, pid1: int) -> list[str]:
         """The command prefix that joins the namespaces of ``pid1`` as the sandbox user."""

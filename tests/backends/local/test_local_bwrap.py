@@ -8,6 +8,7 @@ not work here, except under ``CI=true``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
@@ -84,6 +85,16 @@ def test_host_files_outside_the_system_directories_are_invisible(
     assert jail.exec(["cat", str(tmp_path / "secret.txt")]).exit_code != 0
     assert jail.exec(["test", "-e", str(jail.root)]).exit_code != 0
     assert jail.exec("ls /home").stdout == "user\n"
+
+
+def test_etc_is_made_for_the_sandbox_with_the_host_entries_it_needs(jail: LocalBackend) -> None:
+    listing = jail.exec("ls -A /etc").stdout.split()
+    assert {"passwd", "group", "hostname", "hosts", "ld.so.cache"} <= set(listing)
+    assert not {"shadow", "gshadow", "ssh", "sudoers", "machine-id"} & set(listing)
+    assert jail.exec("whoami; cat /etc/hostname").stdout == "user\ncrabray\n"
+    host = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest()
+    assert jail.exec("sha256sum /etc/ld.so.cache").stdout.split()[0] == host
+    assert jail.exec("echo x >> /etc/passwd").exit_code != 0
 
 
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
