@@ -16,29 +16,32 @@ Nothing else of the host's ``/etc`` exists inside: no SSH host keys, no
 ``shadow``, no package manager credentials (``pip.conf``, ``npmrc``), no
 ``sudoers``, no ``machine-id``.
 
-Both kinds are gathered once per process into a directory on the host
-(:func:`etc_view`: a copy of the host entries and the generated files), which
-every sandbox gets as one read-only bind at ``/etc``. Binding the forty-odd
-host entries one by one cost bubblewrap about 7 ms of CPU per sandbox (each
-read-only bind re-reads the mount table), a third of a sandbox's start. The
-copy is made again when a host entry changes (its modification time, size or
-inode), so a sandbox started after an edit of ``/etc/resolv.conf`` sees it;
-an edit deep inside a host directory (``/etc/fonts/conf.d/x``) that leaves
-the entry itself unchanged is seen by the next process only.
+Both kinds are gathered into a directory on the host (:func:`etc_view`: a
+copy of the host entries and the generated files, in the temporary directory,
+shared by this user's processes on this machine), which every sandbox gets as
+one read-only bind at ``/etc``. Binding the forty-odd host entries one by one
+cost bubblewrap about 7 ms of CPU per sandbox (each read-only bind re-reads
+the mount table), a third of a sandbox's start. A new copy is made when a host
+entry changes (its modification time, size or inode; looked at every
+``_RECHECK_SEC``), so a sandbox started after an edit of ``/etc/resolv.conf``
+sees it; an edit deep inside a host directory (``/etc/fonts/conf.d/x``) that
+leaves the entry itself unchanged is not seen. Old copies stay (a running
+sandbox may use one): about 2 MB each time the host's entries change.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import threading
+import time
 from pathlib import Path
 
-from crabray.backends.ownership import write_owner
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -134,16 +137,22 @@ def generated_files(uid: int, gid: int, *, host_hosts: bool) -> dict[str, bytes]
 
 
 _VIEW_PREFIX = "crabray-etc-"
-"""Views are ``TMP/crabray-etc-XXXX/etc``: the orphan cleanup of local sandboxes (which
-globs ``crabray-*`` and reads ``owner.json``) removes those of a process that died."""
+_RECHECK_SEC = 2.0
+"""How long a process trusts its view before looking at the host entries' stamps again."""
 
-_views: dict[tuple[int, int, bool], tuple[tuple[tuple[str, int, int, int], ...], Path]] = {}
-_made: list[Path] = []
+Stamp = tuple[tuple[str, int, int, int], ...]
+
+_views: dict[tuple[int, int, bool], tuple[Stamp, Path, float]] = {}
 _views_lock = threading.Lock()
 
 
 def etc_view(uid: int, gid: int, *, host_hosts: bool) -> Path:
-    """The directory to bind read-only at a sandbox's ``/etc`` (made once, then reused).
+    """The directory to bind read-only at a sandbox's ``/etc``: made once per machine, reused.
+
+    Its name holds a hash of its content's sources (the host entries' stamps and the
+    generated files) and the owner's uid, so every process of this user on this
+    machine shares it and a change on the host leads to a new one. A directory of
+    that name that this user does not own, or that others can write, is never used.
 
     Args:
         uid: The sandbox user's uid inside the sandbox.
@@ -152,24 +161,28 @@ def etc_view(uid: int, gid: int, *, host_hosts: bool) -> Path:
 
     Raises:
         SandboxError: The view could not be written (the temporary directory is full
-            or not writable).
+            or not writable), or its name is taken by someone else's directory.
     """
     key = (uid, gid, host_hosts)
-    entries = host_entries() + (["/etc/hosts"] if host_hosts else [])
-    stamp = tuple(_stamp(entry) for entry in entries)
+    now = time.monotonic()
     with _views_lock:
         known = _views.get(key)
-        if known is not None and known[0] == stamp:
+        if known is not None and now - known[2] < _RECHECK_SEC:
             return known[1]
+        entries = host_entries() + (["/etc/hosts"] if host_hosts else [])
+        stamp = tuple(_stamp(entry) for entry in entries)
+        if known is not None and known[0] == stamp:
+            _views[key] = (stamp, known[1], now)
+            return known[1]
+        generated = generated_files(uid, gid, host_hosts=host_hosts)
         try:
-            view = _make_view(entries, generated_files(uid, gid, host_hosts=host_hosts))
+            view = _shared_view(entries, stamp, generated)
         except OSError as exc:
             raise SandboxError(
                 f"cannot prepare the /etc of confined sandboxes under {tempfile.gettempdir()}: "
                 f"{exc}"
             ) from exc
-        # An older view stays until the process exits: running sandboxes still see it.
-        _views[key] = (stamp, view)
+        _views[key] = (stamp, view, now)
         return view
 
 
@@ -181,34 +194,54 @@ def _stamp(entry: str) -> tuple[str, int, int, int]:
     return entry, info.st_mtime_ns, info.st_size, info.st_ino
 
 
-def _make_view(entries: list[str], generated: dict[str, bytes]) -> Path:
-    """Copy ``entries`` (top-level symlinks followed, inner ones kept) and write ``generated``."""
-    top = Path(tempfile.mkdtemp(prefix=_VIEW_PREFIX))
-    if not _made:
-        atexit.register(_remove_views)
-    _made.append(top)
-    # Readable by the unprivileged user bwrap runs as when the driver is root.
-    os.chmod(top, 0o755)
-    write_owner(top)
-    view = top / "etc"
-    view.mkdir(mode=0o755)
+def _shared_view(entries: list[str], stamp: Stamp, generated: dict[str, bytes]) -> Path:
+    """The view for these sources: the existing one, or one made here and renamed into place.
+
+    A view is never changed once in place and never removed (a sandbox of another
+    process may be using it); a host change makes a new one beside it.
+
+    Raises:
+        SandboxError: The view's name is taken by a directory this user cannot trust.
+    """
+    digest = hashlib.sha256(repr((stamp, sorted(generated.items()))).encode()).hexdigest()
+    final = Path(tempfile.gettempdir()) / f"{_VIEW_PREFIX}{os.geteuid()}-{digest[:24]}"
+    if not os.path.lexists(final):
+        building = Path(tempfile.mkdtemp(prefix=f"{_VIEW_PREFIX}new-"))
+        try:
+            _fill(building, entries, generated)
+            os.chmod(building, 0o755)  # readable by bwrap running as nobody under a root driver
+            os.rename(building, final)
+        except OSError:
+            shutil.rmtree(building)  # another process put its view in place first, or a failure
+            if not os.path.lexists(final):
+                raise
+        else:
+            logger.debug("made the /etc of confined sandboxes at %s", final)
+    info = os.lstat(final)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+        raise SandboxError(
+            f"{final} is not a directory of this user that only it can write; remove it, "
+            "so that confined sandboxes can get their /etc"
+        )
+    return final
+
+
+def _fill(view: Path, entries: list[str], generated: dict[str, bytes]) -> None:
+    """Copy ``entries`` into ``view`` (top-level symlinks followed, inner ones kept, modes
+    kept) and write the ``generated`` files."""
     for entry in entries:
         target = view / entry.removeprefix("/etc/")
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         if os.path.isdir(entry):
-            shutil.copytree(entry, target, symlinks=True, ignore_dangling_symlinks=True)
+            shutil.copytree(
+                entry,
+                target,
+                symlinks=True,
+                ignore_dangling_symlinks=True,
+                copy_function=shutil.copy,
+            )
         elif os.path.exists(entry):
-            shutil.copy2(entry, target)
+            shutil.copy(entry, target)
     for name, data in generated.items():
         (view / name).write_bytes(data)
         (view / name).chmod(0o644)
-    logger.debug("made the /etc of confined sandboxes at %s", view)
-    return view
-
-
-def _remove_views() -> None:
-    for top in _made:
-        try:
-            shutil.rmtree(top)
-        except OSError as exc:
-            logger.warning("could not remove %s (the orphan cleanup will): %s", top, exc)

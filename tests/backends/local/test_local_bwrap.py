@@ -15,6 +15,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ import pytest
 import crabray.backends.local._isolation as local_bwrap
 from crabray.backends import LocalBackend
 from crabray.backends.local import _bwrap as bwrap
+from crabray.backends.local import _etc as etc
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError
 from tests.backends.conftest import host_pid_alive, wait_until
@@ -95,6 +97,22 @@ def test_etc_is_made_for_the_sandbox_with_the_host_entries_it_needs(jail: LocalB
     host = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest()
     assert jail.exec("sha256sum /etc/ld.so.cache").stdout.split()[0] == host
     assert jail.exec("echo x >> /etc/passwd").exit_code != 0
+
+
+def test_etc_view_is_shared_and_one_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(etc, "_views", {})
+    view = etc.etc_view(1000, 1000, host_hosts=False)
+    assert view.parent == tmp_path
+    assert (view / "passwd").read_text().startswith("root:x:0:0:")
+    monkeypatch.setattr(etc, "_views", {})  # another process of this user finds it
+    assert etc.etc_view(1000, 1000, host_hosts=False) == view
+    view.chmod(0o777)
+    monkeypatch.setattr(etc, "_views", {})
+    with pytest.raises(SandboxError, match=re.escape(str(view))):
+        etc.etc_view(1000, 1000, host_hosts=False)
 
 
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
