@@ -92,15 +92,21 @@ def measure(episodes: int, checkout: Path | None) -> dict[str, float]:
     """One child process's figures (seconds per episode); its own cgroup when one can be made."""
     usage = usage_file()
     env = {**os.environ, "PYTHONPATH": str(checkout or REPO)}
+    # Run from "/": ``python -c`` puts the working directory first on sys.path, and a checkout
+    # there would shadow the one PYTHONPATH names.
     command = [sys.executable, "-c", CHILD, str(episodes), str(usage or "")]
     try:
         if usage is None:
-            done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                command, env=env, capture_output=True, text=True, check=False, cwd="/"
+            )
         else:
             procs = usage.parent / "cgroup.procs"
             # The child joins the cgroup before it runs anything (a shell that then execs it).
             shell = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "bench", *command]
-            done = subprocess.run(shell, env=env, capture_output=True, text=True, check=False)
+            done = subprocess.run(
+                shell, env=env, capture_output=True, text=True, check=False, cwd="/"
+            )
     finally:
         if usage is not None:
             usage.parent.rmdir()
