@@ -118,6 +118,8 @@ def test_etc_view_is_shared_and_one_others_can_write_is_refused(
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
     status = jail.exec("grep CapEff /proc/self/status").stdout
     assert status.split() == ["CapEff:", "0000000000000000"]
+    # No supplementary group of the driver (root's group 0) reaches a command.
+    assert jail.exec("grep Groups /proc/self/status").stdout.split() == ["Groups:"]
     assert jail.exec("mount -o remount,bind,rw /usr").exit_code != 0
 
 
