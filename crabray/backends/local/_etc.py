@@ -228,20 +228,40 @@ def _shared_view(entries: list[str], stamp: Stamp, generated: dict[str, bytes]) 
 
 def _fill(view: Path, entries: list[str], generated: dict[str, bytes]) -> None:
     """Copy ``entries`` into ``view`` (top-level symlinks followed, inner ones kept, modes
-    kept) and write the ``generated`` files."""
+    kept) and write the ``generated`` files.
+
+    What this process cannot read is left out: under a driver that is not root, the
+    sandbox user is the driver's user, who could not read it through a bind either.
+    """
     for entry in entries:
         target = view / entry.removeprefix("/etc/")
         target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        if os.path.isdir(entry):
+        if os.path.isdir(entry) and os.access(entry, os.R_OK | os.X_OK):
             shutil.copytree(
                 entry,
                 target,
                 symlinks=True,
-                ignore_dangling_symlinks=True,
+                ignore=_unreadable,
                 copy_function=shutil.copy,
             )
-        elif os.path.exists(entry):
+        elif os.path.isfile(entry) and os.access(entry, os.R_OK):
             shutil.copy(entry, target)
     for name, data in generated.items():
         (view / name).write_bytes(data)
         (view / name).chmod(0o644)
+
+
+def _unreadable(directory: str, names: list[str]) -> set[str]:
+    """``copytree``'s filter: entries this process cannot read, and special files (a FIFO)."""
+    left_out = set()
+    for name in names:
+        path = os.path.join(directory, name)
+        if os.path.islink(path):
+            continue
+        if os.path.isdir(path):
+            readable = os.access(path, os.R_OK | os.X_OK)
+        else:
+            readable = os.path.isfile(path) and os.access(path, os.R_OK)
+        if not readable:
+            left_out.add(name)
+    return left_out

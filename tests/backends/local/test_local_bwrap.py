@@ -115,6 +115,13 @@ def test_etc_view_is_shared_and_one_others_can_write_is_refused(
         etc.etc_view(1000, 1000, host_hosts=False)
 
 
+def test_etc_view_leaves_out_special_files(tmp_path: Path) -> None:
+    # A FIFO in a host /etc directory would block the copy; a plain file is copied.
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "plain").write_text("x")
+    assert etc._unreadable(str(tmp_path), ["fifo", "plain"]) == {"fifo"}
+
+
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
     status = jail.exec("grep CapEff /proc/self/status").stdout
     assert status.split() == ["CapEff:", "0000000000000000"]
