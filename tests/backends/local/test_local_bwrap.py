@@ -122,6 +122,14 @@ def test_etc_view_leaves_out_special_files(tmp_path: Path) -> None:
     assert etc._unreadable(str(tmp_path), ["fifo", "plain"]) == {"fifo"}
 
 
+def test_no_file_of_the_driver_is_open_in_the_sandbox(jail: LocalBackend) -> None:
+    # What the holder's start handed to bwrap (its stage's fstab, /etc) stays outside.
+    listing = jail.exec("ls -l /proc/[0-9]*/fd/").stdout
+    assert "->" in listing
+    assert "memfd" not in listing
+    assert "crabray" not in listing
+
+
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
     status = jail.exec("grep CapEff /proc/self/status").stdout
     assert status.split() == ["CapEff:", "0000000000000000"]
