@@ -1,7 +1,6 @@
 """The ``/etc`` a confined local sandbox sees: made for it, not the host's.
 
-A sandbox gets a fresh ``/etc`` in bubblewrap's root file system with two
-kinds of entries:
+A sandbox's ``/etc`` holds two kinds of entries:
 
 - files written for the sandbox (:func:`generated_files`): ``passwd`` and
   ``group`` naming only ``root``, the sandbox user (``user``, home
