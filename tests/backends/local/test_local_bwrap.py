@@ -8,12 +8,14 @@ not work here, except under ``CI=true``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pytest
 import crabray.backends.local._isolation as local_bwrap
 from crabray.backends import LocalBackend
 from crabray.backends.local import _bwrap as bwrap
+from crabray.backends.local import _etc as etc
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError
 from tests.backends.conftest import host_pid_alive, wait_until
@@ -86,9 +89,52 @@ def test_host_files_outside_the_system_directories_are_invisible(
     assert jail.exec("ls /home").stdout == "user\n"
 
 
+def test_etc_is_made_for_the_sandbox_with_the_host_entries_it_needs(jail: LocalBackend) -> None:
+    listing = jail.exec("ls -A /etc").stdout.split()
+    assert {"passwd", "group", "hostname", "hosts", "ld.so.cache"} <= set(listing)
+    assert not {"shadow", "gshadow", "ssh", "sudoers", "machine-id"} & set(listing)
+    assert jail.exec("whoami; cat /etc/hostname").stdout == "user\ncrabray\n"
+    host = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest()
+    assert jail.exec("sha256sum /etc/ld.so.cache").stdout.split()[0] == host
+    assert jail.exec("echo x >> /etc/passwd").exit_code != 0
+
+
+def test_etc_view_is_shared_and_one_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(etc, "_views", {})
+    view = etc.etc_view(1000, 1000, host_hosts=False)
+    assert view.parent == tmp_path
+    assert (view / "passwd").read_text().startswith("root:x:0:0:")
+    monkeypatch.setattr(etc, "_views", {})  # another process of this user finds it
+    assert etc.etc_view(1000, 1000, host_hosts=False) == view
+    view.chmod(0o777)
+    monkeypatch.setattr(etc, "_views", {})
+    with pytest.raises(SandboxError, match=re.escape(str(view))):
+        etc.etc_view(1000, 1000, host_hosts=False)
+
+
+def test_etc_view_leaves_out_special_files(tmp_path: Path) -> None:
+    # A FIFO in a host /etc directory would block the copy; a plain file is copied.
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "plain").write_text("x")
+    assert etc._unreadable(str(tmp_path), ["fifo", "plain"]) == {"fifo"}
+
+
+def test_no_file_of_the_driver_is_open_in_the_sandbox(jail: LocalBackend) -> None:
+    # What the holder's start handed to bwrap (its stage's fstab, /etc) stays outside.
+    listing = jail.exec("ls -l /proc/[0-9]*/fd/").stdout
+    assert "->" in listing
+    assert "memfd" not in listing
+    assert "crabray" not in listing
+
+
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
     status = jail.exec("grep CapEff /proc/self/status").stdout
     assert status.split() == ["CapEff:", "0000000000000000"]
+    # No supplementary group of the driver (root's group 0) reaches a command.
+    assert jail.exec("grep Groups /proc/self/status").stdout.split() == ["Groups:"]
     assert jail.exec("mount -o remount,bind,rw /usr").exit_code != 0
 
 
