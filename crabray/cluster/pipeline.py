@@ -45,9 +45,6 @@ class Followers:
         self.pool = pool
         self._by_actor: dict[int, tuple[Any, InFlight]] = {}
 
-    def __len__(self) -> int:
-        return len(self._by_actor)
-
     def has(self, actor: Any) -> bool:
         return id(actor) in self._by_actor
 
