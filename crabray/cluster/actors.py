@@ -63,6 +63,8 @@ class EnvironmentActor:
         Raises:
             SandboxError: The reset failed; the actor is marked broken.
         """
+        if self.broken is not None:
+            raise SandboxError(f"the '{self.spec.name}' sandbox is broken ({self.broken})")
         if not self.dirty:
             return
         t0 = time.monotonic()
@@ -154,8 +156,15 @@ class EnvironmentActor:
         Args:
             job: The episode to run.
             others: Actor handles of the task's other environments, by name.
+
+        A sandbox the episode left broken (an infrastructure failure) is marked so:
+        the reset and the episode the driver may have queued behind this one
+        (``crabray.cluster.pipeline``) then refuse it instead of using it.
         """
-        return execute(job, self, others)
+        outcome = execute(job, self, others)
+        if self.spec.name in outcome.broken_envs and self.broken is None:
+            self.broken = f"its episode failed: {outcome.record.result.error}"
+        return outcome
 
 
 RemoteEnvironmentActor = ray.remote(num_cpus=0, max_restarts=0)(EnvironmentActor)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec, create_agent
 from crabray.backends.base import Backend
+from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import ActorBackend, SandboxSpec
 from crabray.core.errors import SandboxConfigError, SandboxError
 from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
@@ -127,6 +128,30 @@ def sandbox_result(job: EpisodeJob, tags: list[str], error: BaseException) -> Ep
         "the worker running this episode died while its node lived: something the episode's "
         f"sandbox did killed it (a command, or the memory it used). Ray said: {error}"
     )
+    return result
+
+
+def died_result(
+    job: EpisodeJob, tags: list[str], error: BaseException, cancelled: bool, started_at: datetime
+) -> EpisodeResult:
+    """The result of an episode job that raised or died instead of returning its outcome.
+
+    A timeout when the driver cancelled it (past its time limit), a final
+    ``sandbox_error`` when its own sandbox killed its worker, else an
+    infrastructure failure (``env_error``, retried).
+    """
+    if not cancelled and killed_by_its_sandbox(error):
+        logger.warning("episode %s killed its own worker: %s", job.task_id, error)
+        return sandbox_result(job, tags, error)
+    result = failed_result(job, tags, remote_cause(error), started_at=started_at)
+    if cancelled:
+        result.termination_reason = TerminationReason.TIMEOUT
+        result.error = (
+            f"still running past its time limit; cancelled and its environments "
+            f"killed ({type(error).__name__})"
+        )
+    else:
+        logger.warning("episode job for %s died: %s", job.task_id, error)
     return result
 
 

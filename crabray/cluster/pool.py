@@ -56,6 +56,9 @@ class _Member:
     """The ``recycle`` call in flight since the actor came back, if any."""
     recycled: bool = False
     """``recycling`` has finished (remembered: asking Ray again costs a call)."""
+    handed: bool = False
+    """Its reset was sent with the next episode queued behind it (``hand_over``): it is
+    busy, and its reset ending makes no queued episode servable."""
     node: Any = None
     """The actor's ``node`` call, made at creation: its (small, inlined) answer stays
     readable in the driver after the node is gone."""
@@ -72,6 +75,8 @@ class PoolStats:
     reused: int = 0
     retired: int = 0
     failed_resets: int = 0
+    queued: int = 0
+    """Episodes sent to a busy actor behind its running one (``hand_over``)."""
 
     @property
     def hit_rate(self) -> float:
@@ -167,12 +172,30 @@ class EnvironmentPool:
         member = self._members[id(actor)]
         member.recycling = actor.recycle.remote() if self.pooling else actor.renew.remote()
         member.recycled = False
+        member.handed = False
         self._idle[member.spec.pool_key].append(member)
+
+    def hand_over(self, actor: Any) -> Any:
+        """Send a busy pooled actor its reset for the episode to be queued behind it
+        (``crabray.cluster.pipeline``): the actor stays busy. Returns the reset's reference.
+        """
+        member = self._members[id(actor)]
+        member.recycling = actor.recycle.remote()
+        member.recycled = False
+        member.handed = True
+        self.stats.reused += 1
+        self.stats.queued += 1
+        return member.recycling
+
+    def reset_done(self, actor: Any) -> bool:
+        """Whether the actor's last reset had ended at the last ``refresh``."""
+        member = self._members.get(id(actor))
+        return member is None or self._is_ready(member)
 
     def in_progress(self) -> list[Any]:
         """The resets (and warm-ups, renewals) still running: their end can make an episode
         servable, so the scheduler waits on them as on episodes."""
-        return [m.recycling for m in self._members.values() if not self._is_ready(m)]
+        return [m.recycling for m in self._members.values() if not (m.handed or self._is_ready(m))]
 
     def node_call(self, actor: Any) -> Any:
         """The reference to ``actor``'s answer to where it lives (see ``node_name``)."""

@@ -20,30 +20,20 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import ray
-from pydantic import BaseModel, Field
 
-from crabray.agents import AgentSpec
-from crabray.cluster.jobs import (
-    EpisodeJob,
-    JobOutcome,
-    failed_result,
-    killed_by_its_sandbox,
-    sandbox_result,
-)
+from crabray.cluster.jobs import EpisodeJob, JobOutcome, died_result
+from crabray.cluster.pipeline import Followers, reset_failed, resets_ended
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
-from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
+from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
 from crabray.core.errors import CrabrayError
-from crabray.core.result import EpisodeRecord, TerminationReason, utcnow
-from crabray.core.retry import RetryPolicy
+from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
 
@@ -67,59 +57,6 @@ episode counts as done only once its batch is on disk, and a batch waits at most
 ``_FLUSH_SEC``, so a killed driver loses at most that much finished work, which a
 resumed run redoes.
 """
-
-
-class SweepItem(BaseModel):
-    """One episode to run: an agent, a task, a repetition, an attempt."""
-
-    task_id: str
-    agent: AgentSpec
-    epoch: int = 0
-    attempt: int = 0
-
-
-class SchedulerSettings(BaseModel):
-    """Knobs of the scheduler.
-
-    The run-level ones have no default here: a run passes them from its
-    settings (``crabray.run_config.RunSettings``), where each default is written.
-    """
-
-    run_id: str
-    concurrency: int = Field(gt=0, description="Episodes in flight at most.")
-    retry: RetryPolicy = Field(
-        default_factory=RetryPolicy,
-        description="Tries of an episode whose infrastructure failed; agent failures never retry.",
-    )
-    max_steps: int | None = Field(description="Overrides every task's step budget.")
-    time_limit_sec: float | None = Field(
-        default=None, gt=0, description="Overrides every task's time budget, in seconds."
-    )
-    pooling: bool = Field(description="Reuse environments across episodes.")
-    warm: int = Field(ge=0, description="Environments started per configuration ahead.")
-    timeout_grace_sec: float = Field(
-        default=10.0, ge=0, description="Past a task's time limit before it is cancelled."
-    )
-    kill_grace_sec: float = Field(
-        default=5.0, ge=0, description="After cancelling, before the episode's actors are killed."
-    )
-    host_wait_sec: float = Field(
-        default=60.0, ge=0, description="How long to wait for a lost host kind to come back."
-    )
-
-
-@dataclass
-class _InFlight:
-    item: SweepItem
-    submitted: float
-    deadline: float | None
-    started_at: datetime = field(default_factory=utcnow)
-    actors: dict[str, tuple[SandboxSpec, Any]] = field(default_factory=dict)
-    cancelled: bool = False
-    abandoned: bool = False
-    node_call: Any = None
-    """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
-    """Its kind lost every host; its actors were killed to end it."""
 
 
 RecordsCallback = Callable[[list[EpisodeRecord]], None]
@@ -156,7 +93,10 @@ class Scheduler:
             run_id=settings.run_id,
             max_actors=settings.concurrency,
         )
+        self.followers = Followers(self.pool)
         self.status = StatusPublisher(settings.run_id)
+        self._queue: deque[SweepItem] = deque()
+        self._in_flight: dict[Any, InFlight] = {}
         self._specs: dict[str, list[SandboxSpec]] = {}
         self._capacity: dict[SlotKey, int] = {}
         self._starved_since: dict[SlotKey, float] = {}
@@ -165,7 +105,7 @@ class Scheduler:
         self._pending: Counter[str] = Counter()
         """Environments by pool key that queued and delayed items still need."""
         self._last_poll = -math.inf
-        self._unwritten: list[tuple[_InFlight, EpisodeRecord]] = []
+        self._unwritten: list[tuple[InFlight, EpisodeRecord]] = []
         """Finished episodes not on disk yet (not counted yet), oldest first."""
         self._unwritten_retries: list[SweepItem] = []
         self._unwritten_since = math.inf
@@ -177,7 +117,8 @@ class Scheduler:
         for item in queue:
             self._add_pending(item, +1)
         progress = SweepProgress(total=len(queue))
-        in_flight: dict[Any, _InFlight] = {}
+        in_flight: dict[Any, InFlight] = {}
+        self._queue, self._in_flight = queue, in_flight
         self._poll_cluster(progress, force=True)
         self._warm(queue)
         try:
@@ -221,10 +162,11 @@ class Scheduler:
         self,
         ready: list[Any],
         queue: deque[SweepItem],
-        in_flight: dict[Any, _InFlight],
+        in_flight: dict[Any, InFlight],
         progress: SweepProgress,
     ) -> None:
-        finished = [(flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)]
+        outcomes = [(flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)]
+        finished = [(flight, record) for flight, record in outcomes if record is not None]
         self._unwritten_retries += self._retries(finished, progress)
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
@@ -278,7 +220,7 @@ class Scheduler:
         for spec in wanted.values():
             self.pool.warm(spec, self.settings.warm, self._capacity)
 
-    def _refill(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
+    def _refill(self, queue: deque[SweepItem], in_flight: dict[Any, InFlight]) -> None:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             queue.appendleft(heapq.heappop(self._delayed)[2])
@@ -294,14 +236,15 @@ class Scheduler:
                 self._add_pending(item, -1)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
+                self._follow(flight)
             else:
                 index += 1
                 scanned += 1
 
-    def _submit(self, item: SweepItem) -> tuple[Any, _InFlight]:
+    def _submit(self, item: SweepItem) -> tuple[Any, InFlight]:
         now = time.monotonic()
         deadline = now + self._time_limit(item) + self.settings.timeout_grace_sec
-        flight = _InFlight(item, now, deadline)
+        flight = InFlight(item, now, deadline)
         for spec in self._specs_of(item.task_id):
             flight.actors[spec.name] = (spec, self.pool.acquire(spec, self._capacity))
         (_, host), *_ = flight.actors.values()
@@ -309,6 +252,54 @@ class Scheduler:
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
         self.on_submit(item, time.time())
         return host.run_episode.remote(self._job(item), others), flight
+
+    def _follow(self, leader: InFlight) -> None:
+        """Queue the next episode of the same configuration behind ``leader`` on its actor
+        (pooled, single-environment episodes: ``crabray.cluster.pipeline``)."""
+        if not (self.settings.pooling and self.settings.pipeline) or len(leader.actors) != 1:
+            return
+        if self.followers.has(leader.host):
+            return
+        ((spec, _),) = leader.actors.values()
+        for index, item in enumerate(itertools.islice(self._queue, _SCAN_LIMIT)):
+            specs = self._specs_of(item.task_id)
+            if len(specs) == 1 and specs[0].pool_key == spec.pool_key:
+                del self._queue[index]
+                self._add_pending(item, -1)
+                follower = InFlight(item, time.monotonic(), None)
+                self.followers.attach(leader, follower, self._job(item))
+                return
+
+    def _promote(self, actor: Any, previous: EpisodeRecord) -> None:
+        """The follower queued on ``actor`` runs now: it is in flight, its time counts.
+
+        It counts as dispatched when the episode before it finished (bench_cluster's
+        dispatch latency is then its wait for the reset and its own setup).
+        """
+        promoted = self.followers.promote(actor, time.monotonic())
+        if promoted is None:
+            return
+        ref, flight = promoted
+        self._restart_deadline(flight)
+        self._in_flight[ref] = flight
+        self.on_submit(flight.item, previous.result.finished_at.timestamp())
+        self._follow(flight)
+
+    def _restart_deadline(self, flight: InFlight) -> None:
+        limit = self._time_limit(flight.item) + self.settings.timeout_grace_sec
+        flight.deadline = time.monotonic() + limit
+
+    def _discard(self, actor: Any) -> None:
+        """Retire a broken actor; the episode queued behind its running one goes back to
+        the queue with the same attempt (it never ran)."""
+        follower = self.followers.drop(actor)
+        if follower is not None:
+            self._requeue(follower.item)
+        self.pool.discard(actor)
+
+    def _requeue(self, item: SweepItem) -> None:
+        self._queue.appendleft(item)
+        self._add_pending(item, +1)
 
     def _job(self, item: SweepItem) -> EpisodeJob:
         entry = self.suite.entry(item.task_id)
@@ -328,7 +319,7 @@ class Scheduler:
             suite=self.suite.ref, task_id=item.task_id, agent=item.agent, settings=settings
         )
 
-    def _wait_timeout(self, in_flight: dict[Any, _InFlight]) -> float:
+    def _wait_timeout(self, in_flight: dict[Any, InFlight]) -> float:
         """How long ``ray.wait`` may block before a deadline, a retry or a capacity check."""
         now = time.monotonic()
         wakeups = [1.0]
@@ -338,7 +329,10 @@ class Scheduler:
         wakeups.append(self._unwritten_since + _FLUSH_SEC - now)
         return max(min(wakeups), 0.0)
 
-    def _enforce_deadlines(self, in_flight: dict[Any, _InFlight]) -> None:
+    def _enforce_deadlines(self, in_flight: dict[Any, InFlight]) -> None:
+        for flight in resets_ended(list(in_flight.values())):
+            if not flight.cancelled:  # a follower's time starts once its reset has ended
+                self._restart_deadline(flight)
         now = time.monotonic()
         for ref, flight in in_flight.items():
             if flight.deadline is None or now < flight.deadline:
@@ -350,7 +344,7 @@ class Scheduler:
                 flight.deadline = now + self.settings.kill_grace_sec
             else:
                 for _, actor in flight.actors.values():
-                    self.pool.discard(actor)
+                    self._discard(actor)
                 flight.deadline = None
 
     def _add_pending(self, item: SweepItem, sign: int) -> None:
@@ -368,7 +362,7 @@ class Scheduler:
         self.status.publish(progress)
         return True
 
-    def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, _InFlight]) -> None:
+    def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, InFlight]) -> None:
         """Fail the sweep when a kind it still needs has had no host for too long.
 
         Raises:
@@ -401,7 +395,7 @@ class Scheduler:
     def _keys_of(self, item: SweepItem) -> set[SlotKey]:
         return {slot_key(spec) for spec in self._specs_of(item.task_id)}
 
-    def _abandon(self, key: SlotKey, in_flight: dict[Any, _InFlight]) -> None:
+    def _abandon(self, key: SlotKey, in_flight: dict[Any, InFlight]) -> None:
         """Kill the actors of in-flight episodes that need ``key``, which no node hosts.
 
         Their actors died with their node or wait for a placement that cannot
@@ -413,10 +407,10 @@ class Scheduler:
                 logger.warning("episode %s lost its host; giving it up", flight.item.task_id)
                 flight.abandoned = True
                 for _, actor in flight.actors.values():
-                    self.pool.discard(actor)
+                    self._discard(actor)
 
     def _retries(
-        self, finished: list[tuple[_InFlight, EpisodeRecord]], progress: SweepProgress
+        self, finished: list[tuple[InFlight, EpisodeRecord]], progress: SweepProgress
     ) -> list[SweepItem]:
         """Schedule the next attempts of episodes whose infrastructure failed."""
         retries = []
@@ -444,7 +438,7 @@ class Scheduler:
 
     def _count(
         self,
-        finished: list[tuple[_InFlight, EpisodeRecord]],
+        finished: list[tuple[InFlight, EpisodeRecord]],
         retries: list[SweepItem],
         progress: SweepProgress,
     ) -> None:
@@ -459,37 +453,44 @@ class Scheduler:
             progress.successes += int(record.result.success)
             progress.timeouts += int(record.result.termination_reason is TerminationReason.TIMEOUT)
 
-    def _outcome(self, ref: Any, flight: _InFlight) -> EpisodeRecord:
-        """The record of a finished job; a job that died becomes an error record."""
+    def _outcome(self, ref: Any, flight: InFlight) -> EpisodeRecord | None:
+        """The record of a finished job; a job that died becomes an error record.
+
+        None for a follower that never ran because the reset before it failed: it
+        goes back to the queue with the same attempt.
+        """
         try:
             outcome: JobOutcome = ray.get(ref)
         except Exception as exc:
+            if reset_failed(flight):
+                self._requeue_unrun(flight)
+                return None
             job = self._job(flight.item)
             job.settings.node = node_name(flight.node_call)
             for _, actor in flight.actors.values():
-                self.pool.discard(actor)
+                self._discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
-            result = failed_result(job, tags, remote_cause(exc), started_at=flight.started_at)
-            if not flight.cancelled and killed_by_its_sandbox(exc):
-                logger.warning("episode %s killed its own worker: %s", flight.item.task_id, exc)
-                result = sandbox_result(job, tags, exc)
-            elif flight.cancelled:
-                result.termination_reason = TerminationReason.TIMEOUT
-                result.error = (
-                    f"still running past its time limit; cancelled and its environments "
-                    f"killed ({type(exc).__name__})"
-                )
-            else:
-                logger.warning("episode job for %s died: %s", flight.item.task_id, exc)
+            result = died_result(job, tags, exc, flight.cancelled, flight.started_at)
             result.wall_time_sec = time.monotonic() - flight.submitted
             return EpisodeRecord(result=result)
+        if outcome.record.result.termination_reason.is_infra and reset_failed(flight):
+            self._requeue_unrun(flight)
+            return None
         for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
-                self.pool.discard(actor)
+                self._discard(actor)
+            elif self.followers.has(actor):
+                self._promote(actor, outcome.record)
             else:
                 self.pool.release(actor)
         return outcome.record
 
+    def _requeue_unrun(self, flight: InFlight) -> None:
+        """Retire the actor whose reset failed; its follower goes back to the queue."""
+        self.pool.stats.failed_resets += 1
+        self._discard(flight.host)
+        self._requeue(flight.item)
 
-def _pop(ready: list[Any], in_flight: dict[Any, _InFlight]) -> list[tuple[Any, _InFlight]]:
+
+def _pop(ready: list[Any], in_flight: dict[Any, InFlight]) -> list[tuple[Any, InFlight]]:
     return [(ref, in_flight.pop(ref)) for ref in ready]

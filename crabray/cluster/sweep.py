@@ -1,0 +1,84 @@
+"""What a sweep is made of: its items, the scheduler's knobs, an episode in flight."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from crabray.agents import AgentSpec
+from crabray.cluster.sandbox import SandboxSpec
+from crabray.core.result import utcnow
+from crabray.core.retry import RetryPolicy
+
+
+class SweepItem(BaseModel):
+    """One episode to run: an agent, a task, a repetition, an attempt."""
+
+    task_id: str
+    agent: AgentSpec
+    epoch: int = 0
+    attempt: int = 0
+
+
+class SchedulerSettings(BaseModel):
+    """Knobs of the scheduler.
+
+    The run-level ones have no default here: a run passes them from its
+    settings (``crabray.run_config.RunSettings``), where each default is written.
+    """
+
+    run_id: str
+    concurrency: int = Field(gt=0, description="Episodes in flight at most.")
+    retry: RetryPolicy = Field(
+        default_factory=RetryPolicy,
+        description="Tries of an episode whose infrastructure failed; agent failures never retry.",
+    )
+    max_steps: int | None = Field(description="Overrides every task's step budget.")
+    time_limit_sec: float | None = Field(
+        default=None, gt=0, description="Overrides every task's time budget, in seconds."
+    )
+    pooling: bool = Field(description="Reuse environments across episodes.")
+    warm: int = Field(ge=0, description="Environments started per configuration ahead.")
+    timeout_grace_sec: float = Field(
+        default=10.0, ge=0, description="Past a task's time limit before it is cancelled."
+    )
+    kill_grace_sec: float = Field(
+        default=5.0, ge=0, description="After cancelling, before the episode's actors are killed."
+    )
+    host_wait_sec: float = Field(
+        default=60.0, ge=0, description="How long to wait for a lost host kind to come back."
+    )
+    pipeline: bool = Field(
+        default=True,
+        description="Queue a pooled actor's next episode behind its running one "
+        "(crabray.cluster.pipeline).",
+    )
+
+
+@dataclass
+class InFlight:
+    """An episode sent to its actors, with what the driver needs to finish or end it."""
+
+    item: SweepItem
+    submitted: float
+    deadline: float | None
+    started_at: datetime = field(default_factory=utcnow)
+    actors: dict[str, tuple[SandboxSpec, Any]] = field(default_factory=dict)
+    cancelled: bool = False
+    abandoned: bool = False
+    """Its kind lost every host; its actors were killed to end it."""
+    node_call: Any = None
+    """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
+    behind: Any = None
+    """A follower's: the reset queued before it on its actor (its time starts after it)."""
+    reset_seen: bool = True
+    """Whether the driver has seen ``behind`` end (the deadline was then restarted)."""
+
+    @property
+    def host(self) -> Any:
+        """The actor running the episode (the one holding its first environment)."""
+        (_, actor), *_ = self.actors.values()
+        return actor

@@ -1,0 +1,106 @@
+"""Episodes queued on a busy actor behind its running one (crabray.cluster.pipeline).
+
+At concurrency 1 on one pooled sandbox every episode after the first waits in
+the actor's queue behind the one before it. An episode that fails there must
+cost the episode queued behind it nothing: not an attempt, not a row.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crabray.cluster.progress import SweepProgress
+from crabray.cluster.scheduler import Scheduler, SchedulerSettings
+from crabray.formats import Suite
+from crabray.results import ResultSink, read_episodes
+from tests.conftest import raw_episode_rows, write_sleepy_suite
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+# t2 kills every process of its confined sandbox, bubblewrap's included: the
+# sandbox is gone, an infrastructure failure (env_error), retried on a new one.
+BREAKING_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, path_exists, run_command, write_file
+
+    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
+    bench = BenchmarkConfig(
+        name="pipe",
+        environments=[ENV],
+        tasks=[
+            Task(
+                id=f"t{i}",
+                description="write done.txt",
+                evaluator=path_exists(path="done.txt"),
+                solution=[
+                    run_command(command="kill -9 -1" if i == 2 else "true"),
+                    write_file(path="done.txt", content="x"),
+                ],
+            )
+            for i in range(5)
+        ],
+    )
+    """
+)
+
+
+def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepProgress]:
+    """Run every task of the suite once with the oracle at concurrency 1, pooled."""
+    from crabray.agents import agent_spec
+    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.scheduler import SweepItem
+    from crabray.formats import load_suite, resolve_suite
+
+    suite: Suite = load_suite(resolve_suite(suite_path))
+    settings = SchedulerSettings(
+        run_id="pipe", concurrency=1, max_steps=None, pooling=True, warm=0, **knobs
+    )
+    scheduler = Scheduler(suite, settings, ResultSink(out, "pipe").write)
+    connect(hosts={"local": 2})
+    try:
+        progress = scheduler.run(
+            SweepItem(task_id=t, agent=agent_spec("oracle")) for t in suite.task_ids
+        )
+    finally:
+        disconnect()
+    return scheduler, progress
+
+
+def test_an_episode_that_breaks_its_sandbox_is_retried_alone(tmp_path: Path) -> None:
+    suite = tmp_path / "pipe.py"
+    suite.write_text(BREAKING_SUITE)
+    out = tmp_path / "out"
+    scheduler, _ = sweep(suite, out, retry={"max_attempts": 2, "backoff_initial_sec": 0.1})
+    assert scheduler.pool.stats.queued >= 3, "episodes were queued behind running ones"
+    rows = raw_episode_rows(out, ["task_id", "attempt", "termination_reason"])
+    broken = sorted((r["attempt"], r["termination_reason"]) for r in rows if r["task_id"] == "t2")
+    assert broken == [(0, "env_error"), (1, "env_error")], "retried on a new sandbox, then final"
+    others = sorted((r["task_id"], r["attempt"], r["termination_reason"]) for r in rows)
+    others = [row for row in others if row[0] != "t2"]
+    assert others == [(f"t{i}", 0, "success") for i in (0, 1, 3, 4)], (
+        "the episode queued behind the broken one ran later, on a clean sandbox, as its "
+        "first attempt: one row each"
+    )
+
+
+def test_an_episode_queued_behind_a_timeout_gets_its_own_time(tmp_path: Path) -> None:
+    """The first episode is stopped past its limit and its actor killed; the one queued
+    behind it never ran there: it runs on a new actor with its full time limit."""
+    suite = write_sleepy_suite(tmp_path / "slow.py", 2, sleep=60, limit=1.0)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    scheduler, progress = sweep(suite, out, timeout_grace_sec=1.0, kill_grace_sec=1.0)
+    assert time.monotonic() - started < 60, "stopped long before a 60 s command would end"
+    assert (progress.done, progress.timeouts, progress.retries) == (2, 2, 0)
+    assert scheduler.pool.stats.queued >= 1
+    rows = raw_episode_rows(out, ["task_id", "attempt", "termination_reason"])
+    assert sorted((r["task_id"], r["attempt"]) for r in rows) == [("t00", 0), ("t01", 0)]
+    episodes = read_episodes(out)
+    assert set(episodes.termination_reason) == {"timeout"}
+    assert (episodes.finished_at - episodes.started_at).dt.total_seconds().min() >= 1.0
