@@ -60,6 +60,7 @@ from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import DisplayHook
 from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
+from crabray.backends.local._enter import HELPER_ENV
 from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
 from crabray.backends.local._isolation import (
     choose_isolation,
@@ -308,16 +309,16 @@ class LocalBackend(Backend):
         sandbox = self._require_started("exec")
         argv = raw_argv = self._argv(command)
         started = time.monotonic()
+        run_env = spawn_env = {**self._command_env(sandbox), **(env or {})}
         if self._holder is not None:
             inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
             missing = self._confined_dir_missing(inside)
-            # The host side never enters a sandbox directory: nsenter changes into it inside.
-            run_dir, shown = Path("/"), inside
-            argv = self._holder.command(argv, cwd=inside)
+            # The host side never enters a sandbox directory: the entry changes into it inside.
+            run_dir, shown, spawn_env = Path("/"), inside, HELPER_ENV
+            argv = self._holder.command(argv, cwd=inside, env=run_env)
         else:
             run_dir = self._unconfined_dir(sandbox, cwd)
             missing, shown = not run_dir.is_dir(), str(run_dir)
-        run_env = {**self._command_env(sandbox), **(env or {})}
         logger.debug("exec in %s (timeout %s s): %.200r", shown, timeout_sec, command)
         if missing:
             return ExecResult(
@@ -325,7 +326,7 @@ class LocalBackend(Backend):
                 stderr=f"cannot run in {shown}: no such directory\n",
             )
         if self._guest.running and self._holder is not None:
-            # Started by a Python call: commands share it (no nsenter per command). Unconfined,
+            # Started by a Python call: commands share it (no entry per command). Unconfined,
             # a direct spawn is cheaper than the round trip, so commands keep it.
             return self._guest.exec(
                 raw_argv, cwd=shown, env=run_env, clear_env=True, timeout_sec=timeout_sec
@@ -334,7 +335,7 @@ class LocalBackend(Backend):
             proc = subprocess.Popen(
                 [*self._bound, *argv],
                 cwd=run_dir,
-                env=run_env,
+                env=spawn_env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -386,15 +387,13 @@ class LocalBackend(Backend):
         """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it."""
         sandbox = self._require_started("start its guest")
         argv = ["python3", "-c", BOOTSTRAP]
-        if self._holder is not None:
-            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
         # The guest's own environment is made like a command's: nothing of the driver's.
+        env = self._command_env(sandbox)
+        if self._holder is not None:
+            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR, env=env)
+            env = HELPER_ENV
         return launch_guest(
-            [*self._bound, *argv],
-            sandbox / WORK_DIR,
-            self._command_env(sandbox),
-            self._groups,
-            self.config.name,
+            [*self._bound, *argv], sandbox / WORK_DIR, env, self._groups, self.config.name
         )
 
     def _command_env(self, sandbox: Path) -> dict[str, str]:
@@ -417,7 +416,7 @@ class LocalBackend(Backend):
         """Whether sandbox directory ``inside`` is known to be missing (checked inside the sandbox).
 
         A directory of the host's system (``/usr``) or one a symlink leads out
-        of is not the sandbox's own: ``nsenter`` reports on those.
+        of is not the sandbox's own: the entry program reports on those.
         """
         if not is_mapped(inside):
             return False

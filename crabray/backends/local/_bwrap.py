@@ -6,8 +6,9 @@ read-only, an ``/etc`` made for the sandbox (:mod:`crabray.backends.local._etc`)
 the sandbox directories at ``/home/user``, ``/home/user/work`` and ``/tmp``,
 see :mod:`crabray.backends.local._paths`), pid (with its own ``/proc``), ipc,
 uts, cgroup, and network unless the sandbox asks for the host's. Every command
-joins those namespaces with ``nsenter`` and drops all capabilities with
-``setpriv --no-new-privs`` before it runs, so processes a command leaves behind
+joins those namespaces and drops every privilege (its capability sets, the
+bounding set included, its groups; no_new_privs) before it runs, through
+:mod:`crabray.backends.local._enter`, so processes a command leaves behind
 (``server &``) are still there for the next command, as in a container.
 
 Who the sandbox's processes are (:func:`identity`): when the driver runs as
@@ -47,10 +48,11 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from crabray.backends.local._enter import HELPER_ENV, Entry, namespaces_of, unsupported
 from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
 from crabray.backends.local._paths import (
     HOME_DIR,
@@ -86,9 +88,8 @@ _STAGE_PARENTS = ("/run", "/tmp")
 START_TIMEOUT_SEC = 10.0
 """How long a new holder may take to report that its namespaces are ready."""
 
-_NAMESPACES: tuple[tuple[str, str], ...] = (("user", "-U"), ("mnt", "-m"), ("uts", "-u"))
-_NAMESPACES += (("ipc", "-i"), ("net", "-n"), ("pid", "-p"), ("cgroup", "-C"))
-"""(``/proc/PID/ns`` name, ``nsenter`` flag) of every namespace a holder may own."""
+_NAMESPACES = ("user", "mnt", "uts", "ipc", "net", "pid", "cgroup")
+"""``/proc/PID/ns`` names of every namespace a holder may own, the user namespace first."""
 
 _READY = b"crabray-sandbox-ready\n"
 
@@ -104,7 +105,7 @@ class Tools:
     """Absolute paths of the programs confinement runs."""
 
     bwrap: str
-    nsenter: str
+    perl: str
     setpriv: str
     unshare: str
     mount: str
@@ -131,12 +132,15 @@ def identity() -> Identity:
 
 def tools() -> Tools | str:
     """The programs confinement needs, or what is missing and how to fix it."""
-    names = ("bwrap", "nsenter", "setpriv", "unshare", "mount")
+    names = ("bwrap", "perl", "setpriv", "unshare", "mount")
     found = {name: shutil.which(name) or shutil.which(name, path=SANDBOX_PATH) for name in names}
     missing = [name for name, where in found.items() if where is None]
     if missing:
-        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install util-linux mount"
+        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install util-linux mount perl-base"
         return f"{', '.join(missing)} not found on PATH (install with: {fix})"
+    machine = unsupported()
+    if machine is not None:
+        return machine
     return Tools(**{name: str(where) for name, where in found.items()})
 
 
@@ -162,13 +166,9 @@ def _probe() -> tuple[bool, str]:
         holder = Holder(root, label="probe")
         try:
             holder.start()
-            argv = holder.command(["true"], cwd=SANDBOX_WORKDIR)
+            argv = holder.command(["true"], cwd=SANDBOX_WORKDIR, env={"PATH": SANDBOX_PATH})
             done = subprocess.run(
-                argv,
-                capture_output=True,
-                timeout=START_TIMEOUT_SEC,
-                check=False,
-                env={"PATH": SANDBOX_PATH},
+                argv, capture_output=True, timeout=START_TIMEOUT_SEC, check=False, env=HELPER_ENV
             )
         except (SandboxError, OSError, subprocess.TimeoutExpired) as exc:
             return False, str(exc)
@@ -208,8 +208,7 @@ class Holder:
         self.identity = identity()
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid1: int | None = None
-        self._enter: list[str] = []
-        self._setpriv: list[str] = []
+        self._entry: Entry | None = None
         self._stage: Path | None = None
         self._root_fd: int | None = None
         self.pid_namespace: int | None = None
@@ -306,8 +305,9 @@ class Holder:
             # bwrap's namespace holds its own binds now: the stage is needed no more.
             _remove_stage(self._stage)
             self._stage = None
-        self._enter = self._enter_argv(found, self._pid1)
-        self._setpriv = [found.setpriv, "--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"]
+        me = self.identity
+        joined = namespaces_of(self._pid1, _NAMESPACES)
+        self._entry = Entry(found.perl, self._pid1, me.uid, me.gid, me.as_root, joined)
         logger.debug("bwrap holder of '%s': pid %d, pid 1 is %d", self.label, proc.pid, self._pid1)
 
     def _prepare_dirs(self) -> None:
@@ -331,21 +331,6 @@ class Holder:
         fstab = os.open(stage / _FSTAB, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fstab, "w") as handle:
             handle.write(lines)
-
-    def _enter_argv(self, found: Tools, pid1: int) -> list[str]:
-        """The command prefix that joins the namespaces of ``pid1`` as the sandbox user."""
-        me = self.identity
-        enter = [found.nsenter, "-t", str(pid1), *self._namespace_flags(pid1)]
-        if not me.as_root:
-            return [*enter, "--preserve-credentials", "-r"]
-        # Root joins every namespace, then becomes the sandbox user inside; no host group stays.
-        enter += ["-S", str(me.uid), "-G", str(me.gid), "-r"]
-        if "-U" in enter:
-            # Entering a user namespace without --preserve-credentials, nsenter drops the
-            # supplementary groups itself while still host root (util-linux 2.27 on): a
-            # 'setpriv --clear-groups' in front cost one more process per command.
-            return enter
-        return [found.setpriv, "--clear-groups", "--", *enter]
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], info_fd: int) -> dict[str, int]:
         """Read bwrap's info JSON and the holder's ready line, or raise with bwrap's stderr."""
@@ -382,23 +367,6 @@ class Holder:
             )
         raise SandboxError(f"bwrap could not create the sandbox of '{self.label}': {why}")
 
-    @staticmethod
-    def _namespace_flags(pid: int) -> list[str]:
-        """``nsenter`` flags for the namespaces ``pid`` does not share with this process."""
-        flags = []
-        for name, flag in _NAMESPACES:
-            try:
-                theirs = os.readlink(f"/proc/{pid}/ns/{name}")
-            except OSError:
-                continue
-            try:
-                ours = os.readlink(f"/proc/self/ns/{name}")
-            except OSError:
-                ours = None
-            if theirs != ours:
-                flags.append(flag)
-        return flags
-
     @property
     def running(self) -> bool:
         """Whether the holder still runs (its namespaces exist)."""
@@ -418,18 +386,20 @@ class Holder:
             raise self._gone()
         return self._root_fd
 
-    def command(self, argv: list[str], *, cwd: str) -> list[str]:
+    def command(self, argv: list[str], *, cwd: str, env: Mapping[str, str]) -> list[str]:
         """The host command line that runs ``argv`` inside the sandbox, in sandbox dir ``cwd``.
 
-        Run it with an environment made for the sandbox (nothing of the driver's):
-        it is what the command sees.
+        ``env`` is the command's whole environment (made for the sandbox,
+        nothing of the driver's). Start the command line itself with
+        :data:`HELPER_ENV`.
 
         Raises:
             SandboxError: The holder is not running (killed, or never started).
+            ValueError: A name in ``env`` is empty or holds ``=``.
         """
-        if not self.running:
+        if not self.running or self._entry is None:
             raise self._gone()
-        return [*self._enter, f"-W{cwd}", *self._setpriv, "--", *argv]
+        return self._entry.argv(argv, cwd=cwd, env=env)
 
     def _gone(self) -> SandboxError:
         return SandboxError(

@@ -168,7 +168,7 @@ class PipeChannel(GuestChannel):
 def launch_guest(
     argv: list[str], cwd: Path, env: dict[str, str], groups: ProcessGroups, name: str
 ) -> PipeChannel:
-    """Start the guest ``argv`` (``python3 -c BOOTSTRAP``, maybe through nsenter) with pipes.
+    """Start the guest ``argv`` (``python3 -c BOOTSTRAP``, maybe entering a sandbox) with pipes.
 
     Raises:
         NoPythonError: There is no ``python3`` to start (unconfined: on the host's PATH).

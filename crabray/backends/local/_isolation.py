@@ -114,7 +114,7 @@ def memory_prefix(memory_mb: int | None, name: str) -> list[str]:
     """The command prefix that bounds a process's address space to ``memory_mb`` MiB.
 
     Every process of the sandbox is started through it (commands and the guest,
-    confined or not; confined ones enter the namespaces with ``nsenter`` rather
+    confined or not; confined ones enter the namespaces from the host rather
     than descend from the holder, so the bound goes on each entry), and what a
     process starts inherits it. Empty when ``memory_mb`` is unset.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -130,12 +131,89 @@ def test_no_file_of_the_driver_is_open_in_the_sandbox(jail: LocalBackend) -> Non
     assert "crabray" not in listing
 
 
+# Every process of the sandbox: its status fields that say what it may do and who it is
+# (the marker is quoted apart so that the dumping shell's own command line does not hold it).
+DUMP_STATUSES = (
+    "for f in /proc/[0-9]*/status; do echo \"=\"\"= $f $(tr '\\0' ' ' < ${f%status}cmdline)\"; "
+    "grep -E '^(Cap|NoNewPrivs|Uid|Gid|Groups)' $f; done"
+)
+
+
+STATUS_FIELD = re.compile(r"(Cap[A-Za-z]+|NoNewPrivs|Uid|Gid|Groups):")
+
+
+def unprivileged_processes(dump: str, uid: int, gid: int) -> list[str]:
+    """Check each process of a DUMP_STATUSES output; returns the names of those seen."""
+    seen = []
+    for block in dump.split("== ")[1:]:
+        head, *lines = block.strip().splitlines()
+        wanted = [line.split(":", 1) for line in lines if STATUS_FIELD.match(line)]
+        fields = {name: value.split() for name, value in wanted}
+        caps = {name: int(fields[name][0], 16) for name in fields if name.startswith("Cap")}
+        assert caps == dict.fromkeys(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"), 0), head
+        assert fields["NoNewPrivs"] == ["1"], head
+        assert fields["Groups"] == [], head
+        assert fields["Uid"] == [str(uid)] * 4 and fields["Gid"] == [str(gid)] * 4, head
+        seen.append(head)
+    return seen
+
+
 def test_capabilities_are_dropped(jail: LocalBackend) -> None:
-    status = jail.exec("grep CapEff /proc/self/status").stdout
-    assert status.split() == ["CapEff:", "0000000000000000"]
-    # No supplementary group of the driver (root's group 0) reaches a command.
-    assert jail.exec("grep Groups /proc/self/status").stdout.split() == ["Groups:"]
+    me = bwrap.identity()
+    for command in (["cat", "/proc/self/status"], "cat /proc/self/status"):
+        unprivileged_processes("== self\n" + jail.exec(command).stdout, me.uid, me.gid)
+    # A process the agent leaves running, the holder's, and the guest's: all of them.
+    assert jail.exec("sleep 300 >/dev/null 2>&1 &").exit_code == 0
+    jail.check_python()
+    seen = " | ".join(unprivileged_processes(jail.exec(DUMP_STATUSES).stdout, me.uid, me.gid))
+    assert "sleep 300" in seen and "python3" in seen and "bwrap" in seen, seen
     assert jail.exec("mount -o remount,bind,rw /usr").exit_code != 0
+
+
+def test_a_commands_environment_reaches_the_command_only(jail: LocalBackend) -> None:
+    # The entry program runs as the driver's user: what a caller sets must not steer it.
+    result = jail.exec("echo $PERL5OPT", env={"PERL5OPT": "-Mcrabray_no_such_module"})
+    assert (result.exit_code, result.stdout) == (0, "-Mcrabray_no_such_module\n"), result
+    with pytest.raises(ValueError, match="holds '='"):
+        jail.exec("true", env={"A=B": "c"})
+
+
+NON_ROOT_DRIVER = """
+import json, sys, tempfile
+from crabray.backends.local import LocalBackend
+from crabray.core.environment import EnvironmentConfig
+settings = {"isolation": "bwrap", "root_dir": tempfile.mkdtemp(prefix="crabray-nonroot-")}
+sandbox = LocalBackend(EnvironmentConfig(name="jail", backend="local", backend_settings=settings))
+sandbox.start()
+try:
+    sandbox.exec("sleep 300 >/dev/null 2>&1 &")
+    print(json.dumps([sandbox.exec(["cat", "/proc/self/status"]).stdout,
+                      sandbox.exec(sys.argv[1]).stdout]))
+finally:
+    sandbox.close()
+"""
+
+
+def test_a_non_root_drivers_sandbox_holds_no_privilege_either(tmp_path: Path) -> None:
+    _require_bwrap()
+    if os.geteuid() != 0:
+        pytest.skip("the driver is not root: the other tests of this file run as a non-root driver")
+    driver = ["setpriv", f"--reuid={bwrap.HOST_UID}", f"--regid={bwrap.HOST_UID}", "--clear-groups"]
+    repo = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [*driver, sys.executable, "-c", NON_ROOT_DRIVER, DUMP_STATUSES],
+        capture_output=True,
+        text=True,
+        env={"PATH": os.defpath, "PYTHONPATH": str(repo), "HOME": str(tmp_path)},
+        cwd="/",
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    own, dump = json.loads(done.stdout.strip().splitlines()[-1])
+    unprivileged_processes("== self\n" + own, bwrap.HOST_UID, bwrap.HOST_UID)
+    seen = " | ".join(unprivileged_processes(dump, bwrap.HOST_UID, bwrap.HOST_UID))
+    assert "sleep 300" in seen and "bwrap" in seen, seen
 
 
 def test_no_network_unless_asked(tmp_path: Path) -> None:

@@ -1,0 +1,176 @@
+"""Entering a confined sandbox: one process joins the holder's namespaces and drops every privilege.
+
+Why not ``nsenter`` then ``setpriv``: joining a user namespace (``setns``)
+gives the caller a full capability bounding set in it (the kernel resets
+it, as for a new namespace), and the process that joined keeps its
+capabilities only until it executes a program as the sandbox user. So a
+``setpriv --bounding-set=-all`` run after ``nsenter`` no longer holds
+``CAP_SETPCAP`` and its drop does nothing (libcap-ng skips it silently): a
+command's bounding set stayed full. Only the process that joined can empty
+it, before it executes anything, and util-linux 2.38's ``nsenter`` has no
+option for that (2.39's ``--keep-caps`` would hand the capabilities on).
+
+So the entry is a short ``perl`` program (``perl-base`` is part of every
+Debian and Ubuntu system) making the system calls itself: it joins the
+namespaces as ``nsenter`` does, changes into the sandbox's root and
+directory, forks (joining a pid namespace applies to children), and the
+child empties the bounding and ambient sets, sets its groups, gid and uid,
+sets no_new_privs and executes the command with the environment given. One
+program in front of each command instead of two; it fails, and the command
+does not run, if any step fails.
+
+The program starts with an empty environment (nothing a caller sets, such
+as ``LD_PRELOAD`` or ``PERL5OPT``, reaches it while it runs as the driver's
+user); the command's environment travels as arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SYSCALLS: dict[str, tuple[int, int, int, int, int]] = {
+    "x86_64": (308, 157, 116, 119, 117),
+    "aarch64": (268, 167, 159, 149, 147),
+    "arm64": (268, 167, 159, 149, 147),
+    "riscv64": (268, 167, 159, 149, 147),
+}
+"""Numbers of ``setns``, ``prctl``, ``setgroups``, ``setresgid``, ``setresuid`` per machine."""
+
+HELPER_ENV: dict[str, str] = {}
+"""The environment the entry program itself starts with (the command's is an argument)."""
+
+# The argument list: CALLS PID UID GID CLEAR CWD NS... -- NAME=VALUE... -- COMMAND...
+# prctl options: 23 PR_CAPBSET_READ, 24 PR_CAPBSET_DROP, 38 PR_SET_NO_NEW_PRIVS,
+# 47 PR_CAP_AMBIENT (4: CLEAR_ALL). Errors: 2 ENOENT, 22 EINVAL. No module is loaded.
+PROGRAM = r"""
+my ($calls, $pid, $uid, $gid, $clear, $cwd) = splice(@ARGV, 0, 6);
+my ($SETNS, $PRCTL, $SETGROUPS, $SETRESGID, $SETRESUID) = map { $_ + 0 } split(/,/, $calls);
+$uid += 0; $gid += 0;
+my (@ns, %env);
+while (@ARGV) { my $a = shift @ARGV; last if $a eq '--'; push @ns, $a; }
+while (@ARGV) {
+    my $a = shift @ARGV; last if $a eq '--';
+    my ($k, $v) = split(/=/, $a, 2); $env{$k} = $v;
+}
+sub fail { print STDERR "crabray: $_[1]\n"; exit $_[0]; }
+my %fd;
+for my $n (@ns) {
+    open(my $f, '<', "/proc/$pid/ns/$n") or fail(1, "cannot open the sandbox's $n namespace: $!");
+    $fd{$n} = $f;
+}
+opendir(my $root, "/proc/$pid/root") or fail(1, "cannot open the sandbox's root: $!");
+if ($clear) { syscall($SETGROUPS, 0, 0) == 0 or fail(1, "cannot clear the groups: $!"); }
+# bwrap (with --dev) makes the other namespaces in an outer user namespace and puts the
+# sandbox's processes in an inner one: join the outer first when it is not this process's own
+# (NS_GET_PARENT), to hold capabilities over what it owns; then the rest, the user one last
+# when that works (a root driver), else first; then what is left.
+if ($fd{user}) {
+    my $outer = ioctl($fd{user}, 0xb702, 0);
+    if (defined($outer) && open(my $o, '<&=', $outer + 0)) {
+        my @mine = stat('/proc/self/ns/user');
+        my @theirs = stat($o);
+        if ($mine[0] != $theirs[0] || $mine[1] != $theirs[1]) {
+            syscall($SETNS, fileno($o), 0) == 0
+                or fail(1, "cannot enter the sandbox's outer user namespace: $!");
+        }
+        close($o);
+    }
+}
+for my $pass (0, 1) {
+    for my $n (@ns) {
+        next if !$fd{$n} || ($pass == 0 && $n eq 'user');
+        if (syscall($SETNS, fileno($fd{$n}), 0) == 0) { close(delete $fd{$n}); }
+        elsif ($pass) { fail(1, "cannot enter the sandbox's $n namespace: $!"); }
+    }
+}
+chdir($root) && chroot('.') or fail(1, "cannot enter the sandbox's root: $!");
+chdir($cwd) or fail(126, "cannot run in $cwd: $!");
+my $child = fork();
+defined($child) or fail(1, "cannot fork: $!");
+if ($child == 0) {
+    my $cap = 0;
+    while (syscall($PRCTL, 24, $cap, 0, 0, 0) == 0) { $cap++; }
+    $! == 22 && $cap > 0 or fail(1, "cannot drop capability $cap from the bounding set: $!");
+    syscall($PRCTL, 23, 0, 0, 0, 0) == 0 or fail(1, "the bounding set is not empty");
+    syscall($PRCTL, 47, 4, 0, 0, 0) == 0 or fail(1, "cannot clear the ambient set: $!");
+    syscall($SETRESGID, $gid, $gid, $gid) == 0 or fail(1, "cannot set gid $gid: $!");
+    syscall($SETRESUID, $uid, $uid, $uid) == 0 or fail(1, "cannot set uid $uid: $!");
+    syscall($PRCTL, 38, 1, 0, 0, 0) == 0 or fail(1, "cannot set no_new_privs: $!");
+    %ENV = %env;
+    { exec { $ARGV[0] } @ARGV; }
+    fail($! == 2 ? 127 : 126, "cannot run '$ARGV[0]': $!");
+}
+waitpid($child, 0);
+if ($? & 127) { $SIG{$_} = 'DEFAULT' for keys %SIG; kill($? & 127, $$); }
+exit($? >> 8);
+"""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """How commands enter one sandbox: who they become and which namespaces they join."""
+
+    perl: str
+    pid1: int
+    uid: int
+    gid: int
+    clear_groups: bool
+    """Drop the caller's supplementary groups first (a root driver; a user may not)."""
+    namespaces: tuple[str, ...]
+    """``/proc/PID/ns`` names to join, the user namespace first."""
+
+    def argv(self, command: list[str], *, cwd: str, env: Mapping[str, str]) -> list[str]:
+        """The host command line that runs ``command`` inside, in sandbox dir ``cwd``, with ``env``.
+
+        Start it with :data:`HELPER_ENV`, never with ``env``.
+
+        Raises:
+            ValueError: A name in ``env`` holds ``=`` or is empty.
+        """
+        calls = ",".join(str(number) for number in syscalls())
+        head = [self.perl, "-e", PROGRAM, "--", calls, str(self.pid1)]
+        head += [str(self.uid), str(self.gid), "1" if self.clear_groups else "0", cwd]
+        pairs = []
+        for name, value in env.items():
+            if not name or "=" in name:
+                raise ValueError(f"environment variable name {name!r} is empty or holds '='")
+            pairs.append(f"{name}={value}")
+        return [*head, *self.namespaces, "--", *pairs, "--", *command]
+
+
+def syscalls() -> tuple[int, int, int, int, int]:
+    """This machine's system call numbers the entry program makes.
+
+    Raises:
+        KeyError: A machine the table does not know (:func:`unsupported` says so first).
+    """
+    return SYSCALLS[platform.machine()]
+
+
+def unsupported() -> str | None:
+    """Why commands cannot enter a sandbox on this machine, or None when they can."""
+    machine = platform.machine()
+    if machine in SYSCALLS:
+        return None
+    known = ", ".join(sorted(SYSCALLS))
+    return f"confinement knows the system calls of {known}, not of this machine ({machine})"
+
+
+def namespaces_of(pid: int, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The namespaces among ``names`` that ``pid`` does not share with this process."""
+    joined = []
+    for name in names:
+        try:
+            theirs = os.readlink(f"/proc/{pid}/ns/{name}")
+        except OSError:
+            continue
+        try:
+            ours: str | None = os.readlink(f"/proc/self/ns/{name}")
+        except OSError:
+            ours = None
+        if theirs != ours:
+            joined.append(name)
+    return tuple(joined)
