@@ -19,6 +19,7 @@ on the host, and files it makes are owned by ``nobody``. ``bwrap`` running as
 ``nobody`` may not be able to reach the sandbox directory (a parent may be
 private to root), so the holder first bind-mounts the three directories onto
 a stage directory that it can reach, in a private mount namespace of its own
+(:data:`crabray.backends.local._enter.STAGE_PROGRAM`)
 (nothing changes on the host). Otherwise the sandbox user is the driver's own
 user.
 
@@ -38,6 +39,7 @@ command has a controlling terminal to inject input into: what ``bwrap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -52,7 +54,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from crabray.backends.local._enter import HELPER_ENV, Entry, namespaces_of, unsupported
+from crabray.backends.local._enter import (
+    HELPER_ENV,
+    Entry,
+    namespaces_of,
+    stage_argv,
+    unsupported,
+)
 from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
 from crabray.backends.local._paths import (
     HOME_DIR,
@@ -93,8 +101,8 @@ _NAMESPACES = ("user", "mnt", "uts", "ipc", "net", "pid", "cgroup")
 
 _READY = b"crabray-sandbox-ready\n"
 
-_FSTAB = "fstab"
-"""The stage's bind mounts, as ``mount --all --fstab`` reads them (beside the mount points)."""
+_STAGED = (WORK_DIR, HOME_DIR, TMP_DIR)
+"""The sandbox directories a root driver's stage shows to ``nobody``."""
 
 _probe_lock = threading.Lock()
 _probe_result: tuple[bool, str] | None = None
@@ -106,9 +114,6 @@ class Tools:
 
     bwrap: str
     perl: str
-    setpriv: str
-    unshare: str
-    mount: str
 
 
 @dataclass(frozen=True)
@@ -132,11 +137,11 @@ def identity() -> Identity:
 
 def tools() -> Tools | str:
     """The programs confinement needs, or what is missing and how to fix it."""
-    names = ("bwrap", "perl", "setpriv", "unshare", "mount")
+    names = ("bwrap", "perl")
     found = {name: shutil.which(name) or shutil.which(name, path=SANDBOX_PATH) for name in names}
     missing = [name for name, where in found.items() if where is None]
     if missing:
-        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install util-linux mount perl-base"
+        fix = INSTALL_HINT if "bwrap" in missing else "apt-get install perl-base"
         return f"{', '.join(missing)} not found on PATH (install with: {fix})"
     machine = unsupported()
     if machine is not None:
@@ -235,21 +240,19 @@ class Holder:
         argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", SANDBOX_HOME]
         argv += ["--chdir", SANDBOX_WORKDIR, "--die-with-parent", "--new-session"]
         argv += ["--remount-ro", "/", "--info-fd", str(info_fd), "--"]
-        # Report readiness once every mount is in place, then wait for stdin to close.
-        argv += ["/bin/sh", "-c", f"printf '{_READY.decode().strip()}\\n'; exec cat >/dev/null"]
+        # cat copies the ready line written on its stdin at start, so it reports readiness
+        # once every mount is in place (bwrap executes it last), then waits for stdin to close.
+        # One program: a shell printing it, then executing cat, cost one start more.
+        argv += ["/bin/cat"]
         if not me.as_root:
             return argv
-        # As nobody, in a private mount namespace where the sandbox directories are on the stage.
-        drop = [found.setpriv, f"--reuid={me.host_uid}", f"--regid={me.host_gid}", "--clear-groups"]
-        # One mount process for the three binds (the stage's fstab, written by _prepare_dirs):
-        # 2.5 ms of CPU less than three. A file, not an inherited descriptor, which the
-        # sandbox's processes would inherit too.
+        # As nobody, in a private mount namespace where the sandbox directories are on the stage:
+        # one perl program binds them and becomes nobody (unshare, a shell, mount and setpriv
+        # cost three starts more).
         if self._stage is None:
             raise SandboxError("internal error: a root driver's holder has no stage")
-        binds = f'{found.mount} --all --fstab "$1"'
-        stage = [found.unshare, "--mount", "--propagation", "private", "--", "/bin/sh", "-c"]
-        stage += [f'{binds} && shift && exec "$@"', "crabray-stage", str(self._stage / _FSTAB)]
-        return [*stage, *drop, "--", *argv]
+        binds = [(str(self.root / name), str(self._stage / name)) for name in _STAGED]
+        return stage_argv(found.perl, binds, me.host_uid, me.host_gid, argv)
 
     def start(self) -> None:
         """Start the holder and wait until its namespaces are ready.
@@ -290,6 +293,11 @@ class Holder:
             os.close(write_fd)
         self._proc = proc
         try:
+            if proc.stdin is None:
+                raise SandboxError("internal error: the bwrap holder's stdin pipe is missing")
+            with contextlib.suppress(BrokenPipeError):  # bwrap ended: _wait_ready says why
+                proc.stdin.write(_READY)
+                proc.stdin.flush()
             info = self._wait_ready(proc, read_fd)
             self._pid1 = int(info["child-pid"])
             self._root_fd = os.open(f"/proc/{self._pid1}/root", os.O_PATH | os.O_DIRECTORY)
@@ -324,13 +332,6 @@ class Holder:
         os.chmod(stage, 0o711)
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             (stage / name).mkdir(mode=0o755)
-        lines = "".join(
-            f"{_fstab_path(self.root / name)} {_fstab_path(stage / name)} none bind 0 0\n"
-            for name in (WORK_DIR, HOME_DIR, TMP_DIR)
-        )
-        fstab = os.open(stage / _FSTAB, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fstab, "w") as handle:
-            handle.write(lines)
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], info_fd: int) -> dict[str, int]:
         """Read bwrap's info JSON and the holder's ready line, or raise with bwrap's stderr."""
@@ -431,20 +432,13 @@ class Holder:
             _remove_stage(stage)
 
 
-def _fstab_path(path: Path) -> str:
-    """``path`` as an fstab field: white space and backslashes as octal escapes."""
-    escapes = {" ": "\\040", "\t": "\\011", "\n": "\\012", "\\": "\\134"}
-    return "".join(escapes.get(char, char) for char in str(path))
-
-
 def _remove_stage(stage: Path) -> None:
     """Remove a stage: empty mount points on the host (the mounts were in the holder's namespace).
 
-    ``rmdir`` only (and its own fstab), so a stage that somehow holds other files is
+    ``rmdir`` only, so a stage that somehow holds other files is
     left alone, never emptied.
     """
     try:
-        (stage / _FSTAB).unlink(missing_ok=True)
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             (stage / name).rmdir()
         stage.rmdir()

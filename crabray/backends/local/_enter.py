@@ -31,13 +31,15 @@ import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-SYSCALLS: dict[str, tuple[int, int, int, int, int]] = {
-    "x86_64": (308, 157, 116, 119, 117),
-    "aarch64": (268, 167, 159, 149, 147),
-    "arm64": (268, 167, 159, 149, 147),
-    "riscv64": (268, 167, 159, 149, 147),
+_GENERIC = (268, 167, 159, 149, 147, 97, 40)
+SYSCALLS: dict[str, tuple[int, int, int, int, int, int, int]] = {
+    "x86_64": (308, 157, 116, 119, 117, 272, 165),
+    "aarch64": _GENERIC,
+    "arm64": _GENERIC,
+    "riscv64": _GENERIC,
 }
-"""Numbers of ``setns``, ``prctl``, ``setgroups``, ``setresgid``, ``setresuid`` per machine."""
+"""Numbers of ``setns``, ``prctl``, ``setgroups``, ``setresgid``, ``setresuid``, ``unshare``
+and ``mount`` per machine (the last two for :data:`STAGE_PROGRAM`)."""
 
 HELPER_ENV: dict[str, str] = {}
 """The environment the entry program itself starts with (the command's is an argument)."""
@@ -109,6 +111,43 @@ exit($? >> 8);
 """
 
 
+# The argument list: CALLS UID GID SOURCE TARGET... -- BWRAP... (as root).
+# 0x20000 CLONE_NEWNS; mount flags 0x4000 MS_REC, 0x40000 MS_PRIVATE, 0x1000 MS_BIND.
+STAGE_PROGRAM = r"""
+my ($calls, $uid, $gid) = splice(@ARGV, 0, 3);
+my (undef, undef, $SETGROUPS, $SETRESGID, $SETRESUID, $UNSHARE, $MOUNT) =
+    map { $_ + 0 } split(/,/, $calls);
+$uid += 0; $gid += 0;
+sub fail { print STDERR "crabray: $_[0]: $!\n"; exit 1; }
+syscall($UNSHARE, 0x20000) == 0 or fail("cannot make a mount namespace for the stage");
+my ($none, $top) = ("none", "/");  # variables: perl hands syscall no read-only string
+syscall($MOUNT, $none, $top, 0, 0x44000, 0) == 0 or fail("cannot make the stage's mounts private");
+while (@ARGV) {
+    my $source = shift @ARGV; last if $source eq '--';
+    my $target = shift @ARGV;
+    syscall($MOUNT, $source, $target, 0, 0x1000, 0) == 0 or fail("cannot bind $source on $target");
+}
+syscall($SETGROUPS, 0, 0) == 0 or fail("cannot clear the groups");
+syscall($SETRESGID, $gid, $gid, $gid) == 0 or fail("cannot set gid $gid");
+syscall($SETRESUID, $uid, $uid, $uid) == 0 or fail("cannot set uid $uid");
+{ exec { $ARGV[0] } @ARGV; }
+fail("cannot run $ARGV[0]");
+"""
+
+
+def stage_argv(
+    perl: str, binds: list[tuple[str, str]], uid: int, gid: int, command: list[str]
+) -> list[str]:
+    """The command line that runs ``command`` as ``uid``/``gid`` with ``binds`` in a new mount
+    namespace of its own (a root driver's stage: nothing changes on the host).
+
+    One program instead of ``unshare``, a shell, ``mount`` and ``setpriv``.
+    """
+    calls = ",".join(str(number) for number in syscalls())
+    pairs = [path for pair in binds for path in pair]
+    return [perl, "-e", STAGE_PROGRAM, "--", calls, str(uid), str(gid), *pairs, "--", *command]
+
+
 @dataclass(frozen=True)
 class Entry:
     """How commands enter one sandbox: who they become and which namespaces they join."""
@@ -141,7 +180,7 @@ class Entry:
         return [*head, *self.namespaces, "--", *pairs, "--", *command]
 
 
-def syscalls() -> tuple[int, int, int, int, int]:
+def syscalls() -> tuple[int, int, int, int, int, int, int]:
     """This machine's system call numbers the entry program makes.
 
     Raises:
