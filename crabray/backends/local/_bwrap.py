@@ -18,10 +18,11 @@ root, ``bwrap`` itself runs as the unprivileged host user ``nobody``
 on the host, and files it makes are owned by ``nobody``. ``bwrap`` running as
 ``nobody`` may not be able to reach the sandbox directory (a parent may be
 private to root), so the holder first bind-mounts the three directories onto
-a stage directory that it can reach, in a private mount namespace of its own
-(:data:`crabray.backends.local._enter.STAGE_PROGRAM`)
-(nothing changes on the host). Otherwise the sandbox user is the driver's own
-user.
+a tmpfs covering a stage directory that it can reach (:func:`stage_dir`), in a
+private mount namespace of its own
+(:data:`crabray.backends.local._enter.STAGE_PROGRAM`): nothing changes on the
+host, and nothing is left to remove. Otherwise the sandbox user is the
+driver's own user.
 
 Nothing of the driver's environment reaches the sandbox: the holder starts
 with an empty environment, and commands get only what ``exec`` gives them.
@@ -46,6 +47,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -251,8 +253,8 @@ class Holder:
         # cost three starts more).
         if self._stage is None:
             raise SandboxError("internal error: a root driver's holder has no stage")
-        binds = [(str(self.root / name), str(self._stage / name)) for name in _STAGED]
-        return stage_argv(found.perl, binds, me.host_uid, me.host_gid, argv)
+        binds = [(name, str(self.root / name)) for name in _STAGED]
+        return stage_argv(found.perl, str(self._stage), binds, me.host_uid, me.host_gid, argv)
 
     def start(self) -> None:
         """Start the holder and wait until its namespaces are ready.
@@ -309,10 +311,6 @@ class Holder:
         finally:
             os.close(read_fd)
         self.pid_namespace = info.get("pid-namespace")
-        if self._stage is not None:
-            # bwrap's namespace holds its own binds now: the stage is needed no more.
-            _remove_stage(self._stage)
-            self._stage = None
         me = self.identity
         joined = namespaces_of(self._pid1, _NAMESPACES)
         self._entry = Entry(found.perl, self._pid1, me.uid, me.gid, me.as_root, joined)
@@ -326,12 +324,7 @@ class Holder:
         for name in (WORK_DIR, HOME_DIR, TMP_DIR):
             os.chown(self.root / name, me.host_uid, me.host_gid)
             os.chmod(self.root / name, 0o700)
-        parent = next((p for p in _STAGE_PARENTS if os.path.isdir(p)), None)
-        stage = Path(tempfile.mkdtemp(prefix="crabray-stage-", dir=parent))
-        self._stage = stage
-        os.chmod(stage, 0o711)
-        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
-            (stage / name).mkdir(mode=0o755)
+        self._stage = stage_dir()
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], info_fd: int) -> dict[str, int]:
         """Read bwrap's info JSON and the holder's ready line, or raise with bwrap's stderr."""
@@ -416,7 +409,6 @@ class Holder:
         root_fd, self._root_fd = self._root_fd, None
         if root_fd is not None:
             os.close(root_fd)
-        stage, self._stage = self._stage, None
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None and self._pid1 is not None:
@@ -428,24 +420,32 @@ class Holder:
                     stream.close()
             proc.wait()
             logger.debug("killed the bwrap holder of '%s'", self.label)
-        if stage is not None:
-            _remove_stage(stage)
 
 
-def _remove_stage(stage: Path) -> None:
-    """Remove a stage: empty mount points on the host (the mounts were in the holder's namespace).
+def stage_dir() -> Path:
+    """The directory a root driver's holders cover with their stage, made once per machine.
 
-    ``rmdir`` only, so a stage that somehow holds other files is
-    left alone, never emptied.
+    Each holder mounts a tmpfs on it in a mount namespace of its own, so all share
+    the one empty directory and nothing is left to remove. It must be root's and
+    writable by no one else (another user's directory there is refused).
+
+    Raises:
+        SandboxError: The directory cannot be made, or is not root's own.
     """
+    parent = next((p for p in _STAGE_PARENTS if os.path.isdir(p)), "/tmp")
+    stage = Path(parent) / "crabray-stage"
     try:
-        for name in (WORK_DIR, HOME_DIR, TMP_DIR):
-            (stage / name).rmdir()
-        stage.rmdir()
-    except FileNotFoundError:
-        pass
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(stage, 0o711)
+        seen = os.lstat(stage)
     except OSError as exc:
-        logger.warning("could not remove the stage directory %s: %s", stage, exc)
+        raise SandboxError(f"cannot make the stage directory {stage}: {exc}") from exc
+    if not stat.S_ISDIR(seen.st_mode) or seen.st_uid != 0 or seen.st_mode & 0o022:
+        raise SandboxError(
+            f"{stage} is not a directory of root's that only root can write: remove it "
+            "(crabray makes it again)"
+        )
+    return stage
 
 
 def _signal(send: Callable[[], None]) -> None:

@@ -111,10 +111,11 @@ exit($? >> 8);
 """
 
 
-# The argument list: CALLS UID GID SOURCE TARGET... -- BWRAP... (as root).
-# 0x20000 CLONE_NEWNS; mount flags 0x4000 MS_REC, 0x40000 MS_PRIVATE, 0x1000 MS_BIND.
+# The argument list: CALLS UID GID STAGE NAME SOURCE... -- BWRAP... (as root).
+# 0x20000 CLONE_NEWNS; mount flags 0x4000 MS_REC, 0x40000 MS_PRIVATE, 0x1000 MS_BIND,
+# 0xe MS_NOSUID | MS_NODEV | MS_NOEXEC.
 STAGE_PROGRAM = r"""
-my ($calls, $uid, $gid) = splice(@ARGV, 0, 3);
+my ($calls, $uid, $gid, $stage) = splice(@ARGV, 0, 4);
 my (undef, undef, $SETGROUPS, $SETRESGID, $SETRESUID, $UNSHARE, $MOUNT) =
     map { $_ + 0 } split(/,/, $calls);
 $uid += 0; $gid += 0;
@@ -122,9 +123,13 @@ sub fail { print STDERR "crabray: $_[0]: $!\n"; exit 1; }
 syscall($UNSHARE, 0x20000) == 0 or fail("cannot make a mount namespace for the stage");
 my ($none, $top) = ("none", "/");  # variables: perl hands syscall no read-only string
 syscall($MOUNT, $none, $top, 0, 0x44000, 0) == 0 or fail("cannot make the stage's mounts private");
+my ($tmpfs, $options) = ("tmpfs", "mode=0711");
+syscall($MOUNT, $tmpfs, $stage, $tmpfs, 0xe, $options) == 0
+    or fail("cannot mount a tmpfs on $stage");
 while (@ARGV) {
-    my $source = shift @ARGV; last if $source eq '--';
-    my $target = shift @ARGV;
+    my $name = shift @ARGV; last if $name eq '--';
+    my ($source, $target) = (shift @ARGV, "$stage/$name");
+    mkdir($target, 0755) or fail("cannot make $target");
     syscall($MOUNT, $source, $target, 0, 0x1000, 0) == 0 or fail("cannot bind $source on $target");
 }
 syscall($SETGROUPS, 0, 0) == 0 or fail("cannot clear the groups");
@@ -136,16 +141,18 @@ fail("cannot run $ARGV[0]");
 
 
 def stage_argv(
-    perl: str, binds: list[tuple[str, str]], uid: int, gid: int, command: list[str]
+    perl: str, stage: str, binds: list[tuple[str, str]], uid: int, gid: int, command: list[str]
 ) -> list[str]:
-    """The command line that runs ``command`` as ``uid``/``gid`` with ``binds`` in a new mount
-    namespace of its own (a root driver's stage: nothing changes on the host).
+    """The command line that runs ``command`` as ``uid``/``gid`` in a new mount namespace where
+    a tmpfs covers directory ``stage`` and holds each ``(name, source)`` of ``binds`` bound at
+    ``stage/name`` (a root driver's stage: nothing changes on the host, nothing to remove).
 
     One program instead of ``unshare``, a shell, ``mount`` and ``setpriv``.
     """
     calls = ",".join(str(number) for number in syscalls())
-    pairs = [path for pair in binds for path in pair]
-    return [perl, "-e", STAGE_PROGRAM, "--", calls, str(uid), str(gid), *pairs, "--", *command]
+    pairs = [part for pair in binds for part in pair]
+    head = [perl, "-e", STAGE_PROGRAM, "--", calls, str(uid), str(gid), stage]
+    return [*head, *pairs, "--", *command]
 
 
 @dataclass(frozen=True)

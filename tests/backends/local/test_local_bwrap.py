@@ -123,6 +123,24 @@ def test_etc_view_leaves_out_special_files(tmp_path: Path) -> None:
     assert etc._unreadable(str(tmp_path), ["fifo", "plain"]) == {"fifo"}
 
 
+def test_the_stage_directory_is_made_once_and_one_others_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only a root driver stages the sandbox directories")
+    monkeypatch.setattr(bwrap, "_STAGE_PARENTS", (str(tmp_path),))
+    stage = bwrap.stage_dir()
+    assert stage == tmp_path / "crabray-stage" and bwrap.stage_dir() == stage
+    assert (stage.stat().st_mode & 0o777, stage.stat().st_uid) == (0o711, 0)
+    stage.chmod(0o777)
+    with pytest.raises(SandboxError, match=re.escape(str(stage))):
+        bwrap.stage_dir()
+    stage.chmod(0o711)
+    os.chown(stage, bwrap.HOST_UID, bwrap.HOST_UID)
+    with pytest.raises(SandboxError, match="only root can write"):
+        bwrap.stage_dir()
+
+
 def test_no_file_of_the_driver_is_open_in_the_sandbox(jail: LocalBackend) -> None:
     # What the holder's start handed to bwrap (its stage's fstab, /etc) stays outside.
     listing = jail.exec("ls -l /proc/[0-9]*/fd/").stdout
