@@ -60,7 +60,7 @@ from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import DisplayHook
 from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
-from crabray.backends.local._enter import HELPER_ENV
+from crabray.backends.local._enter import entry_env
 from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
 from crabray.backends.local._isolation import (
     choose_isolation,
@@ -314,8 +314,8 @@ class LocalBackend(Backend):
             inside = sandbox_abspath(cwd) if cwd is not None else SANDBOX_WORKDIR
             missing = self._confined_dir_missing(inside)
             # The host side never enters a sandbox directory: the entry changes into it inside.
-            run_dir, shown, spawn_env = Path("/"), inside, HELPER_ENV
-            argv = self._holder.command(argv, cwd=inside, env=run_env)
+            run_dir, shown, spawn_env = Path("/"), inside, entry_env(run_env)
+            argv = self._holder.command(argv, cwd=inside)
         else:
             run_dir = self._unconfined_dir(sandbox, cwd)
             missing, shown = not run_dir.is_dir(), str(run_dir)
@@ -390,8 +390,8 @@ class LocalBackend(Backend):
         # The guest's own environment is made like a command's: nothing of the driver's.
         env = self._command_env(sandbox)
         if self._holder is not None:
-            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR, env=env)
-            env = HELPER_ENV
+            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
+            env = entry_env(env)
         return launch_guest(
             [*self._bound, *argv], sandbox / WORK_DIR, env, self._groups, self.config.name
         )

@@ -52,13 +52,13 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from crabray.backends.local._enter import (
-    HELPER_ENV,
     Entry,
+    entry_env,
     namespaces_of,
     stage_argv,
     unsupported,
@@ -173,9 +173,13 @@ def _probe() -> tuple[bool, str]:
         holder = Holder(root, label="probe")
         try:
             holder.start()
-            argv = holder.command(["true"], cwd=SANDBOX_WORKDIR, env={"PATH": SANDBOX_PATH})
+            argv = holder.command(["true"], cwd=SANDBOX_WORKDIR)
             done = subprocess.run(
-                argv, capture_output=True, timeout=START_TIMEOUT_SEC, check=False, env=HELPER_ENV
+                argv,
+                capture_output=True,
+                timeout=START_TIMEOUT_SEC,
+                check=False,
+                env=entry_env({"PATH": SANDBOX_PATH}),
             )
         except (SandboxError, OSError, subprocess.TimeoutExpired) as exc:
             return False, str(exc)
@@ -380,20 +384,18 @@ class Holder:
             raise self._gone()
         return self._root_fd
 
-    def command(self, argv: list[str], *, cwd: str, env: Mapping[str, str]) -> list[str]:
+    def command(self, argv: list[str], *, cwd: str) -> list[str]:
         """The host command line that runs ``argv`` inside the sandbox, in sandbox dir ``cwd``.
 
-        ``env`` is the command's whole environment (made for the sandbox,
-        nothing of the driver's). Start the command line itself with
-        :data:`HELPER_ENV`.
+        Start it with :func:`crabray.backends.local._enter.entry_env` of the
+        command's environment (made for the sandbox, nothing of the driver's).
 
         Raises:
             SandboxError: The holder is not running (killed, or never started).
-            ValueError: A name in ``env`` is empty or holds ``=``.
         """
         if not self.running or self._entry is None:
             raise self._gone()
-        return self._entry.argv(argv, cwd=cwd, env=env)
+        return self._entry.argv(argv, cwd=cwd)
 
     def _gone(self) -> SandboxError:
         return SandboxError(

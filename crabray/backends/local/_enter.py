@@ -19,9 +19,12 @@ sets no_new_privs and executes the command with the environment given. One
 program in front of each command instead of two; it fails, and the command
 does not run, if any step fails.
 
-The program starts with an empty environment (nothing a caller sets, such
-as ``LD_PRELOAD`` or ``PERL5OPT``, reaches it while it runs as the driver's
-user); the command's environment travels as arguments.
+Nothing of the command's environment steers the program while it runs as the
+driver's user (``LD_PRELOAD``, ``PERL5OPT``): each variable travels under a
+prefixed name (:func:`entry_env`) that neither the dynamic linker nor perl
+reads, and the command gets them back under their own names. Not as
+arguments: any host user can read a process's command line, only its owner
+its environment.
 """
 
 from __future__ import annotations
@@ -41,22 +44,19 @@ SYSCALLS: dict[str, tuple[int, int, int, int, int, int, int]] = {
 """Numbers of ``setns``, ``prctl``, ``setgroups``, ``setresgid``, ``setresuid``, ``unshare``
 and ``mount`` per machine (the last two for :data:`STAGE_PROGRAM`)."""
 
-HELPER_ENV: dict[str, str] = {}
-"""The environment the entry program itself starts with (the command's is an argument)."""
+ENV_PREFIX = "CRABRAY_ENV_"
+"""What :func:`entry_env` puts before each of a command's variables."""
 
-# The argument list: CALLS PID UID GID CLEAR CWD NS... -- NAME=VALUE... -- COMMAND...
+# The argument list: CALLS PID UID GID CLEAR CWD NS... -- COMMAND...
 # prctl options: 23 PR_CAPBSET_READ, 24 PR_CAPBSET_DROP, 38 PR_SET_NO_NEW_PRIVS,
 # 47 PR_CAP_AMBIENT (4: CLEAR_ALL). Errors: 2 ENOENT, 22 EINVAL. No module is loaded.
 PROGRAM = r"""
 my ($calls, $pid, $uid, $gid, $clear, $cwd) = splice(@ARGV, 0, 6);
 my ($SETNS, $PRCTL, $SETGROUPS, $SETRESGID, $SETRESUID) = map { $_ + 0 } split(/,/, $calls);
 $uid += 0; $gid += 0;
-my (@ns, %env);
+my @ns;
 while (@ARGV) { my $a = shift @ARGV; last if $a eq '--'; push @ns, $a; }
-while (@ARGV) {
-    my $a = shift @ARGV; last if $a eq '--';
-    my ($k, $v) = split(/=/, $a, 2); $env{$k} = $v;
-}
+my %env = map { substr($_, 12) => $ENV{$_} } grep { index($_, 'CRABRAY_ENV_') == 0 } keys %ENV;
 sub fail { print STDERR "crabray: $_[1]\n"; exit $_[0]; }
 my %fd;
 for my $n (@ns) {
@@ -168,23 +168,30 @@ class Entry:
     namespaces: tuple[str, ...]
     """``/proc/PID/ns`` names to join, the user namespace first."""
 
-    def argv(self, command: list[str], *, cwd: str, env: Mapping[str, str]) -> list[str]:
-        """The host command line that runs ``command`` inside, in sandbox dir ``cwd``, with ``env``.
+    def argv(self, command: list[str], *, cwd: str) -> list[str]:
+        """The host command line that runs ``command`` inside, in sandbox dir ``cwd``.
 
-        Start it with :data:`HELPER_ENV`, never with ``env``.
-
-        Raises:
-            ValueError: A name in ``env`` holds ``=`` or is empty.
+        Start it with :func:`entry_env` of the command's environment, never with that
+        environment itself.
         """
         calls = ",".join(str(number) for number in syscalls())
         head = [self.perl, "-e", PROGRAM, "--", calls, str(self.pid1)]
         head += [str(self.uid), str(self.gid), "1" if self.clear_groups else "0", cwd]
-        pairs = []
-        for name, value in env.items():
-            if not name or "=" in name:
-                raise ValueError(f"environment variable name {name!r} is empty or holds '='")
-            pairs.append(f"{name}={value}")
-        return [*head, *self.namespaces, "--", *pairs, "--", *command]
+        return [*head, *self.namespaces, "--", *command]
+
+
+def entry_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The environment to start the entry program with, for a command that gets ``env``.
+
+    Raises:
+        ValueError: A name in ``env`` is empty or holds ``=``.
+    """
+    made = {}
+    for name, value in env.items():
+        if not name or "=" in name:
+            raise ValueError(f"environment variable name {name!r} is empty or holds '='")
+        made[ENV_PREFIX + name] = value
+    return made
 
 
 def syscalls() -> tuple[int, int, int, int, int, int, int]:

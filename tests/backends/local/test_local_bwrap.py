@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -188,12 +189,30 @@ def test_capabilities_are_dropped(jail: LocalBackend) -> None:
     assert jail.exec("mount -o remount,bind,rw /usr").exit_code != 0
 
 
+def host_processes_holding(secret: bytes, kind: str) -> list[str]:
+    """Host pids whose ``/proc/PID/<kind>`` (cmdline, environ) holds ``secret``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and secret in (entry / kind).read_bytes():
+                found.append(entry.name)
+    return found
+
+
 def test_a_commands_environment_reaches_the_command_only(jail: LocalBackend) -> None:
     # The entry program runs as the driver's user: what a caller sets must not steer it.
     result = jail.exec("echo $PERL5OPT", env={"PERL5OPT": "-Mcrabray_no_such_module"})
     assert (result.exit_code, result.stdout) == (0, "-Mcrabray_no_such_module\n"), result
     with pytest.raises(ValueError, match="holds '='"):
         jail.exec("true", env={"A=B": "c"})
+    # Nor is it on a host command line, which every host user can read.
+    secret = "crabray-secret-" + os.urandom(4).hex()
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(jail.exec, "sleep 5", env={"API_KEY": secret})
+        assert wait_until(lambda: bool(host_processes_holding(secret.encode(), "environ")), 10)
+        assert host_processes_holding(secret.encode(), "cmdline") == []
+        jail.exec("pkill -x sleep")
+        assert running.result().exit_code != 0
 
 
 NON_ROOT_DRIVER = """
