@@ -422,20 +422,25 @@ def read_episodes(
 
 
 def read_episode_table(
-    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+    out_dir: str | Path,
+    run_id: str | None = None,
+    columns: list[str] | None = None,
+    *,
+    ordered: bool = False,
 ) -> pa.Table:
     """``read_episodes(..., categorical=True)`` as an Arrow table: no pandas frame is made.
 
     What ``leaderboard_table`` (``crabray leaderboard``) reads: one row per
     episode, ``CATEGORICAL_COLUMNS`` as Arrow dictionaries, rows in the files'
-    order; empty, with those columns, when nothing has been written.
+    order (sorted by episode key, as ``read_episodes`` sorts them, when
+    ``ordered``); empty, with those columns, when nothing has been written.
 
     Raises:
         ResultsError: An unknown column, a bad run id, or an unreadable part file
             (named in the message).
     """
     wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
-    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False)
+    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=ordered)
 
 
 def read_steps(
