@@ -669,6 +669,9 @@ def _print_leaderboard(
         leaderboard_table,
         read_episode_table,
     )
+    from crabray.results.dataset import use_system_allocator
+
+    use_system_allocator()  # this process reads the results and exits (see why there)
 
     columns = list(LEADERBOARD_INPUT_COLUMNS)
     if by is not None:

@@ -159,11 +159,7 @@ def read_part_files(
         partition_base_dir=posixpath.dirname(posixpath.dirname(paths[0])),
     )
     try:
-        # Dictionary reads (the leaderboard's) use the system allocator: with pyarrow's
-        # default (mimalloc here) a million rows took twice the system time, pages being
-        # returned to the OS and faulted back.
-        pool = pa.system_memory_pool() if dictionary else None
-        table = dataset.to_table(columns=columns, filter=row_filter, memory_pool=pool)
+        table = dataset.to_table(columns=columns, filter=row_filter)
         return table.unify_dictionaries() if dictionary else table
     except (pa.ArrowException, OSError) as exc:
         error = _diagnose(paths, schema, exc, filesystem)
@@ -190,11 +186,6 @@ def _read_as_written(paths: list[str], schema: pa.Schema, columns: list[str]) ->
         name: _DICTIONARY if name in encoded else schema.field(name).type for name in columns
     }
     tables = []
-    # As in the scan, the system allocator: pyarrow's default (mimalloc here) took three
-    # times the CPU on these reads. ParquetFile takes no pool, so it is swapped in for the
-    # read (buffers are freed to the pool that allocated them).
-    default = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
     try:
         for path in paths:
             part = pq.ParquetFile(path, read_dictionary=encoded, pre_buffer=True)
@@ -208,8 +199,17 @@ def _read_as_written(paths: list[str], schema: pa.Schema, columns: list[str]) ->
         return pa.concat_tables(tables).unify_dictionaries()
     except (pa.ArrowException, OSError, KeyError):  # KeyError: no such column to encode
         return None
-    finally:
-        pa.set_memory_pool(default)
+
+
+def use_system_allocator() -> None:
+    """Make the system allocator this process's Arrow memory pool (for what it allocates next).
+
+    For a process that reads a large dataset and exits (``crabray leaderboard``):
+    pyarrow's default pool (mimalloc here) took about three times the CPU on
+    these reads. A process-wide choice, made once by the application, not by a
+    reader around each read (``pq.ParquetFile`` takes no pool argument).
+    """
+    pa.set_memory_pool(pa.system_memory_pool())
 
 
 def _run_partitioning(paths: list[str]) -> ds.Partitioning:
