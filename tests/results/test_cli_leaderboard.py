@@ -169,3 +169,20 @@ def test_terminal_leaderboard_never_imports_pandas(out, options):
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     assert "alpha" in done.stdout
     assert done.stdout.rstrip().endswith("no pandas")
+
+
+def test_part_files_lacking_a_column_are_read_without_pandas(out):
+    """An older part file (no run_id, no node column) is read file by file, not scanned."""
+    import pyarrow.parquet as pq
+
+    for part in (out / "episodes" / "run_id=r1").glob("*.parquet"):
+        pq.write_table(pq.read_table(part).drop_columns(["run_id", "node"]), part)
+    program = (
+        "import sys; from crabray.results import read_episode_table\n"
+        "rows = read_episode_table(sys.argv[1], columns=['run_id', 'agent', 'node'])\n"
+        "print(sorted(set(rows.column('run_id').to_pylist())), rows.num_rows)\n"
+        "print('pandas loaded' if 'pandas' in sys.modules else 'no pandas')"
+    )
+    command = [sys.executable, "-c", program, str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.splitlines() == ["['r1', 'r2'] 12", "no pandas"]
