@@ -137,6 +137,32 @@ def _run_rows(episodes: pa.Table, run: str) -> pa.Table:
     return rows
 
 
+def _per_task(sides: list[tuple[pa.Table, dict[str, np.ndarray]]], key: list[str]) -> pa.Table:
+    """Both runs' per-task statistics side by side, a row per task of either, changed first."""
+    both = pa.concat_tables([keys for keys, _ in sides]).unify_dictionaries()
+    ids, first = combine([codes(both.column(name)) for name in key], both.num_rows)
+    values: dict[str, np.ndarray] = {}
+    start = 0
+    for suffix, (keys, stats) in zip(("_a", "_b"), sides, strict=True):
+        at = ids[start : start + keys.num_rows]
+        start += keys.num_rows
+        for name, side in stats.items():
+            column = np.zeros(len(first)) if name == "episodes" else np.full(len(first), np.nan)
+            column[at] = side
+            values[name + suffix] = column
+    rates = zip(values["success_rate_a"], values["success_rate_b"], strict=True)
+    order = np.array([CHANGES.index(_change(a, b)) for a, b in rates], np.int64)
+    columns = {name: labels(both.column(name), first) for name in key}
+    for name in COMPARE_STATS[:-1]:
+        kind = np.int64 if name.startswith("episodes") else np.float64
+        columns[name] = to_arrow(values[name].astype(kind))
+    columns["change"] = strings(list(CHANGES)).take(to_arrow(order))
+    columns["__order"] = to_arrow(order)
+    table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
+    table = table.sort_by([("__order", "ascending"), *((name, "ascending") for name in key)])
+    return table.drop_columns(["__order"])
+
+
 def compare_table(episodes: pa.Table, run_a: str, run_b: str) -> RunComparison:
     """``compare_runs`` of an Arrow table of episode rows (``read_episode_table``).
 
@@ -155,33 +181,8 @@ def compare_table(episodes: pa.Table, run_a: str, run_b: str) -> RunComparison:
         len(combine([codes(r.column(n)) for n in ("agent", "model")], r.num_rows)[1]) for r in sides
     ]
     key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
-    (keys_a, stats_a), (keys_b, stats_b) = (_side(rows, key) for rows in sides)
-    both = pa.concat_tables([keys_a, keys_b]).unify_dictionaries()
-    ids, first = combine([codes(both.column(name)) for name in key], both.num_rows)
-    tasks = len(first)
-    columns: dict[str, pa.Array] = {name: labels(both.column(name), first) for name in key}
-    values: dict[str, np.ndarray] = {}
-    for suffix, stats, at in (
-        ("_a", stats_a, ids[: keys_a.num_rows]),
-        ("_b", stats_b, ids[keys_a.num_rows :]),
-    ):
-        for name, side in stats.items():
-            column = np.zeros(tasks) if name == "episodes" else np.full(tasks, np.nan)
-            column[at] = side
-            values[name + suffix] = column
-    change = [
-        _change(a, b)
-        for a, b in zip(values["success_rate_a"], values["success_rate_b"], strict=True)
-    ]
-    for name in COMPARE_STATS[:-1]:
-        kind = np.int64 if name.startswith("episodes") else np.float64
-        columns[name] = to_arrow(values[name].astype(kind))
-    order = np.array([CHANGES.index(label) for label in change], np.int64)
-    columns["change"] = strings(list(CHANGES)).take(to_arrow(order))
-    columns["__order"] = to_arrow(order)
-    table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
-    table = table.sort_by([("__order", "ascending"), *((name, "ascending") for name in key)])
-    table = table.drop_columns(["__order"])
+    table = _per_task([_side(rows, key) for rows in sides], key)
+    change = table.column("change").to_pylist()
     counts = {label: change.count(label) for label in CHANGES}
     summary = _summary(run_a, run_b, table, counts)
     logger.debug("compared runs %s and %s by %s: %s", run_a, run_b, key, counts)
