@@ -664,12 +664,14 @@ def _print_leaderboard(
         EPISODES_SCHEMA,
         LEADERBOARD_INPUT_COLUMNS,
         TAG,
-        breakdown,
-        compare_runs,
+        breakdown_table,
+        compare_table,
         leaderboard_table,
         read_episode_table,
-        read_episodes,
     )
+    from crabray.results.dataset import use_system_allocator
+
+    use_system_allocator()  # this process reads the results and exits (see why there)
 
     columns = list(LEADERBOARD_INPUT_COLUMNS)
     if by is not None:
@@ -680,35 +682,29 @@ def _print_leaderboard(
                 + ", ".join(EPISODES_SCHEMA.names)
             )
         columns = list(dict.fromkeys([*columns, source]))
-    runs = list(compare) if compare is not None else [run_id]
-    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
-    if compare is None and by is None:  # the plain leaderboard: Arrow only, no pandas frame
-        rows = read_episode_table(out, run_id, columns)
-        if rows.num_rows == 0:
-            if run_id is None:
-                raise _no_runs(out, "leaderboard")
-            raise CrabrayError(f"no episodes in {out} for run {run_id}")
-        _show(leaderboard_table(rows, keys), "leaderboard", fmt)
-        return
-    import pandas as pd
-
-    frames = [read_episodes(out, run, columns) for run in dict.fromkeys(runs)]
-    for run, frame in zip(dict.fromkeys(runs), frames, strict=True):
-        if frame.empty and run is None:
+    runs = list(dict.fromkeys(compare)) if compare is not None else [run_id]
+    # The plain leaderboard reads rows in the files' order (the fastest); a breakdown or a
+    # comparison in episode order, so its sums add up in the order they always did.
+    ordered = compare is not None or by is not None
+    tables = [read_episode_table(out, run, columns, ordered=ordered) for run in runs]
+    for run, rows in zip(runs, tables, strict=True):
+        if rows.num_rows == 0 and run is None:
             raise _no_runs(out, "leaderboard")
-        if frame.empty:
+        if rows.num_rows == 0:
             raise CrabrayError(f"no episodes in {out} for run {run}")
-    episodes = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    summary = None
+    import pyarrow as pa
+
+    episodes = pa.concat_tables(tables)
+    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
     if compare is not None:
-        comparison = compare_runs(episodes, *compare)
-        table, title, summary = comparison.tasks, "changes per task", comparison.summary
-    elif by is not None:
-        table, title = breakdown(episodes, by, keys), f"success by {by}"
-    _show(table, title, fmt)
-    if summary is not None:
+        comparison = compare_table(episodes, *compare)
+        _show(comparison.table, "changes per task", fmt)
         # csv and json stay machine-readable: the summary goes to stderr there.
-        (console if fmt in ("table", "md") else errors).print(summary, highlight=False)
+        (console if fmt in ("table", "md") else errors).print(comparison.summary, highlight=False)
+    elif by is not None:
+        _show(breakdown_table(episodes, by, keys), f"success by {by}", fmt)
+    else:
+        _show(leaderboard_table(episodes, keys), "leaderboard", fmt)
 
 
 def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:

@@ -12,6 +12,8 @@ of its own, so that each phase's peak memory (``ru_maxrss``) is its own:
 - ``compare``: ``compare_runs`` between two runs;
 - ``steps-one-run``: ``read_steps`` of one run (what a report reads per run);
 - ``cli``: ``crabray leaderboard DATA``, the whole process a user waits for;
+- ``cli-by-tag`` and ``cli-compare``: the same with ``--by tag`` and with
+  ``--compare`` of two runs (on Arrow, as the plain leaderboard);
 - ``duckdb``: the leaderboard's counts and means computed by DuckDB over the
   same files in a process that imports only duckdb (skipped when duckdb is not
   installed): the baseline ``cli`` is compared with (issue 16: within 1.2x).
@@ -234,6 +236,9 @@ def _phase(name: str, data: Path) -> dict[str, float]:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if name == "leaderboard":
+        from crabray.results.dataset import use_system_allocator
+
+        use_system_allocator()  # what `crabray leaderboard` does first
         # As `crabray leaderboard` reads them: an Arrow table, in the files' order.
         rows = read_episode_table(data, columns=list(LEADERBOARD_INPUT_COLUMNS))
         timings["read_sec"] = time.perf_counter() - t0
@@ -304,7 +309,17 @@ def _duckdb_command(data: Path) -> list[str]:
     return [sys.executable, "-c", DUCKDB_PROGRAM, query]
 
 
-PHASES = ("leaderboard", "cli", "duckdb", "breakdown-tag", "compare", "steps-one-run")
+PHASES = (
+    "leaderboard",
+    "cli",
+    "duckdb",
+    "cli-by-tag",
+    "cli-compare",
+    "breakdown-tag",
+    "compare",
+    "steps-one-run",
+)
+_CLI = [sys.executable, "-m", "crabray", "leaderboard"]
 
 
 def main() -> None:
@@ -337,7 +352,9 @@ def main() -> None:
             started = time.perf_counter()
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             command = {
-                "cli": [sys.executable, "-m", "crabray", "leaderboard", str(data)],
+                "cli": [*_CLI, str(data)],
+                "cli-by-tag": [*_CLI, str(data), "--by", "tag"],
+                "cli-compare": [*_CLI, str(data), "--compare", "bench-00", "bench-01"],
                 "duckdb": _duckdb_command(data),
             }.get(phase, [sys.executable, __file__, "--phase", phase, "--data", str(data)])
             done = subprocess.run(
@@ -349,7 +366,7 @@ def main() -> None:
             if done.returncode != 0:
                 print(f"{phase}: FAILED\n{done.stderr}", file=sys.stderr)
                 raise SystemExit(1)
-            output = done.stdout.strip().splitlines() if phase != "cli" else ["{}"]
+            output = ["{}"] if phase.startswith("cli") else done.stdout.strip().splitlines()
             results[phase] = result = json.loads(output[-1])
             result["process_sec"] = time.perf_counter() - started
             after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -16,8 +16,14 @@ from __future__ import annotations
 
 from crabray.results._fs import local_path, shown_uri
 from crabray.results._layout import check_output_dir
-from crabray.results.arrow_board import leaderboard_table
-from crabray.results.compare import CHANGES, COMPARE_STATS, RunComparison, compare_runs
+from crabray.results.arrow_board import breakdown_table, leaderboard_table
+from crabray.results.compare import (
+    CHANGES,
+    COMPARE_STATS,
+    RunComparison,
+    compare_runs,
+    compare_table,
+)
 from crabray.results.dataset import (
     INFRA_REASONS,
     EpisodeKey,
@@ -76,9 +82,11 @@ __all__ = [
     "RunManifest",
     "attempts_so_far",
     "breakdown",
+    "breakdown_table",
     "check_output_dir",
     "check_uri",
     "compare_runs",
+    "compare_table",
     "episodes_table",
     "finished_keys",
     "has_results",

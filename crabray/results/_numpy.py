@@ -64,11 +64,32 @@ def to_numpy(column: pa.Array | pa.ChunkedArray, null: float | int | None = None
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def to_arrow(values: np.ndarray) -> pa.Array:
-    """A numpy array of booleans, integers or floats as an Arrow array (no nulls)."""
+def _validity(valid: np.ndarray | None) -> pa.Buffer | None:
+    return None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def to_arrow(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
+    """A numpy array of booleans, integers or floats as an Arrow array.
+
+    Args:
+        values: The values.
+        valid: False where the Arrow array holds a null; no nulls when None.
+    """
+    nulls = 0 if valid is None else int(len(valid) - np.count_nonzero(valid))
     if values.dtype == bool:
         packed = np.packbits(values, bitorder="little")
-        return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(packed)])
+        buffers = [_validity(valid), pa.py_buffer(packed)]
+        return pa.Array.from_buffers(pa.bool_(), len(values), buffers, null_count=nulls)
     values = np.ascontiguousarray(values)
     kind = pa.from_numpy_dtype(values.dtype)
-    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
+    buffers = [_validity(valid), pa.py_buffer(values)]
+    return pa.Array.from_buffers(kind, len(values), buffers, null_count=nulls)
+
+
+def strings(values: list[str]) -> pa.Array:
+    """Python strings as an Arrow string array (``pa.array`` of a list imports pandas)."""
+    data = [value.encode() for value in values]
+    offsets = np.zeros(len(data) + 1, np.int32)
+    np.cumsum([len(value) for value in data], out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(data), buffers)

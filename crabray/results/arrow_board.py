@@ -1,13 +1,12 @@
-"""The leaderboard of an Arrow table: what ``crabray leaderboard`` computes, without pandas.
+"""Leaderboards and breakdowns of an Arrow table: the one implementation, without pandas.
 
-``leaderboard`` takes a pandas frame; at a million episodes, making that frame
-(and importing pandas for it) cost more than the statistics themselves. Here
-the deduplicated episode rows stay an Arrow table (``read_episode_table``:
-dictionary-encoded strings, rows in the files' order), the group keys are
-coded from the dictionaries' indices, and the statistics come from the same
-arithmetic as ``leaderboard``'s (``crabray.results._aggregate``): same
-columns, same order, same numbers, as an Arrow table that ``render`` and
-``to_rich_table`` take as they take a frame.
+The deduplicated episode rows stay an Arrow table (``read_episode_table``:
+dictionary-encoded strings), the group keys are coded from the dictionaries'
+indices, and the statistics come from ``crabray.results._aggregate``. What
+``crabray leaderboard`` prints (with or without ``--by``) is computed here; the
+pandas functions of ``crabray.results.leaderboard`` convert a frame to a table,
+call these, and convert back. See that module for how infrastructure failures
+count.
 """
 
 from __future__ import annotations
@@ -20,51 +19,81 @@ import pyarrow.compute as pc
 
 from crabray.core.errors import ResultsError
 from crabray.results._aggregate import Codes, combine, pass_columns, summary
-from crabray.results._numpy import to_arrow, to_numpy
-from crabray.results.dataset import INFRA_REASONS
-from crabray.results.leaderboard import (
-    _INT_COLUMNS,
-    _TASK_SAMPLE,
+from crabray.results._columns import (
+    BREAKDOWN_INPUT_COLUMNS,
+    BREAKDOWN_STATS,
     DEFAULT_BY,
+    INT_COLUMNS,
     LEADERBOARD_INPUT_COLUMNS,
     STAT_COLUMNS,
+    TAG,
+    TASK_SAMPLE,
 )
+from crabray.results._numpy import to_arrow, to_numpy
+from crabray.results.dataset import INFRA_REASONS
 from crabray.results.stats import DEFAULT_CONFIDENCE
 
 
-def _dictionary(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+def missing_columns(
+    names: Sequence[str], needed: Sequence[str], what: str, reader: str
+) -> ResultsError | None:
+    """The error of rows lacking some of ``needed`` (named, with how to read them), or None."""
+    missing = [name for name in dict.fromkeys(needed) if name not in names]
+    if not missing:
+        return None
+    return ResultsError(
+        f"cannot build {what}: episode rows lack column(s) {missing}; read them with "
+        f"{reader}(out, columns=[*LEADERBOARD_INPUT_COLUMNS, 'tags']) or all columns"
+    )
+
+
+def _require(episodes: pa.Table, needed: Sequence[str], what: str) -> None:
+    error = missing_columns(episodes.column_names, needed, what, "read_episode_table")
+    if error is not None:
+        raise error
+
+
+def dictionary_indices(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
     """The column as one dictionary and each row's index into it (-1 for a null).
 
-    A dictionary column's chunks share one dictionary (``leaderboard_table``
-    unifies them first).
+    A dictionary column's chunks share one dictionary (callers unify them first).
     """
     if not pa.types.is_dictionary(column.type):
         column = pa.chunked_array([pc.dictionary_encode(column.combine_chunks())])
     if column.num_chunks == 0:
-        return pa.array([], column.type.value_type), np.empty(0, np.int64)
+        return pa.nulls(0, column.type.value_type), np.empty(0, np.int64)
     return column.chunk(0).dictionary, to_numpy(column, null=-1).astype(np.int64)
 
 
-def _codes(column: pa.ChunkedArray) -> Codes:
+def codes(column: pa.ChunkedArray) -> Codes:
     """Integer codes of a column's values, a null being a code of its own."""
-    dictionary, indices = _dictionary(column)
+    dictionary, indices = dictionary_indices(column)
     size = len(dictionary) + 1
     return np.where(indices < 0, size - 1, indices), size
 
 
-def _graded(episodes: pa.Table) -> np.ndarray:
+def graded(episodes: pa.Table) -> np.ndarray:
     """True for rows with a verdict on the agent (not an infrastructure failure)."""
-    dictionary, indices = _dictionary(episodes.column("termination_reason"))
+    dictionary, indices = dictionary_indices(episodes.column("termination_reason"))
     infra = np.array([value in INFRA_REASONS for value in dictionary.to_pylist()] + [False])
     return ~infra[indices]  # index -1 (a null) reads the trailing False: graded
 
 
-def _labels(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
-    """The values of ``rows`` of a key column, plain strings rather than dictionary indices."""
+def floats(episodes: pa.Table, name: str) -> np.ndarray:
+    """A numeric column as float64 per row (NaN for a null)."""
+    return to_numpy(episodes.column(name), null=np.nan).astype(np.float64)
+
+
+def labels(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
+    """The values of ``rows`` of a key column, plain values rather than dictionary indices."""
     values = column.take(to_arrow(rows.astype(np.int64)))
     if pa.types.is_dictionary(values.type):
         values = values.cast(values.type.value_type)
-    return values.combine_chunks()
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _stat_array(name: str, values: np.ndarray) -> pa.Array:
+    return to_arrow(values.astype(np.int64) if name in INT_COLUMNS else values)
 
 
 def leaderboard_table(
@@ -86,48 +115,38 @@ def leaderboard_table(
 
     Returns:
         What ``leaderboard`` returns for the same rows (columns, order, values),
-        the ``by`` columns as plain strings, counts as int64, the rest float64.
+        the ``by`` columns as plain values, counts as int64, the rest float64.
 
     Raises:
         ResultsError: A needed column is missing.
     """
     keys = list(by)
-    needed = list(dict.fromkeys([*LEADERBOARD_INPUT_COLUMNS, *keys]))
-    missing = [name for name in needed if name not in episodes.column_names]
-    if missing:
-        raise ResultsError(
-            f"cannot build a leaderboard: episode rows lack column(s) {missing}; read them "
-            "with read_episode_table(out, columns=[*LEADERBOARD_INPUT_COLUMNS, ...])"
-        )
+    _require(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
     if episodes.num_rows == 0:
-        return _empty(episodes, keys)
+        return _empty(episodes, keys, STAT_COLUMNS)
     episodes = episodes.unify_dictionaries()
-    ids, first = combine([_codes(episodes.column(name)) for name in keys], episodes.num_rows)
+    ids, first = combine([codes(episodes.column(name)) for name in keys], episodes.num_rows)
     groups = len(first)
-    graded = _graded(episodes)
-    floats: dict[str, np.ndarray] = {}
+    verdict = graded(episodes)
+    cache: dict[str, np.ndarray] = {}
 
     def values(name: str) -> np.ndarray:
-        if name not in floats:
-            column = episodes.column(name)
-            floats[name] = to_numpy(column).astype(np.float64)
-        return floats[name]
+        if name not in cache:
+            cache[name] = floats(episodes, name)
+        return cache[name]
 
-    stats = summary(ids, groups, graded, values, confidence, full=True)
+    stats = summary(ids, groups, verdict, values, confidence, full=True)
     passes = pass_columns(
         ids,
         groups,
-        graded,
-        [_codes(episodes.column(name)) for name in _TASK_SAMPLE],
+        verdict,
+        [codes(episodes.column(name)) for name in TASK_SAMPLE],
         values("success"),
         max_k,
     )
-    columns: dict[str, pa.Array] = {name: _labels(episodes.column(name), first) for name in keys}
-    for name in STAT_COLUMNS:
-        ints = name in _INT_COLUMNS
-        columns[name] = to_arrow(stats[name].astype(np.int64) if ints else stats[name])
-    for name, column in (passes or {}).items():
-        columns[name] = to_arrow(column)
+    columns = {name: labels(episodes.column(name), first) for name in keys}
+    columns.update({name: _stat_array(name, stats[name]) for name in STAT_COLUMNS})
+    columns.update({name: to_arrow(column) for name, column in (passes or {}).items()})
     table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
     return table.sort_by(
         [
@@ -138,14 +157,98 @@ def leaderboard_table(
     )
 
 
-def _empty(episodes: pa.Table, keys: list[str]) -> pa.Table:
+def _explode_tags(episodes: pa.Table) -> tuple[np.ndarray, pa.Array]:
+    """Per (episode, tag) in row then tag order: the episode's row and the tag.
+
+    An episode without tags (an empty or null list) keeps one row, with a null tag.
+    """
+    tags = episodes.column("tags").combine_chunks()
+    count = to_numpy(pc.list_value_length(tags), null=0).astype(np.int64)
+    kept = np.maximum(count, 1)
+    rows = np.repeat(np.arange(len(count)), kept)
+    # Position of each tag among all tags, or -1 for the null tag of an untagged episode.
+    position = np.full(len(rows), -1, np.int64)
+    flat_start = np.cumsum(count) - count
+    within = np.arange(len(rows)) - np.repeat(np.cumsum(kept) - kept, kept)
+    has = within < count[rows]
+    position[has] = flat_start[rows[has]] + within[has]
+    flat = pc.list_flatten(tags)  # null lists hold no values; empty ones none either
+    index = to_arrow(position, valid=position >= 0)  # a null index takes a null tag
+    return rows, flat.take(index)
+
+
+def breakdown_table(
+    episodes: pa.Table,
+    column: str,
+    by: Sequence[str] = DEFAULT_BY,
+    *,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> pa.Table:
+    """``breakdown`` of an Arrow table of episode rows, as an Arrow table.
+
+    Args:
+        episodes: Deduplicated episode rows (``read_episode_table``) with the
+            breakdown's columns, ``column`` (``tags`` for a breakdown by tag)
+            and the ``by`` columns.
+        column: An episode column, or ``"tag"`` (also ``"tags"``).
+        by: The groups to break down.
+        confidence: Coverage of the success-rate interval.
+
+    Returns:
+        What ``breakdown`` returns for the same rows (columns, order, values).
+
+    Raises:
+        ResultsError: A needed column is missing, or ``column`` is one of ``by``.
+    """
+    keys = list(by)
+    tagged = column in (TAG, "tags")
+    source, group = ("tags", TAG) if tagged else (column, column)
+    _require(episodes, [*BREAKDOWN_INPUT_COLUMNS, source, *keys], f"a breakdown by {column!r}")
+    if group in keys:
+        raise ResultsError(f"cannot break down by {column!r}: it is already one of by={keys}")
+    if episodes.num_rows == 0:
+        return _empty(episodes, [*keys, group], BREAKDOWN_STATS, {TAG: pa.string()})
+    episodes = episodes.unify_dictionaries()
+    key_codes = [codes(episodes.column(name)) for name in keys]
+    owner, _ = combine(key_codes, episodes.num_rows)
+    totals = np.bincount(owner).astype(np.float64)
+    rows = np.arange(episodes.num_rows)
+    values = episodes.column(source)
+    if tagged:
+        rows, tags = _explode_tags(episodes)
+        values = pa.chunked_array([tags])
+    row_codes = [(key[rows], size) for key, size in key_codes]
+    ids, first = combine([*row_codes, codes(values)], len(rows))
+    cache: dict[str, np.ndarray] = {}
+
+    def numbers(name: str) -> np.ndarray:
+        if name not in cache:
+            cache[name] = floats(episodes, name)[rows]
+        return cache[name]
+
+    stats = summary(ids, len(first), graded(episodes)[rows], numbers, confidence, full=False)
+    stats["share"] = (stats["episodes"] + stats["infra_errors"]) / totals[owner[rows[first]]]
+    columns = {name: labels(episodes.column(name), rows[first]) for name in keys}
+    columns[group] = labels(values, first)
+    columns.update({name: _stat_array(name, stats[name]) for name in BREAKDOWN_STATS})
+    table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
+    return table.sort_by([(name, "ascending") for name in [*keys, group]])
+
+
+def _empty(
+    episodes: pa.Table,
+    keys: list[str],
+    stats: Sequence[str],
+    types: dict[str, pa.DataType] | None = None,
+) -> pa.Table:
     def key_type(name: str) -> pa.DataType:
+        if types and name in types:
+            return types[name]
         kind = episodes.schema.field(name).type
         return kind.value_type if pa.types.is_dictionary(kind) else kind
 
     fields = [pa.field(name, key_type(name)) for name in keys]
     fields += [
-        pa.field(name, pa.int64() if name in _INT_COLUMNS else pa.float64())
-        for name in STAT_COLUMNS
+        pa.field(name, pa.int64() if name in INT_COLUMNS else pa.float64()) for name in stats
     ]
     return pa.schema(fields).empty_table()

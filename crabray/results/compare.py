@@ -3,7 +3,9 @@
 Split from :mod:`crabray.results.leaderboard` (whose statistics it shares:
 graded episodes only, infrastructure failures left out) so that each module
 does one job: the leaderboard and breakdowns summarise groups, this module
-matches tasks across two runs.
+matches tasks across two runs. ``compare_table`` works on an Arrow table
+(what ``crabray leaderboard --compare`` reads, without pandas); ``compare_runs``
+converts a frame and calls it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,23 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
+
 from crabray.core.errors import ResultsError
-from crabray.results.leaderboard import _graded, _require
+from crabray.results._aggregate import combine
+from crabray.results._numpy import strings, to_arrow, to_numpy
+from crabray.results.arrow_board import (
+    codes,
+    dictionary_indices,
+    floats,
+    graded,
+    labels,
+    missing_columns,
+)
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
     import pandas as pd
@@ -41,6 +56,8 @@ COMPARE_STATS = (
 )
 """Columns of ``RunComparison.tasks`` after the matching key."""
 
+_NEEDED = ("run_id", "agent", "model", "task_id", "termination_reason", "success", "score", "steps")
+
 
 @dataclass(frozen=True)
 class RunComparison:
@@ -50,8 +67,8 @@ class RunComparison:
         run_a: The baseline run.
         run_b: The run compared with it.
         key: Columns that matched tasks across the runs.
-        tasks: One row per matched task: ``key`` then ``COMPARE_STATS``, the
-            changed tasks first (in ``CHANGES`` order).
+        table: One row per matched task: ``key`` then ``COMPARE_STATS``, the
+            changed tasks first (in ``CHANGES`` order), as an Arrow table.
         counts: Tasks per change label (every label present, 0 if none).
         summary: One line for a person, such as ``run-a -> run-b: 40 tasks in
             both, success 0.700 -> 0.750; fixed 3, broke 1, ...``.
@@ -60,9 +77,14 @@ class RunComparison:
     run_a: str
     run_b: str
     key: tuple[str, ...]
-    tasks: pd.DataFrame
+    table: pa.Table
     counts: dict[str, int] = field(default_factory=dict)
     summary: str = ""
+
+    @cached_property
+    def tasks(self) -> pd.DataFrame:
+        """``table`` as a pandas frame (made once, on first use)."""
+        return self.table.to_pandas()
 
 
 def _change(rate_a: float, rate_b: float) -> str:
@@ -79,6 +101,110 @@ def _change(rate_a: float, rate_b: float) -> str:
     return "better" if rate_b > rate_a else "worse"
 
 
+def _group_means(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
+    """Per group, the mean of the non-NaN values (NaN if none), summed in row order."""
+    keep = ~np.isnan(values)
+    count = np.bincount(ids[keep], minlength=groups)
+    total = np.bincount(ids[keep], weights=values[keep], minlength=groups)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(count > 0, total / count, np.nan)
+
+
+def _side(rows: pa.Table, key: list[str]) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """One run's graded rows per task: the key values and the task's statistics."""
+    rows = rows.filter(to_arrow(graded(rows)))
+    ids, first = combine([codes(rows.column(name)) for name in key], rows.num_rows)
+    groups = len(first)
+    stats = {
+        "episodes": np.bincount(ids, minlength=groups).astype(np.float64),
+        "success_rate": _group_means(ids, groups, floats(rows, "success")),
+        "mean_score": _group_means(ids, groups, floats(rows, "score")),
+        "mean_steps": _group_means(ids, groups, floats(rows, "steps")),
+    }
+    keys = pa.Table.from_arrays([labels(rows.column(name), first) for name in key], names=key)
+    return keys, stats
+
+
+def _run_rows(episodes: pa.Table, run: str) -> pa.Table:
+    """The rows of ``run``; an error listing the runs there are when it has none."""
+    dictionary, indices = dictionary_indices(episodes.column("run_id"))
+    names = dictionary.to_pylist()
+    rows = episodes.filter(to_arrow(indices == (names.index(run) if run in names else -2)))
+    if rows.num_rows == 0:
+        present = [None if index < 0 else names[index] for index in np.unique(indices)]
+        known = ", ".join(sorted(map(str, present))) or "none"
+        raise ResultsError(f"run {run!r} has no episodes to compare; runs present: {known}")
+    return rows
+
+
+def _per_task(sides: list[tuple[pa.Table, dict[str, np.ndarray]]], key: list[str]) -> pa.Table:
+    """Both runs' per-task statistics side by side, a row per task of either, changed first."""
+    both = pa.concat_tables([keys for keys, _ in sides]).unify_dictionaries()
+    ids, first = combine([codes(both.column(name)) for name in key], both.num_rows)
+    values: dict[str, np.ndarray] = {}
+    start = 0
+    for suffix, (keys, stats) in zip(("_a", "_b"), sides, strict=True):
+        at = ids[start : start + keys.num_rows]
+        start += keys.num_rows
+        for name, side in stats.items():
+            column = np.zeros(len(first)) if name == "episodes" else np.full(len(first), np.nan)
+            column[at] = side
+            values[name + suffix] = column
+    rates = zip(values["success_rate_a"], values["success_rate_b"], strict=True)
+    order = np.array([CHANGES.index(_change(a, b)) for a, b in rates], np.int64)
+    columns = {name: labels(both.column(name), first) for name in key}
+    for name in COMPARE_STATS[:-1]:
+        kind = np.int64 if name.startswith("episodes") else np.float64
+        columns[name] = to_arrow(values[name].astype(kind))
+    columns["change"] = strings(list(CHANGES)).take(to_arrow(order))
+    columns["__order"] = to_arrow(order)
+    table = pa.Table.from_arrays(list(columns.values()), names=list(columns))
+    table = table.sort_by([("__order", "ascending"), *((name, "ascending") for name in key)])
+    return table.drop_columns(["__order"])
+
+
+def compare_table(episodes: pa.Table, run_a: str, run_b: str) -> RunComparison:
+    """``compare_runs`` of an Arrow table of episode rows (``read_episode_table``).
+
+    Raises:
+        ResultsError: A needed column is missing, or a run has no episodes (the
+            message lists the runs there are).
+    """
+    error = missing_columns(
+        episodes.column_names, _NEEDED, "a run comparison", "read_episode_table"
+    )
+    if error is not None:
+        raise error
+    episodes = episodes.unify_dictionaries()
+    sides = [_run_rows(episodes, run) for run in (run_a, run_b)]
+    agents = [
+        len(combine([codes(r.column(n)) for n in ("agent", "model")], r.num_rows)[1]) for r in sides
+    ]
+    key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
+    table = _per_task([_side(rows, key) for rows in sides], key)
+    change = table.column("change").to_pylist()
+    counts = {label: change.count(label) for label in CHANGES}
+    summary = _summary(run_a, run_b, table, counts)
+    logger.debug("compared runs %s and %s by %s: %s", run_a, run_b, key, counts)
+    return RunComparison(run_a, run_b, tuple(key), table, counts, summary)
+
+
+def _summary(run_a: str, run_b: str, tasks: pa.Table, counts: dict[str, int]) -> str:
+    """The comparison in one line: tasks graded in both runs, their mean rates, the counts."""
+    both = (to_numpy(tasks.column("episodes_a")) > 0) & (to_numpy(tasks.column("episodes_b")) > 0)
+    rate_a, rate_b = (
+        to_numpy(tasks.column(name))[both] for name in ("success_rate_a", "success_rate_b")
+    )
+    rates = (
+        f"success {rate_a.mean():.3f} -> {rate_b.mean():.3f}"
+        if both.any()
+        else "no task graded in both"
+    )
+    return f"{run_a} -> {run_b}: {int(both.sum())} tasks in both, {rates}; " + ", ".join(
+        f"{label} {counts[label]}" for label in CHANGES
+    )
+
+
 def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunComparison:
     """Per task, how run B did compared with run A.
 
@@ -87,6 +213,7 @@ def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunCompariso
     has several, by ``(agent, model, task_id)``, so each agent is compared with
     itself. Each side's numbers are over its graded episodes of the task (its
     epochs); infrastructure failures are left out as in the leaderboard.
+    ``compare_table`` of the frame's rows.
 
     Args:
         episodes: Deduplicated episode rows of (at least) both runs, with
@@ -95,60 +222,15 @@ def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunCompariso
         run_b: The run to compare with it.
 
     Returns:
-        The comparison: a row per task, counts per change and a summary line.
+        The comparison: a row per task (``tasks``, a frame), counts per change
+        and a summary line.
 
     Raises:
         ResultsError: A needed column is missing, or a run has no episodes (the
             message lists the runs there are).
     """
-    needed = ["run_id", "agent", "model", "task_id", "termination_reason", "success", "score"]
-    _require(episodes, [*needed, "steps"], "a run comparison")
-    sides = {}
-    for run in (run_a, run_b):
-        rows = episodes[episodes["run_id"] == run]
-        if rows.empty:
-            known = ", ".join(sorted(map(str, episodes["run_id"].unique()))) or "none"
-            raise ResultsError(f"run {run!r} has no episodes to compare; runs present: {known}")
-        sides[run] = rows
-    agents = [len(rows[["agent", "model"]].drop_duplicates()) for rows in sides.values()]
-    key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
-    per_side = []
-    for suffix, rows in zip(("_a", "_b"), sides.values(), strict=True):
-        graded = rows[_graded(rows)]
-        stats = (
-            graded.assign(success=graded["success"].astype(float))
-            .groupby(key, dropna=False, sort=False)
-            .agg(
-                episodes=("success", "size"),
-                success_rate=("success", "mean"),
-                mean_score=("score", "mean"),
-                mean_steps=("steps", "mean"),
-            )
-            .add_suffix(suffix)
-            .reset_index()
-        )
-        per_side.append(stats)
-    tasks = per_side[0].merge(per_side[1], on=key, how="outer")
-    for name in ("episodes_a", "episodes_b"):
-        tasks[name] = tasks[name].fillna(0).astype("int64")
-    tasks["change"] = [
-        _change(a, b) for a, b in zip(tasks["success_rate_a"], tasks["success_rate_b"], strict=True)
-    ]
-    tasks["__order"] = tasks["change"].map(CHANGES.index)
-    tasks = (
-        tasks.sort_values(["__order", *key], kind="stable", na_position="last")
-        .drop(columns="__order")
-        .reset_index(drop=True)[[*key, *COMPARE_STATS]]
-    )
-    counts = {label: int((tasks["change"] == label).sum()) for label in CHANGES}
-    both = tasks[tasks["episodes_a"].gt(0) & tasks["episodes_b"].gt(0)]
-    rates = (
-        f"success {both['success_rate_a'].mean():.3f} -> {both['success_rate_b'].mean():.3f}"
-        if len(both)
-        else "no task graded in both"
-    )
-    summary = f"{run_a} -> {run_b}: {len(both)} tasks in both, {rates}; " + ", ".join(
-        f"{label} {counts[label]}" for label in CHANGES
-    )
-    logger.debug("compared runs %s and %s by %s: %s", run_a, run_b, key, counts)
-    return RunComparison(run_a, run_b, tuple(key), tasks, counts, summary)
+    error = missing_columns(list(episodes.columns), _NEEDED, "a run comparison", "read_episodes")
+    if error is not None:
+        raise error
+    rows = pa.Table.from_pandas(episodes[list(_NEEDED)], preserve_index=False)
+    return compare_table(rows, run_a, run_b)

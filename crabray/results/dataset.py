@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
@@ -28,6 +27,7 @@ from crabray.results._fs import Location, resolve
 from crabray.results._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results._numpy import to_arrow, to_numpy
+from crabray.results._parts import CATEGORICAL_COLUMNS, DICTIONARY, read_file_by_file
 from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
@@ -44,12 +44,6 @@ INFRA_REASONS = frozenset(reason.value for reason in TerminationReason if reason
 
 _RANK = ("attempt", "finished_at", "episode_id")
 _MAX_LIST_RETRIES = 3
-_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
-CATEGORICAL_COLUMNS = frozenset(
-    ("run_id", "suite", "task_id", "agent", "model", "termination_reason", "node", "error_type")
-)
-"""String columns with few distinct values: read as Arrow dictionaries, so a million rows
-are a million integers and a few hundred strings until (and unless) they are decoded."""
 
 
 class _PartVanishedError(ResultsError):
@@ -132,8 +126,8 @@ def read_part_files(
         paths = [os.path.abspath(path) for path in files]
     else:
         paths = [str(path) for path in files]
-    if dictionary and row_filter is None and isinstance(filesystem, pafs.LocalFileSystem):
-        table = _read_as_written(paths, schema, columns)
+    if dictionary and row_filter is None:
+        table = read_file_by_file(paths, schema, columns, filesystem)
         if table is not None:
             return table
     import pyarrow.dataset as ds
@@ -143,7 +137,7 @@ def read_part_files(
     if dictionary:
         encoded = [name for name in columns if name in CATEGORICAL_COLUMNS]
         schema = pa.schema(
-            [f.with_type(_DICTIONARY) if f.name in encoded else f for f in schema],
+            [f.with_type(DICTIONARY) if f.name in encoded else f for f in schema],
             metadata=schema.metadata,
         )
         file_format = ds.ParquetFileFormat(
@@ -159,11 +153,7 @@ def read_part_files(
         partition_base_dir=posixpath.dirname(posixpath.dirname(paths[0])),
     )
     try:
-        # Dictionary reads (the leaderboard's) use the system allocator: with pyarrow's
-        # default (mimalloc here) a million rows took twice the system time, pages being
-        # returned to the OS and faulted back.
-        pool = pa.system_memory_pool() if dictionary else None
-        table = dataset.to_table(columns=columns, filter=row_filter, memory_pool=pool)
+        table = dataset.to_table(columns=columns, filter=row_filter)
         return table.unify_dictionaries() if dictionary else table
     except (pa.ArrowException, OSError) as exc:
         error = _diagnose(paths, schema, exc, filesystem)
@@ -176,40 +166,15 @@ def _partitioning() -> ds.Partitioning:
     return ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
 
 
-def _read_as_written(paths: list[str], schema: pa.Schema, columns: list[str]) -> pa.Table | None:
-    """``columns`` of local part files, string columns as dictionaries, or None to scan instead.
+def use_system_allocator() -> None:
+    """Make the system allocator this process's Arrow memory pool (for what it allocates next).
 
-    ``read_part_files``' dictionary read of files that hold every column with its
-    schema type (what the sink writes), file by file with ``pyarrow.parquet``:
-    ``pyarrow.dataset`` is not imported, nor pandas with it. None when a file
-    lacks a column or has another type, or cannot be read: the dataset scan
-    then casts what it can and names the file it cannot read.
+    For a process that reads a large dataset and exits (``crabray leaderboard``):
+    pyarrow's default pool (mimalloc here) took about three times the CPU on
+    these reads. A process-wide choice, made once by the application, not by a
+    reader around each read (``pq.ParquetFile`` takes no pool argument).
     """
-    encoded = [name for name in columns if name in CATEGORICAL_COLUMNS]
-    expected = {
-        name: _DICTIONARY if name in encoded else schema.field(name).type for name in columns
-    }
-    tables = []
-    # As in the scan, the system allocator: pyarrow's default (mimalloc here) took three
-    # times the CPU on these reads. ParquetFile takes no pool, so it is swapped in for the
-    # read (buffers are freed to the pool that allocated them).
-    default = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
-    try:
-        for path in paths:
-            part = pq.ParquetFile(path, read_dictionary=encoded, pre_buffer=True)
-            found = part.schema_arrow
-            if any(
-                found.get_field_index(name) < 0 or found.field(name).type != kind
-                for name, kind in expected.items()
-            ):
-                return None
-            tables.append(part.read(columns=columns).select(columns))
-        return pa.concat_tables(tables).unify_dictionaries()
-    except (pa.ArrowException, OSError, KeyError):  # KeyError: no such column to encode
-        return None
-    finally:
-        pa.set_memory_pool(default)
 
 
 def _run_partitioning(paths: list[str]) -> ds.Partitioning:
@@ -220,7 +185,7 @@ def _run_partitioning(paths: list[str]) -> ds.Partitioning:
         {posixpath.basename(posixpath.dirname(path)).removeprefix("run_id=") for path in paths}
     )
     return ds.partitioning(
-        pa.schema([("run_id", _DICTIONARY)]),
+        pa.schema([("run_id", DICTIONARY)]),
         flavor="hive",
         dictionaries={"run_id": pa.array(runs, pa.string())},
     )
@@ -422,20 +387,25 @@ def read_episodes(
 
 
 def read_episode_table(
-    out_dir: str | Path, run_id: str | None = None, columns: list[str] | None = None
+    out_dir: str | Path,
+    run_id: str | None = None,
+    columns: list[str] | None = None,
+    *,
+    ordered: bool = False,
 ) -> pa.Table:
     """``read_episodes(..., categorical=True)`` as an Arrow table: no pandas frame is made.
 
     What ``leaderboard_table`` (``crabray leaderboard``) reads: one row per
     episode, ``CATEGORICAL_COLUMNS`` as Arrow dictionaries, rows in the files'
-    order; empty, with those columns, when nothing has been written.
+    order (sorted by episode key, as ``read_episodes`` sorts them, when
+    ``ordered``); empty, with those columns, when nothing has been written.
 
     Raises:
         ResultsError: An unknown column, a bad run id, or an unreadable part file
             (named in the message).
     """
     wanted = _check_columns(columns, EPISODES_SCHEMA, "episodes")
-    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=False)
+    return _kept_episodes(out_dir, run_id, wanted, dictionary=True, ordered=ordered)
 
 
 def read_steps(

@@ -12,6 +12,11 @@ of ``success_rate``, and means, sums and pass@k are taken over graded episodes.
 failures instead would let a flaky cluster lower an agent's score; a large
 ``infra_errors`` says the run is unfinished, not that the agent failed.
 
+The functions here take and return pandas frames; the arithmetic and grouping
+are ``crabray.results.arrow_board``'s (what ``crabray leaderboard`` runs on
+Arrow tables without pandas): a frame is converted to a table, summarised
+there, and the result converted back, so both give the same numbers.
+
 Statistics (see ``crabray.results.stats``): a Wilson interval for the success
 rate, the standard error of the mean score, and pass@k / pass^k over repeated
 attempts of the same task (its epochs within a run, ``crabray run --epochs K``).
@@ -23,170 +28,48 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
+import pyarrow as pa
 
-from crabray.core.errors import ResultsError
-from crabray.results._aggregate import Codes, combine, pass_columns, summary
-from crabray.results.dataset import INFRA_REASONS
+from crabray.results._columns import (
+    BREAKDOWN_INPUT_COLUMNS,
+    BREAKDOWN_STATS,
+    DEFAULT_BY,
+    INT_COLUMNS,
+    LEADERBOARD_COLUMNS,
+    LEADERBOARD_INPUT_COLUMNS,
+    STAT_COLUMNS,
+    TAG,
+)
+from crabray.results.arrow_board import breakdown_table, leaderboard_table, missing_columns
 from crabray.results.stats import DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
     import pandas as pd
 
+__all__ = [
+    "BREAKDOWN_STATS",
+    "DEFAULT_BY",
+    "LEADERBOARD_COLUMNS",
+    "LEADERBOARD_INPUT_COLUMNS",
+    "STAT_COLUMNS",
+    "TAG",
+    "breakdown",
+    "leaderboard",
+]
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_BY = ("agent", "model")
-"""Who a leaderboard row is about; add ``"suite"`` for a row per suite too."""
 
-STAT_COLUMNS = (
-    "episodes",
-    "successes",
-    "success_rate",
-    "success_ci_low",
-    "success_ci_high",
-    "mean_score",
-    "score_se",
-    "mean_completeness",
-    "mean_steps",
-    "tokens_in",
-    "tokens_out",
-    "model_calls",
-    "cost_usd",
-    "cost_per_success",
-    "mean_wall_time_sec",
-    "infra_errors",
-)
-"""Statistics of every leaderboard row, in order (after the ``by`` columns)."""
+def as_table(episodes: pd.DataFrame, needed: Sequence[str], what: str) -> pa.Table:
+    """The ``needed`` columns of a frame as an Arrow table (categoricals become dictionaries).
 
-LEADERBOARD_COLUMNS = (*DEFAULT_BY, *STAT_COLUMNS)
-"""Columns of ``leaderboard(episodes)``, in order; ``pass@k`` and ``pass^k`` for
-k = 1..K follow when tasks were attempted more than once."""
-
-LEADERBOARD_INPUT_COLUMNS = (
-    "run_id",
-    "suite",
-    "task_id",
-    "agent",
-    "model",
-    "termination_reason",
-    "success",
-    "score",
-    "completeness",
-    "steps",
-    "tokens_in",
-    "tokens_out",
-    "model_calls",
-    "cost_usd",
-    "wall_time_sec",
-)
-"""Episode columns that ``leaderboard`` and ``compare_runs`` read: pass these as
-``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
-breakdown by tag)."""
-
-BREAKDOWN_STATS = (
-    "episodes",
-    "successes",
-    "success_rate",
-    "success_ci_low",
-    "success_ci_high",
-    "mean_score",
-    "mean_steps",
-    "cost_usd",
-    "infra_errors",
-    "share",
-)
-"""Statistics of every breakdown row (after the ``by`` columns and the group column)."""
-
-TAG = "tag"
-"""Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
-
-_INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors")
-_TASK_SAMPLE = ("run_id", "suite", "task_id")
-
-
-def _require(episodes: pd.DataFrame, needed: Sequence[str], what: str) -> None:
-    missing = [name for name in dict.fromkeys(needed) if name not in episodes.columns]
-    if missing:
-        raise ResultsError(
-            f"cannot build {what}: episode rows lack column(s) {missing}; read them with "
-            "read_episodes(out, columns=[*LEADERBOARD_INPUT_COLUMNS, 'tags']) or all columns"
-        )
-
-
-def _graded(episodes: pd.DataFrame) -> np.ndarray:
-    """True for rows with a verdict on the agent (not an infrastructure failure)."""
-    return ~episodes["termination_reason"].isin(INFRA_REASONS).to_numpy()
-
-
-def _group_ids(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
-    """Dense group ids per row for ``keys`` (nulls are a group), and each group's key values.
-
-    Categorical columns (``read_episodes(..., categorical=True)``) are coded
-    already (their labels stay categorical: see ``_plain``).
+    Raises:
+        ResultsError: A needed column is missing (named, with how to read it).
     """
-    ids, first = combine([_column_codes(frame[name]) for name in keys], len(frame))
-    labels = frame[list(keys)].iloc[first].reset_index(drop=True)
-    return ids, labels
-
-
-def _plain(table: pd.DataFrame) -> pd.DataFrame:
-    """``table`` with categorical columns as plain values: results never depend on input dtypes."""
-    import pandas as pd
-
-    for name in table.columns:
-        if isinstance(table[name].dtype, pd.CategoricalDtype):
-            table[name] = table[name].astype(table[name].cat.categories.dtype)
-    return table
-
-
-def _column_codes(column: pd.Series) -> Codes:
-    """Integer codes of a column's values (null included) and how many codes there can be."""
-    import pandas as pd
-
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        size = len(column.cat.categories) + 1
-        codes = column.cat.codes.to_numpy().astype(np.int64)
-        return np.where(codes < 0, size - 1, codes), size
-    codes, uniques = pd.factorize(column, use_na_sentinel=False)
-    return codes.astype(np.int64), max(len(uniques), 1)
-
-
-def _summarise(
-    episodes: pd.DataFrame,
-    keys: list[str],
-    confidence: float,
-    *,
-    full: bool,
-    grouping: tuple[np.ndarray, pd.DataFrame] | None = None,
-) -> pd.DataFrame:
-    """Per ``keys`` group: ``_aggregate.summary``'s columns after the group's key values.
-
-    ``grouping`` is ``_group_ids(episodes, keys)`` when the caller has it already.
-    """
-    ids, table = grouping if grouping is not None else _group_ids(episodes, keys)
-
-    def values(column: str) -> np.ndarray:
-        return episodes[column].to_numpy(np.float64)
-
-    columns = summary(ids, len(table), _graded(episodes), values, confidence, full=full)
-    for name, column in columns.items():
-        table[name] = column
-    ints = [name for name in _INT_COLUMNS if name in table.columns]
-    return table.astype(dict.fromkeys(ints, "int64"))
-
-
-def _pass_columns(
-    episodes: pd.DataFrame, ids: np.ndarray, groups: int, max_k: int | None
-) -> dict[str, np.ndarray] | None:
-    """``_aggregate.pass_columns`` of the frame's rows: a task sample is ``_TASK_SAMPLE``."""
-    return pass_columns(
-        ids,
-        groups,
-        _graded(episodes),
-        [_column_codes(episodes[name]) for name in _TASK_SAMPLE],
-        episodes["success"].to_numpy(np.float64),
-        max_k,
-    )
+    error = missing_columns(list(episodes.columns), needed, what, "read_episodes")
+    if error is not None:
+        raise error
+    return pa.Table.from_pandas(episodes[list(dict.fromkeys(needed))], preserve_index=False)
 
 
 def leaderboard(
@@ -197,6 +80,8 @@ def leaderboard(
     max_k: int | None = None,
 ) -> pd.DataFrame:
     """Summarise episode rows per ``by`` group (per agent and model by default), best first.
+
+    ``leaderboard_table`` of the frame's rows, as a frame.
 
     Args:
         episodes: Deduplicated episode rows (``read_episodes``) with at least
@@ -226,18 +111,10 @@ def leaderboard(
         >>> leaderboard(episodes, by=("agent", "model", "suite"))  # doctest: +SKIP
     """
     keys = list(by)
-    _require(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
+    rows = as_table(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
     if episodes.empty:
         return _empty([*keys, *STAT_COLUMNS])
-    ids, labels = _group_ids(episodes, keys)
-    table = _summarise(episodes, keys, confidence, full=True, grouping=(ids, labels))
-    table = table[[*keys, *STAT_COLUMNS]]
-    passes = _pass_columns(episodes, ids, len(table), max_k)
-    if passes is not None:  # indexed by group id, as the rows of ``table`` are
-        import pandas as pd
-
-        table = pd.concat([table, pd.DataFrame(passes)], axis=1)
-    return _best_first(_plain(table), keys)
+    return leaderboard_table(rows, keys, confidence=confidence, max_k=max_k).to_pandas()
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:
@@ -246,30 +123,11 @@ def _empty(columns: Sequence[str]) -> pd.DataFrame:
     frame = pd.DataFrame({name: pd.Series(dtype=object) for name in columns})
     return frame.astype(
         {
-            name: "int64" if name in _INT_COLUMNS else "float64"
+            name: "int64" if name in INT_COLUMNS else "float64"
             for name in columns
             if name in STAT_COLUMNS or name in BREAKDOWN_STATS
         }
     )
-
-
-def _best_first(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    order = ["success_rate", "mean_score", *keys]
-    return table.sort_values(
-        order,
-        ascending=[False, False, *([True] * len(keys))],
-        kind="stable",
-        na_position="last",
-    ).reset_index(drop=True)
-
-
-def _explode_tags(episodes: pd.DataFrame) -> pd.DataFrame:
-    """One row per (episode, tag); an untagged episode keeps one row with a null tag."""
-    rows = episodes.reset_index(drop=True)
-    tags = rows["tags"].explode()  # an empty list becomes one NaN row
-    exploded = rows.drop(columns="tags").iloc[tags.index.to_numpy()].reset_index(drop=True)
-    exploded[TAG] = tags.to_numpy()
-    return exploded
 
 
 def breakdown(
@@ -280,6 +138,8 @@ def breakdown(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> pd.DataFrame:
     """Success per value of ``column``, for each ``by`` group (agent and model by default).
+
+    ``breakdown_table`` of the frame's rows, as a frame.
 
     Args:
         episodes: Deduplicated episode rows with the leaderboard's columns and
@@ -304,22 +164,9 @@ def breakdown(
     """
     keys = list(by)
     tagged = column in (TAG, "tags")
-    source = "tags" if tagged else column
-    group = TAG if tagged else column
-    needed = ["termination_reason", "success", "score", "steps", "cost_usd", source, *keys]
-    _require(episodes, needed, f"a breakdown by {column!r}")
-    if group in keys:
-        raise ResultsError(f"cannot break down by {column!r}: it is already one of by={keys}")
-    if episodes.empty:
+    source, group = ("tags", TAG) if tagged else (column, column)
+    needed = [*BREAKDOWN_INPUT_COLUMNS, source, *keys]
+    rows = as_table(episodes, needed, f"a breakdown by {column!r}")
+    if episodes.empty and group not in keys:
         return _empty([*keys, group, *BREAKDOWN_STATS])
-    rows = episodes[list(dict.fromkeys(needed))]
-    totals = rows.groupby(keys, dropna=False, sort=False).size().rename("__total").reset_index()
-    if tagged:
-        rows = _explode_tags(rows)
-    table = _summarise(rows, [*keys, group], confidence, full=False)
-    table = table.merge(totals, on=keys, how="left")
-    table["share"] = (table["episodes"] + table["infra_errors"]) / table["__total"]
-    table = _plain(table[[*keys, group, *BREAKDOWN_STATS]].copy())
-    return table.sort_values([*keys, group], kind="stable", na_position="last").reset_index(
-        drop=True
-    )
+    return breakdown_table(rows, column, keys, confidence=confidence).to_pandas()

@@ -34,6 +34,8 @@ def test_export_list():
             "STEPS_SCHEMA",
             "TAG",
             "attempts_so_far",
+            "breakdown_table",
+            "compare_table",
             "check_output_dir",
             "has_results",
             "latest_run",

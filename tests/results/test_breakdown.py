@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from crabray.core.errors import ResultsError
@@ -16,8 +17,12 @@ from crabray.results import (
     LEADERBOARD_INPUT_COLUMNS,
     ResultSink,
     breakdown,
+    breakdown_table,
     compare_runs,
+    compare_table,
+    read_episode_table,
     read_episodes,
+    render,
 )
 
 OK, FAIL, INFRA, STEPS = (
@@ -182,3 +187,25 @@ def test_compare_runs_with_several_agents_matches_per_agent(two_runs):
 def test_compare_runs_names_a_missing_run(two_runs):
     with pytest.raises(ResultsError, match=r"'nope' has no episodes.*base, new"):
         compare_runs(two_runs, "base", "nope")
+
+
+@pytest.mark.parametrize("column", ["tag", "termination_reason", "task_id", "suite"])
+def test_arrow_breakdown_renders_what_the_frame_renders(tmp_path, episodes, column):
+    """`crabray leaderboard --by` (Arrow rows, dictionaries) prints what the frame API gives."""
+    rows = read_episode_table(tmp_path, "bd", [*LEADERBOARD_INPUT_COLUMNS, "tags"])
+    table, frame = breakdown_table(rows, column), breakdown(episodes, column)
+    assert table.column_names == list(frame.columns)
+    for fmt in ("md", "csv", "json"):
+        assert render(table, fmt) == render(frame, fmt), fmt
+
+
+def test_arrow_comparison_matches_the_frame_comparison(tmp_path, two_runs):
+    """`crabray leaderboard --compare` (two runs read apart, concatenated) as compare_runs."""
+    columns = list(LEADERBOARD_INPUT_COLUMNS)
+    rows = pa.concat_tables(
+        [read_episode_table(tmp_path, run, columns, ordered=True) for run in ("base", "new")]
+    )
+    arrow, frame = compare_table(rows, "base", "new"), compare_runs(two_runs, "base", "new")
+    assert (arrow.key, arrow.counts, arrow.summary) == (frame.key, frame.counts, frame.summary)
+    for fmt in ("md", "csv", "json"):
+        assert render(arrow.table, fmt) == render(frame.tasks, fmt), fmt

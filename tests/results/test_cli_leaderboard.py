@@ -155,14 +155,34 @@ def test_terminal_table_of_only_infrastructure_failures(tmp_path) -> None:
     assert " 3 " in text or text.rstrip().endswith("3")
 
 
-def test_plain_leaderboard_never_imports_pandas(out):
-    """The plain leaderboard stays on Arrow: importing pandas would cost it more than its work."""
+@pytest.mark.parametrize(
+    "options", [["--per-suite"], ["--by", "tag"], ["--compare", "r1", "r2"]], ids=str
+)
+def test_terminal_leaderboard_never_imports_pandas(out, options):
+    """The leaderboard, a breakdown and a comparison stay on Arrow: pandas would cost more."""
     program = (
         "import sys; from crabray.cli import app\n"
         "try:\n    app(sys.argv[1:])\nexcept SystemExit as exit:\n    assert not exit.code\n"
         "print('pandas loaded' if 'pandas' in sys.modules else 'no pandas')"
     )
-    command = [sys.executable, "-c", program, "leaderboard", str(out), "--per-suite"]
+    command = [sys.executable, "-c", program, "leaderboard", str(out), *options]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     assert "alpha" in done.stdout
     assert done.stdout.rstrip().endswith("no pandas")
+
+
+def test_part_files_lacking_a_column_are_read_without_pandas(out):
+    """An older part file (no run_id, no node column) is read file by file, not scanned."""
+    import pyarrow.parquet as pq
+
+    for part in (out / "episodes" / "run_id=r1").glob("*.parquet"):
+        pq.write_table(pq.read_table(part).drop_columns(["run_id", "node"]), part)
+    program = (
+        "import sys; from crabray.results import read_episode_table\n"
+        "rows = read_episode_table(sys.argv[1], columns=['run_id', 'agent', 'node'])\n"
+        "print(sorted(set(rows.column('run_id').to_pylist())), rows.num_rows)\n"
+        "print('pandas loaded' if 'pandas' in sys.modules else 'no pandas')"
+    )
+    command = [sys.executable, "-c", program, str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.splitlines() == ["['r1', 'r2'] 12", "no pandas"]

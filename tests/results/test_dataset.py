@@ -386,7 +386,7 @@ def test_schema_doc_generation_refuses_gaps() -> None:
 
 
 def test_a_part_file_without_a_column_reads_it_as_nulls(tmp_path, make_record):
-    """An older part file lacking a column is scanned (cast to the schema), not read as written."""
+    """An older part file lacking a column reads it as nulls, beside files that have it."""
     ResultSink(tmp_path, "old").write([make_record("t1", run_id="old", node="n1")])
     ResultSink(tmp_path, "new").write([make_record("t2", run_id="new", node="n2")])
     (part,) = (tmp_path / "episodes" / "run_id=old").glob("*.parquet")
@@ -395,4 +395,23 @@ def test_a_part_file_without_a_column_reads_it_as_nulls(tmp_path, make_record):
     assert sorted(rows, key=lambda row: row["task_id"]) == [
         {"task_id": "t1", "node": None},
         {"task_id": "t2", "node": "n2"},
+    ]
+
+
+def test_a_part_file_without_run_id_or_with_narrower_types_reads_as_the_schema(
+    tmp_path, make_record
+):
+    """run_id comes from the partition directory; an int32 column is cast to the schema's int64."""
+    ResultSink(tmp_path, "old").write([make_record("t1", run_id="old", n_steps=3)])
+    ResultSink(tmp_path, "new").write([make_record("t2", run_id="new", n_steps=4)])
+    (part,) = (tmp_path / "episodes" / "run_id=old").glob("*.parquet")
+    table = pq.read_table(part).drop_columns(["run_id"])
+    steps = table.schema.get_field_index("steps")
+    table = table.set_column(steps, "steps", table.column("steps").cast("int32"))
+    pq.write_table(table, part)
+    rows = read_episode_table(tmp_path, columns=["run_id", "task_id", "steps"])
+    assert rows.schema.field("steps").type == "int64"
+    assert sorted(rows.to_pylist(), key=lambda row: row["task_id"]) == [
+        {"run_id": "old", "task_id": "t1", "steps": 3},
+        {"run_id": "new", "task_id": "t2", "steps": 4},
     ]

@@ -1,0 +1,82 @@
+"""The columns of leaderboards and breakdowns: what they read and what they return, in order.
+
+A leaf module, so that the Arrow implementation (``arrow_board``), the pandas
+front end (``leaderboard``) and run comparisons (``compare``) share one list
+without importing each other in a circle.
+"""
+
+from __future__ import annotations
+
+DEFAULT_BY = ("agent", "model")
+"""Who a leaderboard row is about; add ``"suite"`` for a row per suite too."""
+
+STAT_COLUMNS = (
+    "episodes",
+    "successes",
+    "success_rate",
+    "success_ci_low",
+    "success_ci_high",
+    "mean_score",
+    "score_se",
+    "mean_completeness",
+    "mean_steps",
+    "tokens_in",
+    "tokens_out",
+    "model_calls",
+    "cost_usd",
+    "cost_per_success",
+    "mean_wall_time_sec",
+    "infra_errors",
+)
+"""Statistics of every leaderboard row, in order (after the ``by`` columns)."""
+
+LEADERBOARD_COLUMNS = (*DEFAULT_BY, *STAT_COLUMNS)
+"""Columns of ``leaderboard(episodes)``, in order; ``pass@k`` and ``pass^k`` for
+k = 1..K follow when tasks were attempted more than once."""
+
+LEADERBOARD_INPUT_COLUMNS = (
+    "run_id",
+    "suite",
+    "task_id",
+    "agent",
+    "model",
+    "termination_reason",
+    "success",
+    "score",
+    "completeness",
+    "steps",
+    "tokens_in",
+    "tokens_out",
+    "model_calls",
+    "cost_usd",
+    "wall_time_sec",
+)
+"""Episode columns that ``leaderboard`` and ``compare_runs`` read: pass these as
+``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
+breakdown by tag)."""
+
+BREAKDOWN_STATS = (
+    "episodes",
+    "successes",
+    "success_rate",
+    "success_ci_low",
+    "success_ci_high",
+    "mean_score",
+    "mean_steps",
+    "cost_usd",
+    "infra_errors",
+    "share",
+)
+"""Statistics of every breakdown row (after the ``by`` columns and the group column)."""
+
+BREAKDOWN_INPUT_COLUMNS = ("termination_reason", "success", "score", "steps", "cost_usd")
+"""Episode columns a breakdown reads besides its ``by`` columns and the column it breaks down."""
+
+TAG = "tag"
+"""Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
+
+INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors")
+"""Statistics that are counts (int64); the others are float64."""
+
+TASK_SAMPLE = ("run_id", "suite", "task_id")
+"""The columns that make one task sample of pass@k: a task's epochs within a run."""
