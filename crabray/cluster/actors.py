@@ -107,6 +107,11 @@ class EnvironmentActor:
             (warm-up, recycle in the pool): the episode's setup time counts
             them, as a VM's boot or revert belongs to the task it serves.
 
+        A used sandbox is reset here when no ``recycle`` came before this episode
+        (an episode queued behind another with its reset in its own call,
+        ``crabray.cluster.pipeline``); a failed reset marks the actor broken, as
+        ``recycle`` does.
+
         Raises:
             SandboxError: The sandbox is broken or could not be made clean.
         """
@@ -117,9 +122,18 @@ class EnvironmentActor:
             self.backend.start()
             self.started = True
         elif self.dirty:
-            self.backend.reset()
+            self._reset_for_episode()
         self.dirty = True
         return ahead
+
+    def _reset_for_episode(self) -> None:
+        try:
+            self.backend.reset()
+        except Exception as exc:
+            self.broken = f"reset failed: {exc}"
+            if isinstance(exc, SandboxError):
+                raise
+            raise SandboxError(f"resetting the '{self.spec.name}' sandbox failed: {exc}") from exc
 
     def exec(self, command: str | list[str], kwargs: dict[str, Any]) -> ExecResult:
         return self.backend.exec(command, **kwargs)
@@ -159,7 +173,8 @@ class EnvironmentActor:
 
         A sandbox the episode left broken (an infrastructure failure) is marked so:
         the reset and the episode the driver may have queued behind this one
-        (``crabray.cluster.pipeline``) then refuse it instead of using it.
+        (``crabray.cluster.pipeline``) then refuse it instead of using it, and
+        that episode's outcome says it never ran (``JobOutcome.unprepared``).
         """
         outcome = execute(job, self, others)
         if self.spec.name in outcome.broken_envs and self.broken is None:

@@ -44,6 +44,10 @@ class JobOutcome(BaseModel):
 
     record: EpisodeRecord
     broken_envs: list[str] = Field(default_factory=list)
+    unprepared: bool = False
+    """Its sandboxes could not be made clean (start or reset failed, or one was broken):
+    the episode itself never ran. For an episode queued behind another on its actor,
+    the driver then retires the actor and queues the episode again, same attempt."""
 
 
 class Host(Protocol):
@@ -168,7 +172,7 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     except SandboxError as exc:
         failed = job.model_copy(update={"settings": settings})
         record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
-        return JobOutcome(record=record, broken_envs=list(backends))
+        return JobOutcome(record=record, broken_envs=list(backends), unprepared=True)
     prepare_sec = time.monotonic() - t0
     record = run_episode(entry.benchmark, entry.task, create_agent(job.agent), backends, settings)
     # Starts and resets done ahead (pool warm-up, recycle) count in setup time,

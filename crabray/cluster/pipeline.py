@@ -11,13 +11,26 @@ episode of its own (one call, one result, one row), so results land one at
 a time, an infrastructure failure retries that episode alone, and time
 limits and resume are per episode as before.
 
+On sandboxes whose reset is cheap (``RESET_IN_CALL``: the local and docker
+backends swap in a spare built ahead) no separate reset is sent: the
+follower's own call resets the sandbox before its episode (the actor's
+``prepare``), one actor call per episode instead of two. The reset then
+counts in the follower's setup time and its time limit, which starts when
+its predecessor has finished. Elsewhere (a VM's revert, an SSH host's
+reset) the reset is its own call and the follower's time limit starts only
+once it has ended.
+
 A follower is not "in flight" until its predecessor has finished: it counts
-neither against the concurrency nor in the progress, and its time limit
-starts only once the reset before it has ended. If the actor is retired
+neither against the concurrency nor in the progress. If the actor is retired
 before the follower ran (its predecessor broke the sandbox, timed out or
 killed the worker; the reset failed), the follower goes back to the queue
 with the same attempt number: it never ran, so it is not a failure of its
-own and writes no row.
+own and writes no row. Whether it ran is the actor's word
+(``JobOutcome.unprepared``), or, when its call raised, the outcome of the
+reset queued before it, never a guess from timing. A worker dying during a
+reset made in the follower's own call is an infrastructure failure of the
+follower (a row, retried as the next attempt), as the driver cannot tell
+it from a death during the episode.
 """
 
 from __future__ import annotations
@@ -27,6 +40,7 @@ from typing import Any
 
 import ray
 
+from crabray.cluster.jobs import JobOutcome
 from crabray.cluster.pool import EnvironmentPool
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sweep import InFlight
@@ -34,8 +48,9 @@ from crabray.core.result import utcnow
 
 logger = logging.getLogger(__name__)
 
-_RESET_WAIT_SEC = 5.0
-"""How long to wait for the outcome of a follower's reset once the follower has ended."""
+RESET_IN_CALL = frozenset({"local", "docker"})
+"""Backends whose follower resets its sandbox in its own call: their reset takes a spare
+sandbox built ahead, cheap enough to count against the episode's time limit."""
 
 
 class Followers:
@@ -51,10 +66,12 @@ class Followers:
     def attach(self, leader: InFlight, follower: InFlight, job: Any) -> None:
         """Queue ``follower`` on ``leader``'s actor: its reset, then the episode itself."""
         actor = leader.host
+        ((spec, _),) = leader.actors.values()
         follower.actors = dict(leader.actors)
         follower.node_call = leader.node_call
-        follower.behind = self.pool.hand_over(actor)
-        follower.reset_seen = False
+        follower.queued = True
+        follower.behind = self.pool.hand_over(actor, reset=spec.backend not in RESET_IN_CALL)
+        follower.reset_seen = follower.behind is None
         ref = actor.run_episode.remote(job, {})
         self._by_actor[id(actor)] = (ref, follower)
 
@@ -77,12 +94,31 @@ class Followers:
         return None if queued is None else queued[1]
 
 
-def reset_failed(flight: InFlight) -> bool:
-    """Whether the reset queued before a follower failed (so the follower never ran)."""
-    if flight.behind is None:
+def never_ran(flight: InFlight, outcome: JobOutcome | None) -> bool:
+    """Whether a follower's sandbox could not be made clean, so its episode never ran.
+
+    Args:
+        flight: The episode that ended.
+        outcome: What its call returned; None when the call raised.
+
+    The actor says so in its outcome. When the call raised instead (the worker
+    died, the call was cancelled), the reset queued before it tells: the actor
+    runs its calls in the order they were sent, so once the follower's call has
+    ended uncancelled, that reset has ended or failed with the worker, and
+    ``ray.get`` returns at once.
+    """
+    if not flight.queued:
+        return False
+    if outcome is not None:
+        if outcome.unprepared:
+            logger.warning(
+                "a sandbox could not be reset, retiring it: %s", outcome.record.result.error
+            )
+        return outcome.unprepared
+    if flight.behind is None or flight.cancelled:
         return False
     try:
-        ray.get(flight.behind, timeout=_RESET_WAIT_SEC)
+        ray.get(flight.behind)
     except Exception as exc:
         logger.warning("resetting a sandbox failed, retiring it: %s", remote_cause(exc))
         return True

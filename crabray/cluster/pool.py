@@ -175,12 +175,14 @@ class EnvironmentPool:
         member.handed = False
         self._idle[member.spec.pool_key].append(member)
 
-    def hand_over(self, actor: Any) -> Any:
-        """Send a busy pooled actor its reset for the episode to be queued behind it
-        (``crabray.cluster.pipeline``): the actor stays busy. Returns the reset's reference.
+    def hand_over(self, actor: Any, *, reset: bool = True) -> Any:
+        """Keep a busy pooled actor for the episode to be queued behind it
+        (``crabray.cluster.pipeline``), sending it that episode's reset unless the
+        episode's own call resets the sandbox (``reset=False``). Returns the reset's
+        reference, or None.
         """
         member = self._members[id(actor)]
-        member.recycling = actor.recycle.remote()
+        member.recycling = actor.recycle.remote() if reset else None
         member.recycled = False
         member.handed = True
         self.stats.reused += 1

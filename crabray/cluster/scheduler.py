@@ -25,7 +25,7 @@ from typing import Any
 import ray
 
 from crabray.cluster.jobs import EpisodeJob, JobOutcome, died_result
-from crabray.cluster.pipeline import Followers, reset_failed, resets_ended
+from crabray.cluster.pipeline import Followers, never_ran, resets_ended
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
@@ -462,7 +462,7 @@ class Scheduler:
         try:
             outcome: JobOutcome = ray.get(ref)
         except Exception as exc:
-            if reset_failed(flight):
+            if never_ran(flight, None):
                 self._requeue_unrun(flight)
                 return None
             job = self._job(flight.item)
@@ -473,7 +473,7 @@ class Scheduler:
             result = died_result(job, tags, exc, flight.cancelled, flight.started_at)
             result.wall_time_sec = time.monotonic() - flight.submitted
             return EpisodeRecord(result=result)
-        if outcome.record.result.termination_reason.is_infra and reset_failed(flight):
+        if never_ran(flight, outcome):
             self._requeue_unrun(flight)
             return None
         for name, (_, actor) in flight.actors.items():
@@ -486,7 +486,8 @@ class Scheduler:
         return outcome.record
 
     def _requeue_unrun(self, flight: InFlight) -> None:
-        """Retire the actor whose reset failed; its follower goes back to the queue."""
+        """Retire the actor whose sandbox could not be reset; its follower goes back to
+        the queue."""
         self.pool.stats.failed_resets += 1
         self._discard(flight.host)
         self._requeue(flight.item)

@@ -72,8 +72,11 @@ class InFlight:
     """Its kind lost every host; its actors were killed to end it."""
     node_call: Any = None
     """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
+    queued: bool = False
+    """A follower: sent to its actor behind the episode running there (``pipeline``)."""
     behind: Any = None
-    """A follower's: the reset queued before it on its actor (its time starts after it)."""
+    """A follower's: the reset queued before it on its actor (its time starts after it);
+    None when its own call resets the sandbox."""
     reset_seen: bool = True
     """Whether the driver has seen ``behind`` end (the deadline was then restarted)."""
 

@@ -50,6 +50,42 @@ BREAKING_SUITE = textwrap.dedent(
 )
 
 
+# t0's evaluator passes, then leaves a file where its sandbox's directory was: the
+# reset that t1's own call makes first fails (a host failure, not t1's).
+RESET_BREAKING_SUITE = textwrap.dedent(
+    """
+    from pathlib import Path
+
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task, evaluator
+    from crabray.actions import SHELL_ACTIONS, path_exists, run_command
+
+    @evaluator(env_name="box")
+    def passes_then_breaks_the_host(env) -> bool:
+        root = Path(env.backend.describe()["root"])
+        root.rename(root.with_name(root.name + ".moved"))
+        root.write_text("not a directory")
+        return True
+
+    ENV = EnvironmentConfig(
+        name="box", action_space=SHELL_ACTIONS, backend_settings={"root_dir": "ROOTS"}
+    )
+    bench = BenchmarkConfig(
+        name="pipe",
+        environments=[ENV],
+        tasks=[
+            Task(
+                id=f"t{i}",
+                description="touch done.txt",
+                evaluator=passes_then_breaks_the_host() if i == 0 else path_exists(path="done.txt"),
+                solution=[run_command(command="touch done.txt")],
+            )
+            for i in range(3)
+        ],
+    )
+    """
+)
+
+
 def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepProgress]:
     """Run every task of the suite once with the oracle at concurrency 1, pooled."""
     from crabray.agents import agent_spec
@@ -104,3 +140,19 @@ def test_an_episode_queued_behind_a_timeout_gets_its_own_time(tmp_path: Path) ->
     episodes = read_episodes(out)
     assert set(episodes.termination_reason) == {"timeout"}
     assert (episodes.finished_at - episodes.started_at).dt.total_seconds().min() >= 1.0
+
+
+def test_an_episode_whose_own_reset_fails_runs_again_elsewhere(tmp_path: Path) -> None:
+    """A local follower resets its sandbox in its own call; when that reset fails the
+    episode never ran: its actor is retired and it runs on a new one, same attempt."""
+    suite = tmp_path / "pipe.py"
+    suite.write_text(RESET_BREAKING_SUITE.replace("ROOTS", str(tmp_path / "roots")))
+    out = tmp_path / "out"
+    scheduler, progress = sweep(suite, out, retry={"max_attempts": 2, "backoff_initial_sec": 0.1})
+    assert scheduler.pool.stats.failed_resets == 1, "t1's reset failed"
+    assert scheduler.pool.stats.created == 2, "the broken sandbox's actor was replaced"
+    assert (progress.done, progress.retries, progress.infra_failures) == (3, 0, 0)
+    rows = raw_episode_rows(out, ["task_id", "attempt", "termination_reason"])
+    assert sorted((r["task_id"], r["attempt"], r["termination_reason"]) for r in rows) == [
+        (f"t{i}", 0, "success") for i in range(3)
+    ], "one row each: the failed reset cost t1 neither a row nor an attempt"

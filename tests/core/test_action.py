@@ -146,8 +146,11 @@ def test_var_args_are_refused() -> None:
 
 
 def test_openai_schema_shape() -> None:
-    schema = add.to_openai_tool()
-    assert schema == {
+    assert add.to_openai_tool() == _add_tool()
+
+
+def _add_tool() -> dict[str, Any]:
+    return {
         "type": "function",
         "function": {
             "name": "add",
@@ -179,6 +182,15 @@ def test_openai_schema_leaves_out_bound_parameters() -> None:
 def test_openai_schema_of_closed_action_has_no_properties() -> None:
     params = two.to_openai_tool()["function"]["parameters"]
     assert params == {"type": "object", "properties": {}}
+
+
+def test_openai_schema_is_a_fresh_copy_each_time() -> None:
+    """The model's schema is made once; a caller editing its copy changes no other."""
+    first = add.to_openai_tool()
+    first["function"]["parameters"]["properties"]["a"]["description"] = "edited"
+    del first["function"]["parameters"]["properties"]["b"]
+    assert add.to_openai_tool() == _add_tool()
+    assert set(add(a=5).to_openai_tool()["function"]["parameters"]["properties"]) == {"b"}
 
 
 # -- validation on every call ---------------------------------------------------------------
