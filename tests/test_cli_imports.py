@@ -93,3 +93,31 @@ def test_the_authoring_api_still_loads_on_first_use() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["True", "True", "crabray.core.evaluator", "Action"]
+
+
+PLAIN_SUITE = """
+from crabray import BenchmarkConfig, EnvironmentConfig, Task
+from crabray.actions import SHELL_ACTIONS, path_exists, run_command
+
+bench = BenchmarkConfig(
+    name="plain",
+    environments=[EnvironmentConfig(name="box", action_space=SHELL_ACTIONS)],
+    tasks=[
+        Task(
+            id="t",
+            description="touch a file",
+            evaluator=[path_exists(path="a"), path_exists(path="b")],
+            solution=[run_command(command="touch a b")],
+        )
+    ],
+)
+"""
+
+
+def test_a_suite_without_networkx_graphs_loads_without_networkx(tmp_path: Path) -> None:
+    """networkx is half a second of import; only suites that build DiGraphs pay for it."""
+    suite = tmp_path / "plain.py"
+    suite.write_text(PLAIN_SUITE)
+    loaded = loaded_by("tasks", "validate", str(suite))
+    assert "crabray.formats.crab_dataset" in loaded  # every format was registered
+    assert "networkx" not in loaded
