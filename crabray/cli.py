@@ -432,6 +432,7 @@ def run(
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.cluster.ray_runtime import disconnect
     from crabray.run import RunOptions, run_suite
 
     options = RunOptions(
@@ -439,8 +440,11 @@ def run(
         suite=settings.suite,
         agents=select_agents(settings.agents, settings.agent_config),
     )
-    with _RunDisplay() as display:
-        summary = run_suite(options, on_start=display.start, on_progress=display.update)
+    try:
+        with _RunDisplay() as display:
+            summary = run_suite(options, on_start=display.start, on_progress=display.update)
+    finally:
+        disconnect()  # the results are on disk; Ray's exit handler would be slower
     if summary.skipped:
         console.print(f"{summary.skipped} episodes were already finished and did not run again.")
     if summary.infra_failures:

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
+from typing import TYPE_CHECKING, TypeGuard
 
 from rich.console import Console
 from rich.markup import escape
 
 from crabray.core.errors import CrabrayError
+
+if TYPE_CHECKING:
+    from crabray.formats import SuiteErrors
 
 ERROR_EXIT = 2
 """Bad input (a suite with problems included: every problem is listed) or a failed command."""
@@ -42,10 +47,8 @@ def show_error(exc: BaseException, errors: Console) -> int | None:
         exc: What a command raised.
         errors: The console of stderr.
     """
-    from crabray.formats import SuiteErrors
-
     exc = _unwrapped(exc)
-    if isinstance(exc, SuiteErrors):
+    if _is_suite_errors(exc):
         for problem in exc.errors:
             errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
         errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
@@ -55,6 +58,17 @@ def show_error(exc: BaseException, errors: Console) -> int | None:
         return None
     errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     return ERROR_EXIT
+
+
+def _is_suite_errors(exc: BaseException) -> TypeGuard[SuiteErrors]:
+    """Whether ``exc`` lists a suite's problems (``crabray.formats.SuiteErrors``).
+
+    Only a loaded module can have raised one: a command that loaded no suite
+    (``crabray leaderboard``) does not load the suite formats, and the authoring
+    model with them, to show its error.
+    """
+    suite = sys.modules.get("crabray.formats.suite")
+    return suite is not None and isinstance(exc, suite.SuiteErrors)
 
 
 def _message(exc: BaseException) -> str | None:

@@ -563,7 +563,7 @@ def _graph_json(task: Task) -> str:
     """The task's evaluator graph by node labels, for viewers (nodes in topological order)."""
     nodes = task.evaluator.nodes
     index = {node: i for i, node in enumerate(nodes)}
-    edges = [[index[u], index[v]] for u, v in task.evaluator.graph.edges]
+    edges = [[index[u], index[v]] for u, v in task.evaluator.edges]
     return json.dumps({"nodes": [n.label for n in nodes], "edges": sorted(edges)})
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 from pathlib import Path
 from typing import Any
@@ -174,11 +175,54 @@ def is_local_instance() -> bool:
 
 
 def disconnect() -> None:
-    """Leave Ray (stopping the local instance if this process started it)."""
+    """Leave Ray (stopping the local instance if this process started it).
+
+    Call it once the results are on disk: Ray's own exit handler would do the
+    same, after half a second of sleep to let worker logs print (crabray's
+    workers do not print to the driver).
+    """
     global _started_here
     if ray.is_initialized():
+        if is_local_instance():
+            _kill_autoscaler_monitor()
         ray.shutdown()
     _started_here = None
+
+
+_MONITOR_SCRIPT = "autoscaler/_private/monitor.py"
+"""The script of Ray's autoscaler monitor, which a local instance starts beside its GCS."""
+
+
+def _kill_autoscaler_monitor() -> None:
+    """Kill the autoscaler monitor of the local instance this process started.
+
+    ``ray.shutdown`` stops the GCS first, then sends the monitor SIGTERM, on
+    which the monitor tries to report its end to the stopped GCS and hangs
+    until ``ray.shutdown`` kills it a second later. A one-node instance has
+    nothing to scale, so the monitor is killed first; Ray has no option for a
+    local instance without it. The monitor is found as a child of this process
+    running Ray's monitor script: if a Ray release moves it, nothing is killed
+    and the shutdown takes its second again.
+    """
+    if not Path("/proc").is_dir():
+        return
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if parent == os.getpid() and any(
+            arg.decode(errors="replace").endswith(_MONITOR_SCRIPT) for arg in argv
+        ):
+            try:
+                os.kill(int(proc.name), signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            logger.debug("killed Ray's autoscaler monitor, pid %s", proc.name)
 
 
 def remote_cause(exc: BaseException) -> BaseException:

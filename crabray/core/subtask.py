@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crabray.core.action import Action
@@ -38,7 +37,8 @@ class SubTask(BaseModel):
     attribute_dict: dict[str, list[str]]
     output_type: str
     output_generator: Callable[..., str] | Literal["manual"] | None = None
-    evaluator_generator: Callable[..., nx.DiGraph] | None = None  # type: ignore[type-arg]
+    # Returns a networkx DiGraph of evaluators (Any here: networkx loads only when it runs).
+    evaluator_generator: Callable[..., Any] | None = None
     setup: list[Action] = Field(default_factory=list)
     teardown: list[Action] = Field(default_factory=list)
     extra_action: list[Action] = Field(default_factory=list)

@@ -6,13 +6,12 @@ import sys
 from types import FrameType
 from typing import Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from crabray.core.action import Action
 from crabray.core.errors import GraphError
 from crabray.core.evaluator import Evaluator, evaluator
-from crabray.core.graph import GraphEvaluator
+from crabray.core.graph import GraphEvaluator, is_digraph
 
 
 @evaluator(local=True)
@@ -122,7 +121,7 @@ class Task(BaseModel):
     def _as_graph(cls, value: Any) -> GraphEvaluator:
         if isinstance(value, GraphEvaluator):
             return value
-        if not isinstance(value, Evaluator | nx.DiGraph | list | tuple):
+        if not (isinstance(value, Evaluator | list | tuple) or is_digraph(value)):
             raise ValueError(
                 "must be an evaluator, a list of evaluators, a networkx DiGraph of "
                 f"evaluators or a GraphEvaluator, not {type(value).__name__}"

@@ -14,9 +14,8 @@ import json
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.core.action import Action
@@ -24,6 +23,9 @@ from crabray.core.errors import ConfigError
 from crabray.core.evaluator import Evaluator
 from crabray.core.subtask import SubTask
 from crabray.core.task import Task
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class SubTaskInstance(BaseModel):
@@ -52,6 +54,8 @@ def compose_evaluators(
     Raises:
         networkx.NetworkXError: Two graphs share an evaluator object.
     """
+    import networkx as nx  # CRAB's composed tasks only: every other task runs without it
+
     combined: nx.DiGraph[Evaluator] = nx.DiGraph(nx.union_all(graphs))
     for before, after in order:
         sinks = [n for n, degree in graphs[before].out_degree() if degree == 0]
@@ -66,6 +70,8 @@ def parse_order(adjlist: str) -> nx.DiGraph[int]:
     Raises:
         TypeError, ValueError: The text is not an adjacency list of integers.
     """
+    import networkx as nx  # CRAB's composed tasks only: every other task runs without it
+
     return nx.DiGraph(nx.parse_adjlist(adjlist.split("\n"), nodetype=int, create_using=nx.DiGraph))
 
 
@@ -122,6 +128,8 @@ class TaskGenerator:
             raise ConfigError(f"cannot read the task: {exc}", file=file) from exc
         except KeyError as exc:
             raise ConfigError(f"no {exc} here or among the subtasks", file=file) from exc
+        import networkx as nx  # parse_order loaded it already
+
         graph: nx.DiGraph[SubTaskInstance] = nx.DiGraph()
         graph.add_nodes_from(instances[i] for i in order.nodes)
         graph.add_edges_from((instances[u], instances[v]) for u, v in order.edges)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import networkx as nx
@@ -325,3 +327,44 @@ def test_completeness_per_action_with_zero_actions_does_not_divide_by_zero() -> 
     assert result.completeness == 1.0
     assert result.completeness_per_action == 1.0
     assert result.steps_to_complete == 0
+
+
+@pytest.mark.parametrize("passed", [(), ("a",), ("a", "c"), ("a", "b", "c", "d")])
+def test_order_and_longest_path_are_networkx_own(passed: tuple[str, ...]) -> None:
+    """Kept without networkx, the graph orders and measures as networkx does."""
+    n = nodes("a", "b", "c", "d", "e", "f")
+    graph: nx.DiGraph[Evaluator] = nx.DiGraph()
+    graph.add_nodes_from([n["f"], n["c"], n["a"], n["b"], n["d"], n["e"]])
+    for u, v in ["ab", "ac", "bd", "cd", "fe", "de", "cf"]:
+        graph.add_edge(n[u], n[v])
+    definition = GraphEvaluator(graph)
+    assert definition.order == list(nx.topological_sort(graph))
+    progress = definition.start()
+    progress.passed = {n[k] for k in passed}
+    unfinished = graph.subgraph(node for node in graph if node not in progress.passed)
+    assert progress.stats().longest_unfinished_path == len(nx.dag_longest_path(unfinished))
+    assert sorted(definition.edges, key=str) == sorted(definition.graph.edges, key=str)
+
+
+def test_a_task_of_one_evaluator_is_judged_and_pickled_without_networkx() -> None:
+    """Every Ray worker unpickles the tasks it runs (as Ray does, with cloudpickle).
+
+    networkx is half a second of import, in the driver and in every worker.
+    """
+    program = (
+        "import sys\n"
+        "from ray import cloudpickle\n"
+        "from crabray.actions import path_exists\n"
+        "from crabray import Task\n"
+        "task = Task(id='t', description='d', evaluator=[path_exists(path='a'),"
+        " path_exists(path='b')])\n"
+        "copy = cloudpickle.loads(cloudpickle.dumps(task))\n"
+        "stats = copy.evaluator.start().step(lambda node: True, 1)\n"
+        "print(stats.success, stats.total_nodes, 'networkx' in sys.modules)\n"
+        "copy.evaluator.graph\n"
+        "print('networkx' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["True", "2", "False", "True"]

@@ -27,9 +27,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.core import ROOT_ENV, Action, Evaluator, SubTask, Task, evaluator
@@ -39,6 +38,9 @@ from crabray.core.task_generator import compose_evaluators, parse_order, unique_
 from crabray.formats.crab_dataset._missing import MissingModuleError, missing_modules
 from crabray.formats.steps import closed_action
 from crabray.formats.suite import SuiteErrors
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _COLON = re.compile(r"\s*:")
 
@@ -284,6 +286,8 @@ class _Builder:
         return found
 
     def _adjlist(self) -> nx.DiGraph[int] | None:
+        import networkx as nx  # loaded by composed tasks only
+
         try:
             graph = parse_order(self.doc.adjlist)
         except (TypeError, ValueError) as exc:
@@ -314,6 +318,8 @@ class _Builder:
         return None if self.problems else graph
 
     def _graph(self, index: int, subtask: SubTask | None) -> nx.DiGraph[Evaluator] | None:
+        import networkx as nx  # loaded by composed tasks only
+
         if subtask is None or subtask.evaluator_generator is None:
             return None
         use = self.doc.tasks[index]
@@ -370,6 +376,8 @@ class _Builder:
     def _combine(
         self, order: nx.DiGraph[int], graphs: dict[int, nx.DiGraph[Evaluator] | None]
     ) -> GraphEvaluator | None:
+        import networkx as nx  # loaded by composed tasks only
+
         if any(g is None for g in graphs.values()):
             return None  # reported already
         keys = list(graphs)
