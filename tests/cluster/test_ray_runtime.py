@@ -30,12 +30,14 @@ def test_disconnect_stops_every_process_of_the_local_instance() -> None:
     """The autoscaler monitor, killed first so the shutdown does not wait on it, is one of them.
 
     If a Ray release renames the monitor's script, the first assertion says so:
-    the shutdown would then wait a second for it again.
+    the shutdown would then wait a second for it again. Children this test process
+    already had (the session's sshd, Xvfb, chat server...) are not the instance's.
     """
+    before = children()
     connect(num_cpus=1, hosts={"local": 1})
     try:
         assert is_local_instance()
-        started = children()
+        started = {pid: cmd for pid, cmd in children().items() if pid not in before}
         scripts = list(started.values())
         assert any("autoscaler/_private/monitor.py" in script for script in scripts), scripts
         assert any("gcs_server" in script for script in scripts), scripts
