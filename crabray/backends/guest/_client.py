@@ -207,15 +207,21 @@ class Guest:
             The bytes, or the name of the errno that kept the guest from reading them
             (``ENOENT``, ``EISDIR``, ``EACCES``, ``ELOOP`` for a symlink, ``ENOTREG``,
             ``EFBIG`` past ``max_bytes``, ``ECHANGED``; see the program's ``_read``): the
-            backend decides which of them are its answer and which it reads another way.
+            backend decides which of them are its answer and which it reads another way;
+            ``EBUSY`` when the guest is serving another request (a long command): a
+            read never waits behind one.
 
         Raises:
             NoPythonError: The sandbox has no ``python3``.
             SandboxError: The guest died twice, or did not answer within ``CALL_TIMEOUT_SEC``.
         """
-        reply = self._request(
-            {"op": "read", "path": path, "max_bytes": max_bytes}, CALL_TIMEOUT_SEC
-        )
+        if not self._lock.acquire(blocking=False):
+            return "EBUSY"
+        try:
+            request = {"op": "read", "path": path, "max_bytes": max_bytes}
+            reply = self._request(request, CALL_TIMEOUT_SEC)
+        finally:
+            self._lock.release()
         if not reply.get("ok"):
             raise SandboxError(f"the guest of the {self._where} could not read {path!r}: {reply}")
         if "data" in reply:

@@ -11,6 +11,8 @@ same bytes or the same error.
 from __future__ import annotations
 
 import posixpath
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -105,3 +107,25 @@ def test_guest_reads_answer_like_the_archive_api(debian_user: Backend) -> None:
     assert _outcome(lambda: debian_user.get_file("/tmp/t/f")) == ("bytes", b"hello")
     assert debian_user.get_file("/tmp/t/big") == b"\0" * BIG
     assert b"root:" in debian_user.get_file("/etc/shadow")  # the archive API reads as root
+
+
+def test_a_read_does_not_wait_behind_a_long_command(debian_user: Backend) -> None:
+    import docker
+
+    debian_user.put_file("/tmp/note.txt", b"readable meanwhile")
+    command = threading.Thread(target=debian_user.exec, args=("sleep 120",), daemon=True)
+    command.start()
+    time.sleep(0.5)  # the command holds the guest (were it not yet, the read takes the guest)
+    client = docker.from_env()
+    try:
+        assert debian_user.get_file("/tmp/note.txt") == b"readable meanwhile"
+        assert command.is_alive(), "the read waited for the command to end"
+        container = client.containers.get(debian_user.describe()["container"])
+        container.exec_run(["sh", "-c", KILL_SLEEPS])
+    finally:
+        client.close()
+    command.join(timeout=60)
+
+
+KILL_SLEEPS = 'for p in /proc/[0-9]*; do grep -qa "^sleep" "$p/cmdline" && kill "${p#/proc/}"; done'
+"""Ends the test's ``sleep`` from outside the guest (the engine's exec, as root)."""
