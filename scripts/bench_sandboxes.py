@@ -38,7 +38,8 @@ One function per backend (``bench_docker``, ...) returns its latency rows, and
 by writing both.
 
 Usage: python scripts/bench_sandboxes.py [--backend docker] [--n 20] [--episodes 40]
-       [--episode-sec 1.5] [--no-episodes] [--no-guest] [--quick] [--smoke]
+       [--episode-sec 1.5] [--no-episodes] [--no-guest] [--sweep-image IMAGE] [--quick]
+       [--smoke]
 """
 
 from __future__ import annotations
@@ -582,8 +583,16 @@ def episodes_per_sec(
     return Throughput(label, concurrency, episodes, finished)
 
 
-def bench_episodes(labels: list[str], episodes: int) -> list[Throughput]:
-    """Episodes/s of every available backend in ``labels`` at concurrency 1 and 2."""
+def bench_episodes(
+    labels: list[str], episodes: int, docker_image: str | None = None
+) -> list[Throughput]:
+    """Episodes/s of every available backend in ``labels`` at concurrency 1 and 2.
+
+    ``docker_image`` replaces busybox in the docker sweep, crabray's and the SDK
+    loop's alike: an image with python3 (``crabray/debian``) has crabray read the
+    evaluator's file through the container's guest, where busybox leaves it the
+    archive API the SDK loop uses.
+    """
     import ray
 
     from crabray.cluster.ray_runtime import connect
@@ -598,6 +607,8 @@ def bench_episodes(labels: list[str], episodes: int) -> list[Throughput]:
             for label in labels:
                 try:
                     settings = SETUPS[label](root / label, stack)
+                    if label == "docker" and docker_image:
+                        settings = {"image": docker_image}
                 except Unavailable as exc:
                     logger.info("episodes on %s: skipped: %s", label, exc)
                     continue
@@ -724,6 +735,11 @@ def main() -> None:
     parser.add_argument("--no-episodes", action="store_true", help="Only the latency rows.")
     parser.add_argument("--no-guest", action="store_true", help="Leave out the guest rows.")
     parser.add_argument(
+        "--sweep-image",
+        help="Image of the docker sweep rows instead of crabray/busybox (e.g. crabray/debian, "
+        "which has python3: crabray's commands and file reads then go through its guest).",
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="A short look: --n 5 --episodes 12 --episode-sec 0.2."
     )
     parser.add_argument(
@@ -761,7 +777,9 @@ def main() -> None:
         except (Unavailable, CrabrayError) as exc:
             logger.info("%s: no guest rows: %s", label, exc)
     load_before = os.getloadavg()[0]  # the sweeps' figures swing with the machine's load
-    throughput = [] if args.no_episodes else bench_episodes(sweep_labels, args.episodes)
+    throughput = (
+        [] if args.no_episodes else bench_episodes(sweep_labels, args.episodes, args.sweep_image)
+    )
     if rows:
         report_latency(rows)
     if guest_rows:

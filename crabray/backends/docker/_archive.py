@@ -1,18 +1,22 @@
 """Files in and out of a container as tar streams through the engine's archive API.
 
 ``put_file`` streams a one-file archive (header, the data in 1 MiB pieces,
-padding), so the data is never copied whole; ``get_file`` reads the archive
-the engine streams back with ``tarfile``'s stream mode.
+padding), so the data is never copied whole; :func:`read_archive` (what
+``get_file`` uses when the guest does not answer) reads the archive the engine
+streams back with ``tarfile``'s stream mode.
 """
 
 from __future__ import annotations
 
+import posixpath
 import tarfile
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from docker.errors import APIError, NotFound
 
+from crabray.backends.docker._engine import ENGINE_ERRORS
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
 MODE_DIR, MODE_SYMLINK = 1 << 31, 1 << 27
@@ -88,6 +92,38 @@ def read_single_file(stream: Iterator[bytes], path: str) -> bytes:
         raise SandboxFileError(
             f"cannot read '{path}': it changed while it was read ({exc}); try again"
         ) from exc
+
+
+def read_archive(api: Any, container_id: str, path: str, target: str) -> bytes:
+    """The bytes of ``target`` in the container, read as root through the archive API.
+
+    Follows up to ``MAX_SYMLINKS`` symlinks of the last component (the engine resolves
+    the ones above it inside the container's root).
+
+    Raises:
+        SandboxFileError: ``path`` is missing, a directory or not a regular file.
+        SandboxError: The engine failed.
+    """
+    for _ in range(MAX_SYMLINKS):
+        try:
+            stream, stat = api.get_archive(container_id, target, chunk_size=CHUNK)
+        except ENGINE_ERRORS as exc:
+            raise file_error("read", path, target, exc) from exc
+        mode = int(stat.get("mode", 0))
+        if mode & MODE_SYMLINK and stat.get("linkTarget"):
+            stream.close()
+            target = posixpath.join(posixpath.dirname(target), stat["linkTarget"])
+            continue
+        if mode & MODE_DIR:
+            stream.close()
+            raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
+        try:
+            return read_single_file(stream, path)
+        except ENGINE_ERRORS as exc:
+            raise file_error("read", path, target, exc) from exc
+        finally:
+            stream.close()
+    raise SandboxFileError(f"cannot read '{path}': more than {MAX_SYMLINKS} symlinks deep")
 
 
 def file_error(verb: str, path: str, target: str, exc: Exception) -> CrabrayError:

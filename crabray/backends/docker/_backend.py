@@ -28,10 +28,13 @@ waits for its X server) has it run in every new container before use.
 ``screenshot()`` dumps the container's X screen with ``xwd`` and converts it
 here.
 
-Commands run through the exec API (see :mod:`crabray.backends.docker._exec` for
-how a timed-out command's whole process tree is killed); files move through
-the archive API as tar streams, so binary files round-trip unchanged and large
-ones are never copied into a second buffer.
+Commands run through the container's guest (one long-lived ``python3`` on an
+exec stream), or through the exec API when the image has no python3 (see
+:mod:`crabray.backends.docker._exec` for how a timed-out command's whole
+process tree is killed). Files are written through the archive API as tar
+streams, so binary files round-trip unchanged and large ones are never copied
+into a second buffer; they are read by the guest when it runs and the file is
+a plain one the container's user may read, else through the archive API too.
 """
 
 from __future__ import annotations
@@ -51,15 +54,7 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
-from crabray.backends.docker._archive import (
-    CHUNK,
-    MAX_SYMLINKS,
-    MODE_DIR,
-    MODE_SYMLINK,
-    file_error,
-    read_single_file,
-    tar_stream,
-)
+from crabray.backends.docker._archive import file_error, read_archive, tar_stream
 from crabray.backends.docker._engine import (
     ENGINE_ERRORS,
     LABEL,
@@ -83,6 +78,10 @@ from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
 logger = logging.getLogger(__name__)
+
+GUEST_READ_MAX_BYTES = 8 * 1024 * 1024
+"""Largest file ``get_file`` reads through the guest (its bytes travel as base64 in
+one JSON frame); larger ones stream through the archive API."""
 
 SCREENSHOT_TIMEOUT_SEC = 30.0
 """Longest ``xwd`` may take to dump the screen."""
@@ -260,7 +259,13 @@ class DockerBackend(Backend):
 
     @override
     def get_file(self, path: str) -> bytes:
-        """Read ``path`` (relative to ``workdir``), following symlinks, via the archive API.
+        """Read ``path`` (relative to ``workdir``), following symlinks.
+
+        A regular file that the container's user may read, not behind a symlink and at
+        most ``GUEST_READ_MAX_BYTES``, is read by the guest when it runs (one round
+        trip on its stream, where the archive API costs an engine call that archives
+        the file); everything else goes through the archive API, which reads as root,
+        so the answer is the one the archive API gives.
 
         Raises:
             SandboxFileError: The path is missing, a directory or not a regular file.
@@ -268,26 +273,35 @@ class DockerBackend(Backend):
         """
         container = self._require_started(f"read '{path}'")
         target = self._path(path)
-        for _ in range(MAX_SYMLINKS):
-            try:
-                stream, stat = self._api().get_archive(container.id, target, chunk_size=CHUNK)
-            except ENGINE_ERRORS as exc:
-                raise file_error("read", path, target, exc) from exc
-            mode = int(stat.get("mode", 0))
-            if mode & MODE_SYMLINK and stat.get("linkTarget"):
-                stream.close()
-                target = posixpath.join(posixpath.dirname(target), stat["linkTarget"])
-                continue
-            if mode & MODE_DIR:
-                stream.close()
-                raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
-            try:
-                return read_single_file(stream, path)
-            except ENGINE_ERRORS as exc:
-                raise file_error("read", path, target, exc) from exc
-            finally:
-                stream.close()
-        raise SandboxFileError(f"cannot read '{path}': more than {MAX_SYMLINKS} symlinks deep")
+        if self._guest.running and not self._no_python:
+            data = self._read_by_guest(path, target)
+            if data is not None:
+                return data
+        return read_archive(self._api(), str(container.id), path, target)
+
+    def _read_by_guest(self, path: str, target: str) -> bytes | None:
+        """The file's bytes through the guest; None when the archive API must answer.
+
+        The guest answers only what the archive API would answer alike: the bytes of
+        a regular file it could read, a missing path, a directory. A symlink (the
+        archive path resolves links its own way), a file the container's user may
+        not read (the archive API reads as root: evaluators may read root's files),
+        a large, growing or special file, or a lost guest go to the archive API.
+        """
+        try:
+            got = self._guest.read_file(target, GUEST_READ_MAX_BYTES)
+        except (SandboxError, NoPythonError) as exc:
+            logger.debug("guest read of %s failed (%s); reading it from the archive", target, exc)
+            return None
+        if isinstance(got, bytes):
+            return got
+        if got == "ENOENT":
+            raise SandboxFileError(
+                f"cannot read '{path}': no such file in the container ({target})"
+            )
+        if got == "EISDIR":
+            raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
+        return None
 
     @override
     def screenshot(self) -> bytes:

@@ -10,6 +10,7 @@ a second loss is a ``SandboxError``.
 
 from __future__ import annotations
 
+import base64
 import logging
 import threading
 import time
@@ -198,6 +199,34 @@ class Guest:
             error_type=error["type"],
             guest_traceback=error["traceback"],
         )
+
+    def read_file(self, path: str, max_bytes: int) -> bytes | str:
+        """The bytes of the regular file at absolute ``path``, read by the guest's user.
+
+        Returns:
+            The bytes, or the name of the errno that kept the guest from reading them
+            (``ENOENT``, ``EISDIR``, ``EACCES``, ``ELOOP`` for a symlink, ``ENOTREG``,
+            ``EFBIG`` past ``max_bytes``, ``ECHANGED``; see the program's ``_read``): the
+            backend decides which of them are its answer and which it reads another way;
+            ``EBUSY`` when the guest is serving another request (a long command): a
+            read never waits behind one.
+
+        Raises:
+            NoPythonError: The sandbox has no ``python3``.
+            SandboxError: The guest died twice, or did not answer within ``CALL_TIMEOUT_SEC``.
+        """
+        if not self._lock.acquire(blocking=False):
+            return "EBUSY"
+        try:
+            request = {"op": "read", "path": path, "max_bytes": max_bytes}
+            reply = self._request(request, CALL_TIMEOUT_SEC)
+        finally:
+            self._lock.release()
+        if not reply.get("ok"):
+            raise SandboxError(f"the guest of the {self._where} could not read {path!r}: {reply}")
+        if "data" in reply:
+            return base64.b64decode(reply["data"])
+        return str(reply["errno"])
 
     def close(self) -> None:
         """Kill the guest (reset and close call this); the next request starts a new one."""

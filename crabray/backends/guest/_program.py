@@ -17,6 +17,8 @@ answered by exactly one response, in order:
   ``{"ok": true, "exit_code", "stdout", "stderr", "timed_out", "cut"}``
 - ``{"op": "call", "units": [[filename, first_line, text], ...], "function": name,
   "arguments": "<JSON>", "cwd": ...}`` -> ``{"ok": true, "value": "<JSON>"}``
+- ``{"op": "read", "path": ABSOLUTE, "max_bytes": N}`` -> ``{"ok": true, "data": BASE64}``,
+  or ``{"ok": true, "errno": NAME}`` when the guest did not read it (see :func:`_read`)
 
 A failure is ``{"ok": false, "error": {"type", "message", "traceback"}}``.
 The host module imports this file for :func:`encode` and :func:`read_frame`,
@@ -28,6 +30,7 @@ import __future__
 
 import base64
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -35,6 +38,7 @@ import linecache
 import os
 import selectors
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -288,6 +292,42 @@ def _call(request: dict) -> dict:
     return {"ok": True, "value": to_json(value), "output": captured.getvalue()[-10000:]}
 
 
+def _read(request: dict) -> dict:
+    """A regular file's bytes, as the guest's user sees them, or why the guest did not read it.
+
+    The errno's name is ``ENOENT``, ``EACCES``, ``ELOOP`` (the last component is a
+    symlink: never followed here, so the host resolves links its own way) and so on
+    from ``open``, or ``EISDIR``, ``ENOTREG`` (a FIFO, a device: opened without
+    blocking, never read), ``EFBIG`` (over ``max_bytes``) and ``ECHANGED`` (its size
+    moved while it was read). The host decides what each means.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_NOCTTY
+    try:
+        fd = os.open(request["path"], flags)
+    except OSError as exc:
+        return {"ok": True, "errno": errno.errorcode.get(exc.errno or 0, "EIO")}
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            return {"ok": True, "errno": "EISDIR"}
+        if not stat.S_ISREG(info.st_mode):
+            return {"ok": True, "errno": "ENOTREG"}
+        if info.st_size > int(request["max_bytes"]):
+            return {"ok": True, "errno": "EFBIG"}
+        parts, size = [], 0
+        while size <= info.st_size:  # one byte past the size shows a file still growing
+            chunk = os.read(fd, info.st_size + 1 - size)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size != info.st_size:
+        return {"ok": True, "errno": "ECHANGED"}
+    return {"ok": True, "data": base64.b64encode(b"".join(parts)).decode("ascii")}
+
+
 def _error(exc: BaseException) -> dict:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == "crabray-guest":
@@ -315,6 +355,8 @@ def _answer(request: dict) -> dict:
             return _run(request)
         if op == "call":
             return _call(request)
+        if op == "read":
+            return _read(request)
         raise ValueError(f"unknown request {op!r}")
     except Exception as exc:
         return _error(exc)
