@@ -154,3 +154,19 @@ def test_a_run_and_its_resume_never_import_pandas(tmp_path: Path) -> None:
         {"task_id": "t1", "attempt": 1, "termination_reason": "env_error"},
         {"task_id": "t1", "attempt": 2, "termination_reason": "success"},
     ]
+
+
+def test_an_actor_worker_loads_no_chat_client_until_an_llm_agent_is_made() -> None:
+    """httpx and the chat client are about 60 ms of every worker's start, for LLM agents only."""
+    program = (
+        "import sys, crabray.cluster.actors, crabray.episode\n"
+        "from crabray.agents import AgentSpec, create_agent\n"
+        "create_agent(AgentSpec(name='o', kind='oracle'))\n"
+        "before = sorted({'httpx', 'crabray.agents.llm_client'} & set(sys.modules))\n"
+        "from crabray.agents.registry import agent_class\n"
+        "print(before, agent_class('openai-planner').__name__, 'httpx' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["[]", "PlannerAgent", "True"]
