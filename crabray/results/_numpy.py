@@ -96,16 +96,16 @@ def strings(values: Sequence[str | None]) -> pa.Array:
     Raises:
         TypeError: A value is neither a string nor None.
     """
-    valid = np.array([value is not None for value in values], bool)
-    for value in values:
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"expected a string, got {type(value).__name__} {value!r}")
-    data = [value.encode() if value is not None else b"" for value in values]
+    try:
+        data = [b"" if value is None else value.encode() for value in values]
+    except AttributeError:
+        wrong = next(value for value in values if not isinstance(value, str | None))
+        raise TypeError(f"expected a string, got {type(wrong).__name__} {wrong!r}") from None
     offsets = np.zeros(len(data) + 1, np.int32)
     np.cumsum([len(value) for value in data], out=offsets[1:])
-    nulls = int(len(valid) - np.count_nonzero(valid))
-    buffers = [_validity(valid) if nulls else None, pa.py_buffer(offsets)]
-    buffers.append(pa.py_buffer(b"".join(data)))
+    valid = _valid(values)
+    nulls = 0 if valid is None else int(len(valid) - np.count_nonzero(valid))
+    buffers = [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
     return pa.Array.from_buffers(pa.string(), len(data), buffers, null_count=nulls)
 
 
@@ -122,8 +122,7 @@ def _timestamps(values: Sequence[datetime | None], kind: pa.TimestampType) -> pa
     counts = np.array(
         [0 if value is None else (_utc(value) - _EPOCH) // unit for value in values], np.int64
     )
-    valid = np.array([value is not None for value in values], bool)
-    return to_arrow(counts, None if valid.all() else valid).view(kind)
+    return to_arrow(counts, _valid(values)).view(kind)
 
 
 def _utc(value: datetime) -> datetime:
@@ -141,12 +140,11 @@ def from_pylist(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     Raises:
         TypeError, ValueError, OverflowError: A value does not fit ``kind``.
     """
-    valid = np.array([value is not None for value in values], bool)
-    mask = None if valid.all() else valid
     if pa.types.is_string(kind):
         return strings(values)
     if pa.types.is_timestamp(kind):
         return _timestamps(values, kind)
+    mask = _valid(values)
     if pa.types.is_list(kind):
         items = [item for value in values if value is not None for item in value]
         offsets = np.zeros(len(values) + 1, np.int32)
@@ -167,6 +165,13 @@ def from_pylist(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
     if dtype is not None and dtype.kind in "iu" and any(isinstance(v, float) for v in filled):
         raise TypeError(f"expected integers for {kind}, got floats")
     return to_arrow(numbers, mask)
+
+
+def _valid(values: Sequence[Any]) -> np.ndarray | None:
+    """False where a value is None; None when none is (the common case, checked first)."""
+    if not any(value is None for value in values):
+        return None
+    return np.array([value is not None for value in values], bool)
 
 
 def _mask(valid: np.ndarray | None) -> pa.Array | None:

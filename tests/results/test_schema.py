@@ -126,8 +126,9 @@ def _stored(value: object) -> object:
     return value
 
 
-def test_a_value_of_the_wrong_type_is_a_results_error(make_record):
+@pytest.mark.parametrize(("field", "value"), [("epoch", "one"), ("task_id", 5)])
+def test_a_value_of_the_wrong_type_is_a_results_error(make_record, field: str, value: object):
     record = make_record("t1")
-    record.result.__dict__["epoch"] = "one"  # past pydantic, as a schema/model mismatch would be
+    record.result.__dict__[field] = value  # past pydantic, as a schema/model mismatch would be
     with pytest.raises(ResultsError, match="do not fit the results schema"):
         episodes_table([record.result])
