@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from crabray.core.result import TerminationReason
 from crabray.results import ResultSink, RunManifest, write_manifest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, raw_episode_rows
 from tests.results.conftest import build_record
 
 PROBE = """
@@ -121,3 +122,52 @@ def test_a_suite_without_networkx_graphs_loads_without_networkx(tmp_path: Path) 
     loaded = loaded_by("tasks", "validate", str(suite))
     assert "crabray.formats.crab_dataset" in loaded  # every format was registered
     assert "networkx" not in loaded
+
+
+def test_a_run_and_its_resume_never_import_pandas(tmp_path: Path) -> None:
+    """pandas is 0.3 to 0.8 s of a run's driver: writing, resuming and compacting need none.
+
+    The resumed run reads back a superseding infrastructure failure of ``t1``
+    (which it runs again, as the next attempt) and compacts its three part files.
+    """
+    suite, out = tmp_path / "two.py", tmp_path / "out"
+    suite.write_text(
+        PLAIN_SUITE.replace('id="t"', 'id=f"t{i}"').replace("\n    ],", " for i in (0, 1)\n    ],")
+    )
+    first = loaded_by("run", str(suite), "--agent", "oracle", "--out", str(out))
+    assert "crabray.results.sink" in first
+    assert not first & {"pandas", "httpx"}  # httpx: only for a task folder's service reset
+    (run_dir,) = (out / "episodes").iterdir()
+    run_id = run_dir.name.removeprefix("run_id=")
+    infra = build_record(
+        "t1", run_id=run_id, agent="oracle", attempt=1, reason=TerminationReason.ENV_ERROR
+    )
+    ResultSink(out, run_id).write([infra])
+    resumed = loaded_by(
+        "run", str(suite), "--agent", "oracle", "--out", str(out), "--resume", run_id
+    )
+    assert "pandas" not in resumed
+    rows = raw_episode_rows(out, ["task_id", "attempt", "termination_reason"])
+    assert len(list(run_dir.iterdir())) == 1  # compacted
+    assert sorted(rows, key=lambda row: (row["task_id"], row["attempt"])) == [
+        {"task_id": "t0", "attempt": 0, "termination_reason": "success"},
+        {"task_id": "t1", "attempt": 0, "termination_reason": "success"},
+        {"task_id": "t1", "attempt": 1, "termination_reason": "env_error"},
+        {"task_id": "t1", "attempt": 2, "termination_reason": "success"},
+    ]
+
+
+def test_an_actor_worker_loads_no_chat_client_until_an_llm_agent_is_made() -> None:
+    """httpx and the chat client are about 60 ms of every worker's start, for LLM agents only."""
+    program = (
+        "import sys, crabray.cluster.actors, crabray.episode\n"
+        "from crabray.agents import AgentSpec, create_agent\n"
+        "create_agent(AgentSpec(name='o', kind='oracle'))\n"
+        "before = sorted({'httpx', 'crabray.agents.llm_client'} & set(sys.modules))\n"
+        "from crabray.agents.registry import agent_class\n"
+        "print(before, agent_class('openai-planner').__name__, 'httpx' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.split() == ["[]", "PlannerAgent", "True"]

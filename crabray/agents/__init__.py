@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from crabray.agents.base import (
     ActionCall,
     Agent,
@@ -21,11 +24,29 @@ from crabray.agents.config import (
     load_agents,
     select_agents,
 )
-from crabray.agents.multi_agent import PerEnvironmentAgent, PlannerAgent
-from crabray.agents.openai_agent import OpenAIAgent
 from crabray.agents.registry import available_agents, create_agent, register_agent
 from crabray.agents.scripted import NoopAgent, OracleAgent
 from crabray.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from crabray.agents.multi_agent import PerEnvironmentAgent, PlannerAgent
+    from crabray.agents.openai_agent import OpenAIAgent
+
+_LAZY = {
+    "OpenAIAgent": "crabray.agents.openai_agent",
+    "PerEnvironmentAgent": "crabray.agents.multi_agent",
+    "PlannerAgent": "crabray.agents.multi_agent",
+}
+"""The LLM agents, loaded on first use: their chat client (httpx) is about 60 ms of
+import that an actor worker running scripted agents does not need (PEP 562)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'crabray.agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 
 def agent_spec(name: str) -> AgentSpec:

@@ -38,6 +38,12 @@ _AGENTS: Registry[type[Agent]] = Registry(
     "agent kind", group=ENTRY_POINT_GROUP, field="kind", accept=_accept, on_register=_name_class
 )
 """Agent classes by kind."""
+for _kind, _target in [
+    ("openai", "crabray.agents.openai_agent:OpenAIAgent"),
+    ("openai-planner", "crabray.agents.multi_agent:PlannerAgent"),
+    ("openai-per-env", "crabray.agents.multi_agent:PerEnvironmentAgent"),
+]:  # imported when first asked for: their chat client (httpx) only for the runs using them
+    _AGENTS.add_lazy(_kind, _target)
 
 
 @overload

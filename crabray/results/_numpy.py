@@ -10,6 +10,10 @@ the arrays' buffers; anything else (strings, lists) goes through pyarrow.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -86,10 +90,90 @@ def to_arrow(values: np.ndarray, valid: np.ndarray | None = None) -> pa.Array:
     return pa.Array.from_buffers(kind, len(values), buffers, null_count=nulls)
 
 
-def strings(values: list[str]) -> pa.Array:
-    """Python strings as an Arrow string array (``pa.array`` of a list imports pandas)."""
-    data = [value.encode() for value in values]
+def strings(values: Sequence[str | None]) -> pa.Array:
+    """Python strings (None for a null) as an Arrow string array (``pa.array`` imports pandas).
+
+    Raises:
+        TypeError: A value is neither a string nor None.
+    """
+    try:
+        data = [b"" if value is None else value.encode() for value in values]
+    except AttributeError:
+        wrong = next(value for value in values if not isinstance(value, str | None))
+        raise TypeError(f"expected a string, got {type(wrong).__name__} {wrong!r}") from None
     offsets = np.zeros(len(data) + 1, np.int32)
     np.cumsum([len(value) for value in data], out=offsets[1:])
-    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
-    return pa.Array.from_buffers(pa.string(), len(data), buffers)
+    valid = _valid(values)
+    nulls = 0 if valid is None else int(len(valid) - np.count_nonzero(valid))
+    buffers = [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(data), buffers, null_count=nulls)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_UNITS = {"s": timedelta(seconds=1), "ms": timedelta(milliseconds=1)}
+_UNITS |= {"us": timedelta(microseconds=1)}
+
+
+def _timestamps(values: Sequence[datetime | None], kind: pa.TimestampType) -> pa.Array:
+    """Datetimes as ``kind`` (naive ones taken to be UTC, Arrow's rule)."""
+    if kind.unit not in _UNITS:
+        raise TypeError(f"timestamps in {kind.unit} are not built here")
+    unit = _UNITS[kind.unit]
+    counts = np.array(
+        [0 if value is None else (_utc(value) - _EPOCH) // unit for value in values], np.int64
+    )
+    return to_arrow(counts, _valid(values)).view(kind)
+
+
+def _utc(value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, got {type(value).__name__} {value!r}")
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def from_pylist(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
+    """Python values as an Arrow array of ``kind``, without ``pa.array`` (it imports pandas).
+
+    The types of the results schema: strings, integers, floats, booleans,
+    timestamps, and lists and structs of them (structs from dicts); None is a null.
+
+    Raises:
+        TypeError, ValueError, OverflowError: A value does not fit ``kind``.
+    """
+    if pa.types.is_string(kind):
+        return strings(values)
+    if pa.types.is_timestamp(kind):
+        return _timestamps(values, kind)
+    mask = _valid(values)
+    if pa.types.is_list(kind):
+        items = [item for value in values if value is not None for item in value]
+        offsets = np.zeros(len(values) + 1, np.int32)
+        np.cumsum([len(value) if value is not None else 0 for value in values], out=offsets[1:])
+        child = from_pylist(items, kind.value_type)
+        return pa.ListArray.from_arrays(to_arrow(offsets), child, type=kind, mask=_mask(mask))
+    if pa.types.is_struct(kind):
+        fields = [kind.field(index) for index in range(kind.num_fields)]
+        children = [
+            from_pylist([None if v is None else v[f.name] for v in values], f.type) for f in fields
+        ]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=_mask(mask))
+    dtype = _dtype(kind)
+    if dtype is None and not pa.types.is_boolean(kind):
+        raise TypeError(f"Arrow type {kind} is not built here")
+    filled = [value if value is not None else 0 for value in values]
+    numbers = np.array(filled, bool if dtype is None else dtype)
+    if dtype is not None and dtype.kind in "iu" and any(isinstance(v, float) for v in filled):
+        raise TypeError(f"expected integers for {kind}, got floats")
+    return to_arrow(numbers, mask)
+
+
+def _valid(values: Sequence[Any]) -> np.ndarray | None:
+    """False where a value is None; None when none is (the common case, checked first)."""
+    if not any(value is None for value in values):
+        return None
+    return np.array([value is not None for value in values], bool)
+
+
+def _mask(valid: np.ndarray | None) -> pa.Array | None:
+    """``mask`` for ``from_arrays``: True where a value is null."""
+    return None if valid is None else to_arrow(~valid)

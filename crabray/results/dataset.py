@@ -15,11 +15,12 @@ import os
 import posixpath
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
@@ -120,7 +121,7 @@ def read_part_files(
     """
     columns = list(schema.names) if columns is None else columns
     if not files:
-        return schema.empty_table().select(columns)
+        return pa.Table.from_batches([], schema).select(columns)  # empty_table() imports pandas
     if filesystem is None:
         filesystem = pafs.LocalFileSystem()
         paths = [os.path.abspath(path) for path in files]
@@ -212,20 +213,10 @@ def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.R
         ResultsError: A file is not readable Parquet or does not fit ``schema``; the
             message names the file.
     """
-    import pyarrow.dataset as ds
-
     filesystem = pafs.LocalFileSystem()
-    paths = [os.path.abspath(path) for path in files]
-    for path in paths:
-        dataset = ds.dataset(
-            [path],
-            schema=schema,
-            format="parquet",
-            filesystem=filesystem,
-            partitioning=_partitioning(),
-            partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
-        )
-        batches = iter(dataset.to_batches(columns=list(schema.names), use_threads=False))
+    for path in (os.path.abspath(path) for path in files):
+        as_written = _as_written(path, schema)
+        batches = as_written if as_written is not None else _scanned(path, schema, filesystem)
         while True:
             try:
                 batch = next(batches)
@@ -234,6 +225,39 @@ def iter_part_batches(files: Sequence[Path], schema: pa.Schema) -> Iterator[pa.R
             except (pa.ArrowException, OSError) as exc:
                 raise _diagnose([path], schema, exc, filesystem) from exc
             yield batch
+
+
+def _as_written(path: str, schema: pa.Schema) -> Iterator[pa.RecordBatch] | None:
+    """The batches of a part file holding exactly ``schema``'s columns, or None to scan it.
+
+    What the sink writes, read with ``pyarrow.parquet``: a run's compaction
+    then does not import ``pyarrow.dataset``, nor pandas with it.
+    """
+    try:
+        part = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError):
+        return None
+    if [(f.name, f.type) for f in part.schema_arrow] != [(f.name, f.type) for f in schema]:
+        return None
+    return (
+        pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+        for batch in part.iter_batches(use_threads=False)
+    )
+
+
+def _scanned(path: str, schema: pa.Schema, filesystem: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
+    """A part file's batches cast to ``schema`` by a scan (its partition fills ``run_id``)."""
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset(
+        [path],
+        schema=schema,
+        format="parquet",
+        filesystem=filesystem,
+        partitioning=_partitioning(),
+        partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
+    )
+    return iter(dataset.to_batches(columns=list(schema.names), use_threads=False))
 
 
 def _read(
@@ -445,11 +469,9 @@ def finished_keys(out_dir: str | Path, run_id: str) -> set[EpisodeKey]:
     Raises:
         ResultsError: A bad run id or an unreadable part file.
     """
-    frame = read_episodes(out_dir, run_id, ["agent", "task_id", "epoch", "termination_reason"])
-    final = frame[~frame["termination_reason"].isin(INFRA_REASONS)]
+    rows = _key_rows(out_dir, run_id, "termination_reason")
     return {
-        (str(agent), str(task), int(epoch))
-        for agent, task, epoch in zip(final["agent"], final["task_id"], final["epoch"], strict=True)
+        (agent, task, epoch) for agent, task, epoch, reason in rows if reason not in INFRA_REASONS
     }
 
 
@@ -462,10 +484,17 @@ def attempts_so_far(out_dir: str | Path, run_id: str) -> dict[EpisodeKey, int]:
     Raises:
         ResultsError: A bad run id or an unreadable part file.
     """
-    frame = read_episodes(out_dir, run_id, ["agent", "task_id", "epoch", "attempt"])
     return {
-        (str(agent), str(task), int(epoch)): int(attempt)
-        for agent, task, epoch, attempt in zip(
-            frame["agent"], frame["task_id"], frame["epoch"], frame["attempt"], strict=True
-        )
+        (agent, task, epoch): attempt
+        for agent, task, epoch, attempt in _key_rows(out_dir, run_id, "attempt")
     }
+
+
+def _key_rows(out_dir: str | Path, run_id: str, column: str) -> list[tuple[Any, ...]]:
+    """``(agent, task_id, epoch, column)`` of a run's kept episode rows, as Python values.
+
+    Read as Arrow, not as a pandas frame: a run resumed (or just made, with
+    nothing on disk) then does not import pandas for this check.
+    """
+    table = read_episode_table(out_dir, run_id, ["agent", "task_id", "epoch", column])
+    return list(zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True))

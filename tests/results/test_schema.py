@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import types
 import typing
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
+from enum import Enum
 
 import pyarrow as pa
 import pytest
 from pydantic import BaseModel
 
+from crabray.core.errors import ResultsError
 from crabray.core.result import CheckpointScore, EpisodeResult, StepRecord
 from crabray.results import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
 
@@ -89,3 +91,44 @@ def test_checkpoints_round_trip_as_a_list_of_structs(make_record):
 def test_a_checkpoint_cannot_earn_more_than_it_is_worth():
     with pytest.raises(ValueError, match="result 3 exceeds total 2"):
         CheckpointScore(total=2, result=3)
+
+
+def test_tables_equal_pyarrows_own_conversion_of_the_same_values(make_record):
+    """Built from buffers (no pandas import), the tables hold what ``pa.array`` would."""
+    plus_two = timezone(timedelta(hours=2))
+    first, second = make_record("t1"), make_record("t2")
+    first.result.started_at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=plus_two)
+    first.result.finished_at = datetime(2026, 1, 2, 3, 4, 6)  # naive: taken to be UTC
+    first.result.checkpoints = [CheckpointScore(total=2, result=1)]
+    second.result.tags = ["é", "", "a,b"]
+    second.result.model, second.result.error = None, "boom ✗"
+    records = [first.result, second.result]
+    steps = [*first.steps, *second.steps]
+    steps[0].error = None
+    for table, models, schema in [
+        (episodes_table(records), records, EPISODES_SCHEMA),
+        (steps_table(steps), steps, STEPS_SCHEMA),
+    ]:
+        expected = {
+            name: [_stored(getattr(model, name)) for model in models] for name in schema.names
+        }
+        assert table.equals(pa.Table.from_pydict(expected, schema=schema)), schema
+    assert episodes_table(records).column("started_at")[0].as_py() == datetime(
+        2026, 1, 2, 1, 4, 5, 678901, tzinfo=UTC
+    )
+
+
+def _stored(value: object) -> object:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list):
+        return [item.model_dump() if isinstance(item, BaseModel) else item for item in value]
+    return value
+
+
+@pytest.mark.parametrize(("field", "value"), [("epoch", "one"), ("task_id", 5)])
+def test_a_value_of_the_wrong_type_is_a_results_error(make_record, field: str, value: object):
+    record = make_record("t1")
+    record.result.__dict__[field] = value  # past pydantic, as a schema/model mismatch would be
+    with pytest.raises(ResultsError, match="do not fit the results schema"):
+        episodes_table([record.result])

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -246,6 +245,8 @@ def _run_reset(name: str, command: str, timeout_sec: float, folder: Path) -> Non
 
 
 def _post_reset(name: str, url: str, timeout_sec: float) -> None:
+    import httpx  # here: every run registers this format, few reset a service (~70 ms)
+
     try:
         response = httpx.post(url, timeout=timeout_sec)
     except httpx.HTTPError as exc:
@@ -258,6 +259,8 @@ def _post_reset(name: str, url: str, timeout_sec: float) -> None:
 
 
 def _wait_healthy(name: str, url: str, timeout_sec: float) -> None:
+    import httpx  # see _post_reset
+
     deadline = time.monotonic() + timeout_sec
     last = "no answer yet"
     while True:
