@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,12 @@ import pytest
 
 from crabray.results import EPISODES_SCHEMA
 from crabray.results.dataset import read_part_files
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    # Started in the background by a non-interactive shell, this process ignores Ctrl-C and
+    # every process it starts would inherit that: the tests that press Ctrl-C on a `crabray`
+    # command need it to reach them, as it does from a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -106,6 +106,9 @@ class EnvironmentPool:
     stats: PoolStats = field(default_factory=PoolStats)
     _idle: dict[str, list[_Member]] = field(default_factory=lambda: defaultdict(list))
     _members: dict[int, _Member] = field(default_factory=dict)
+    _retiring: list[Any] = field(default_factory=list)
+    """The closes sent to retired actors: the shutdown waits for them too, so a run does
+    not stop its Ray instance while a retired sandbox is still being removed."""
 
     def live(self) -> Counter[SlotKey]:
         """Actors alive per slot key (busy, idle or starting)."""
@@ -223,7 +226,7 @@ class EnvironmentPool:
     def shutdown(self) -> None:
         """Close every sandbox and kill every actor this pool made."""
         members = list(self._members.values())
-        closing = [m.actor.close.remote() for m in members]
+        closing = [m.actor.close.remote() for m in members] + self._retiring
         if closing:
             done, stuck = ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_TIMEOUT_SEC)
             if stuck:
@@ -237,6 +240,7 @@ class EnvironmentPool:
             ray.kill(member.actor, no_restart=True)
         self._members.clear()
         self._idle.clear()
+        self._retiring.clear()
 
     def _create(self, spec: SandboxSpec) -> _Member:
         options = actor_options(spec.kind, spec.label_selector)
@@ -306,7 +310,7 @@ class EnvironmentPool:
         """Close a member's sandbox and end the actor (close runs before the kill)."""
         self._members.pop(id(member.actor), None)
         self.stats.retired += 1
-        member.actor.close.remote()
+        self._retiring.append(member.actor.close.remote())
         member.actor.__ray_terminate__.remote()
 
 
