@@ -9,8 +9,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from crabray.core import (
@@ -40,18 +41,12 @@ def __getattr__(name: str) -> Any:
     A command that needs none of it, such as `crabray leaderboard`, does not pay
     for networkx and the core models.
     """
-    if name == "__version__":
-        # One version source: the installed package's metadata, from pyproject.toml.
-        from importlib.metadata import version
+    if name != "__version__":
+        return _authoring(name)
+    # One version source: the installed package's metadata, from pyproject.toml.
+    from importlib.metadata import version
 
-        value: Any = version("crabray")
-    elif name == "CrabrayError":
-        value = importlib.import_module("crabray.core.errors").CrabrayError
-    elif name in __all__:
-        value = getattr(importlib.import_module("crabray.core"), name)
-    else:
-        raise AttributeError(f"module 'crabray' has no attribute {name!r}")
-    globals()[name] = value
+    globals()[name] = value = version("crabray")
     return value
 
 
@@ -73,3 +68,9 @@ __all__ = [
     "create_environment",
     "evaluator",
 ]
+
+_authoring = lazy_getattr(
+    __name__,
+    {name: "crabray.core" for name in __all__ if name not in ("CrabrayError", "__version__")}
+    | {"CrabrayError": "crabray.core.errors"},
+)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crabray.agents.base import (
     ActionCall,
@@ -27,6 +26,7 @@ from crabray.agents.config import (
 from crabray.agents.registry import available_agents, create_agent, register_agent
 from crabray.agents.scripted import NoopAgent, OracleAgent
 from crabray.core.errors import ConfigError
+from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from crabray.agents.multi_agent import PerEnvironmentAgent, PlannerAgent
@@ -41,12 +41,7 @@ _LAZY = {
 import that an actor worker running scripted agents does not need (PEP 562)."""
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'crabray.agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def agent_spec(name: str) -> AgentSpec:

@@ -93,6 +93,13 @@ class Backend(ABC):
     with it into :attr:`settings`. A subclass names its model here and narrows
     the attribute's type (``settings: LocalSettings``)."""
 
+    reset_in_call: ClassVar[bool] = False
+    """Whether an episode queued behind another resets the sandbox in its own actor call.
+
+    True where ``reset`` is cheap enough to count against the episode's time
+    limit (it swaps in a spare built ahead); a slow reset (a VM's revert)
+    stays a call of its own, so the next episode's limit starts after it."""
+
     settings: BackendSettings | None
     """The parsed ``backend_settings`` (``None`` for a backend without a ``settings_model``)."""
 

@@ -10,8 +10,9 @@ imported, and ``nodes.use_token_auth`` has to set it first.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from crabray.cluster.progress import SweepProgress
@@ -19,10 +20,7 @@ if TYPE_CHECKING:
 _LAZY = {"SweepProgress": "crabray.cluster.progress"}
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'crabray.cluster' has no attribute '{name}'")
-    return getattr(importlib.import_module(_LAZY[name]), name)
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = ["SweepProgress"]

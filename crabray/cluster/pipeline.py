@@ -11,8 +11,8 @@ episode of its own (one call, one result, one row), so results land one at
 a time, an infrastructure failure retries that episode alone, and time
 limits and resume are per episode as before.
 
-On sandboxes whose reset is cheap (``RESET_IN_CALL``: the local and docker
-backends swap in a spare built ahead) no separate reset is sent: the
+On sandboxes whose reset is cheap (``Backend.reset_in_call``: the local and
+docker backends swap in a spare built ahead) no separate reset is sent: the
 follower's own call resets the sandbox before its episode (the actor's
 ``prepare``), one actor call per episode instead of two. The reset then
 counts in the follower's setup time and its time limit, which starts when
@@ -40,6 +40,7 @@ from typing import Any
 
 import ray
 
+from crabray.backends import backend_class
 from crabray.cluster.jobs import JobOutcome
 from crabray.cluster.pool import EnvironmentPool
 from crabray.cluster.ray_runtime import remote_cause
@@ -47,10 +48,6 @@ from crabray.cluster.sweep import InFlight
 from crabray.core.result import utcnow
 
 logger = logging.getLogger(__name__)
-
-RESET_IN_CALL = frozenset({"local", "docker"})
-"""Backends whose follower resets its sandbox in its own call: their reset takes a spare
-sandbox built ahead, cheap enough to count against the episode's time limit."""
 
 
 class Followers:
@@ -70,7 +67,9 @@ class Followers:
         follower.actors = dict(leader.actors)
         follower.node_call = leader.node_call
         follower.queued = True
-        follower.behind = self.pool.hand_over(actor, reset=spec.backend not in RESET_IN_CALL)
+        follower.behind = self.pool.hand_over(
+            actor, reset=not backend_class(spec.backend).reset_in_call
+        )
         follower.reset_seen = follower.behind is None
         ref = actor.run_episode.remote(job, {})
         self._by_actor[id(actor)] = (ref, follower)

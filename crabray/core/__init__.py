@@ -5,10 +5,11 @@ Pure Python (pydantic and networkx): nothing here imports Ray or Docker.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from crabray.core.action import KEPT_PARAMS, Action, action
@@ -79,12 +80,7 @@ class _Package(types.ModuleType):
 sys.modules[__name__].__class__ = _Package
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'crabray.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

@@ -105,6 +105,7 @@ class DockerBackend(Backend):
     """
 
     kind = "docker"
+    reset_in_call = True
     settings_model = DockerSettings
     settings: DockerSettings
 

@@ -113,6 +113,7 @@ class LocalBackend(Backend):
     """
 
     kind = "local"
+    reset_in_call = True
     settings_model = LocalSettings
     settings: LocalSettings
 
