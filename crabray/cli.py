@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any
@@ -276,8 +278,10 @@ DetachOpt = Annotated[
 
 def _no_runs(out: str | Path, command: str) -> CrabrayError:
     """The error of a command that found no runs in OUT: where they are, or how to make one."""
-    from crabray.results import nested_roots
+    from crabray.results import nested_roots, shown_uri
 
+    if "://" in str(out):
+        out = shown_uri(str(out))  # never a key given in the URI
     nested = nested_roots(out) if "://" not in str(out) else []
     if nested:
         found = ", ".join(str(root) for root in nested)
@@ -310,16 +314,27 @@ def _resolve_run(out: str | Path, run_id: str | None, command: str) -> str | Non
     return found
 
 
-def _local_root(out: str, command: str) -> Path:
-    """``out`` as a local results root; a store URI is refused with the reason."""
-    from crabray.results import is_remote, local_path
+def _shown_root(out_arg: str, out: Path) -> str:
+    """How messages name the results root: a store's URI (keys removed), else the folder."""
+    from crabray.results import is_remote, shown_uri
 
-    if is_remote(out):
-        raise CrabrayError(
-            f"crabray {command} reads a local results root, not {out}: copy the runs here "
-            "first (e.g. `aws s3 sync`), or read the store with `crabray leaderboard URI`"
-        )
-    return local_path(out)
+    return shown_uri(out_arg) if is_remote(out_arg) else str(out)
+
+
+@contextmanager
+def _readable_root(out: str, *, whole: bool) -> Iterator[Path]:
+    """OUT as a local results root: itself, or a temporary copy of the store it names.
+
+    ``whole`` copies every run's files (the viewer and the site read them); else
+    only the run manifests are copied (``runs list``).
+    """
+    from crabray.results import is_remote, local_path, store_copy
+
+    if not is_remote(out):
+        yield local_path(out)
+        return
+    with store_copy(out, whole=whole) as copy:
+        yield copy
 
 
 def _print_version(value: bool) -> None:
@@ -630,13 +645,7 @@ def leaderboard(
     if html is not None:
         import importlib
 
-        from crabray.results import check_output_dir, is_remote
-
-        if is_remote(out):
-            raise CrabrayError(
-                f"--html builds the site from a local results root, not {out}: copy the runs "
-                "here first (e.g. `aws s3 sync`), or leave out --html"
-            )
+        from crabray.results import check_output_dir
 
         check_output_dir(html, "--html")
         importlib.import_module("crabray.results.site")  # without the [site] extra: fail first
@@ -648,7 +657,8 @@ def leaderboard(
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
     _print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
     if html is not None:
-        _write_site(Path(out), html, run_id, title, description)
+        with _readable_root(out, whole=True) as root:
+            _write_site(root, html, run_id, title, description)
 
 
 def _print_leaderboard(
@@ -745,7 +755,7 @@ def _write_site(
 )
 def view(
     out_arg: Annotated[
-        str, typer.Argument(metavar="OUT", help="Results root (a local folder).")
+        str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
     ] = str(DEFAULT_RESULTS),
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
     host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
@@ -758,21 +768,23 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
-    out = _local_root(out_arg, "view")
-    if not has_results(out):
-        raise _no_runs(out, "view")
-    run_id = _resolve_run(out, run_id, "view")
-    server = make_server(
-        out, host=host, port=port, run_id=run_id, title=title, description=description
-    )
-    url = f"http://{host}:{server.server_port}/"
-    console.print(f"serving {escape(str(out))} at {url} (Ctrl-C stops)", highlight=False)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        console.print("stopped")
-    finally:
-        server.server_close()
+    with _readable_root(out_arg, whole=True) as out:
+        shown = _shown_root(out_arg, out)
+        if not has_results(out):
+            raise _no_runs(shown, "view")
+        run_id = _resolve_run(out, run_id, "view")
+        server = make_server(
+            out, host=host, port=port, run_id=run_id, title=title, description=description
+        )
+        url = f"http://{host}:{server.server_port}/"
+        snapshot = " (a copy of the store made now)" if shown != str(out) else ""
+        console.print(f"serving {escape(shown)}{snapshot} at {url} (Ctrl-C stops)", highlight=False)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            console.print("stopped")
+        finally:
+            server.server_close()
 
 
 def _load_suite(
@@ -935,17 +947,18 @@ def tasks_grade(
 )
 def runs_list(
     out_arg: Annotated[
-        str, typer.Argument(metavar="OUT", help="Results root (a local folder).")
+        str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
     ] = str(DEFAULT_RESULTS),
 ) -> None:
-    """List the runs recorded in OUT with their suite and agents."""
+    """List the runs recorded in OUT (a folder or a store URI) with their suite and agents."""
     from crabray.results import list_runs, read_manifest
 
-    out = _local_root(out_arg, "runs list")
-    manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+    with _readable_root(out_arg, whole=False) as out:
+        manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+    shown = _shown_root(out_arg, out)
     if not manifests:
-        raise _no_runs(out, "runs list")
-    table = Table(title=f"runs in {out}")
+        raise _no_runs(shown, "runs list")
+    table = Table(title=f"runs in {shown}")
     for column in ("run id", "suite", "agents", "created"):
         table.add_column(column)
     for m in manifests:

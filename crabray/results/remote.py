@@ -77,8 +77,8 @@ class RemoteRoot:
     uri: str
 
     def path(self, relative: str) -> str:
-        """The store path of a file given relative to the results root."""
-        return posixpath.join(self.root, relative)
+        """The store path of a file given relative to the results root ("" for the root)."""
+        return posixpath.join(self.root, relative) if relative else self.root
 
 
 def check_uri(uri: str, option: str = "--out") -> None:
@@ -106,22 +106,32 @@ def open_remote(uri: str, option: str = "--out") -> RemoteRoot:
         ResultsError: The URI is malformed, the store does not answer, the bucket does
             not exist, or the credentials do not allow writing; the message says which.
     """
+    remote = _connect(uri, option)
+    probe = remote.path(f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
+    try:
+        with remote.filesystem.open_output_stream(probe) as stream:
+            stream.write(b"")
+        remote.filesystem.delete_file(probe)
+    except OSError as exc:
+        raise ResultsError(f"{option} {remote.uri}: cannot write there: {exc}") from exc
+    return remote
+
+
+def _connect(uri: str, option: str) -> RemoteRoot:
+    """The store of ``uri``, its bucket checked to exist (nothing written).
+
+    Raises:
+        ResultsError: The URI is malformed, the store does not answer or the bucket
+            does not exist; the message says which.
+    """
     check_uri(uri, option)
     try:
         filesystem, root = pafs.FileSystem.from_uri(uri)
     except (pa.ArrowInvalid, OSError, ValueError) as exc:
         raise ResultsError(f"{option} {shown_uri(uri)}: not a usable URI: {exc}") from exc
-    root = root.rstrip("/")
-    remote = RemoteRoot(filesystem, root, shown_uri(uri))
+    remote = RemoteRoot(filesystem, root.rstrip("/"), shown_uri(uri))
     if urlparse(uri).scheme in _BUCKET_SCHEMES:
-        _check_bucket(remote, root.split("/", 1)[0], option)
-    probe = remote.path(f"{TMP_PREFIX}probe-{uuid.uuid4().hex[:8]}")
-    try:
-        with filesystem.open_output_stream(probe) as stream:
-            stream.write(b"")
-        filesystem.delete_file(probe)
-    except OSError as exc:
-        raise ResultsError(f"{option} {remote.uri}: cannot write there: {exc}") from exc
+        _check_bucket(remote, remote.root.split("/", 1)[0], option)
     return remote
 
 
@@ -258,6 +268,42 @@ def _pull(uploader: Uploader, resume: str | None) -> None:
 
 
 @contextmanager
+def store_copy(uri: str, *, whole: bool, option: str = "OUT") -> Iterator[Path]:
+    """A temporary local copy of the results root at ``uri``, for commands that read files.
+
+    ``runs list`` needs only the run manifests; ``view`` and ``leaderboard --html``
+    read every run's tables and artifacts (``whole``). The copy is a snapshot,
+    made in the cache folder and removed when the body ends; nothing is written
+    to the store.
+
+    Raises:
+        ResultsError: The URI is malformed, the store does not answer, the bucket
+            does not exist, or a file could not be read (the store's reason).
+    """
+    remote = _connect(uri, option)
+    copy = Path(tempfile.mkdtemp(prefix="store-copy-", dir=_cache_dir()))
+    try:
+        try:
+            Uploader(copy, remote).download("" if whole else "runs")
+        except OSError as exc:
+            raise ResultsError(f"{option} {remote.uri}: cannot read the runs: {exc}") from exc
+        logger.info(
+            "copied %s from %s into %s", "the runs" if whole else "the manifests", remote.uri, copy
+        )
+        with _sigterm_interrupts():  # a viewer stopped by SIGTERM removes its copy too
+            yield copy
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+def _cache_dir() -> Path:
+    """crabray's folder in the user's cache (``XDG_CACHE_HOME``): staging and store copies."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crabray"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+@contextmanager
 def staged_output(out: str | Path, resume: str | None = None) -> Iterator[str | Path]:
     """A results root the sink can write: ``out`` itself, or a staging folder uploaded to it.
 
@@ -274,9 +320,7 @@ def staged_output(out: str | Path, resume: str | None = None) -> Iterator[str | 
         yield out
         return
     remote = open_remote(str(out))
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "crabray"
-    cache.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=cache))
+    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=_cache_dir()))
     uploader = Uploader(staging, remote)
     stop = threading.Event()
     thread = threading.Thread(target=_upload_loop, args=(uploader, stop), daemon=True)
@@ -328,7 +372,7 @@ def _upload_loop(uploader: Uploader, stop: threading.Event) -> None:
 
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
-    """Turn SIGTERM (how Ray stops a job) into ``KeyboardInterrupt``, so the last upload runs."""
+    """Turn SIGTERM (how Ray stops a job) into ``KeyboardInterrupt``, so the body's cleanup runs."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

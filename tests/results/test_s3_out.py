@@ -7,10 +7,12 @@ reach it through pyarrow's query parameters, as a user of MinIO or Ceph would.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -150,12 +152,50 @@ def test_missing_bucket_is_refused_before_anything_runs(
     assert f"no run r1 in s3://{bucket}" in resume.stderr
 
 
-def test_readers_of_a_local_root_only_refuse_a_uri() -> None:
-    for args in (["runs", "list", "s3://bucket/results"], ["view", "s3://bucket/results"]):
-        done = crabray(*args)
-        assert done.returncode == 2, done.stderr
-        assert f"crabray {args[0]}" in done.stderr
-        assert "reads a local results root, not s3://bucket/results" in done.stderr
-    site = crabray("leaderboard", "s3://bucket/results", "--html", "site")
-    assert site.returncode == 2
-    assert "--html builds the site from a local results root" in site.stderr
+def test_readers_of_a_store_read_a_copy_of_it(
+    s3: S3Server, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`runs list`, `view` and `leaderboard --html` read a store through a temporary copy."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    uri = s3.uri(bucket, "copied")
+    empty = crabray("runs", "list", uri)
+    assert empty.returncode == 2, empty.stdout + empty.stderr
+    assert f"no runs in {uri}" in empty.stderr and "Traceback" not in empty.stderr
+    missing = crabray("runs", "list", s3.uri("no-such-bucket", "x"))
+    assert missing.returncode == 2
+    assert "bucket 'no-such-bucket' does not exist" in missing.stderr
+
+    done = crabray("run", "tasks/demo", "-a", "oracle", "-t", "hello-file", "--out", uri)
+    assert done.returncode == 0, done.stderr
+    run_id = next(ln for ln in done.stdout.splitlines() if ln.startswith("results: ")).split()[-1]
+
+    listed = crabray("runs", "list", uri, check=True)
+    assert f"runsin{uri}" in "".join(listed.stdout.split()), "the title names the store"
+    assert run_id in listed.stdout
+
+    site = crabray("leaderboard", uri, "--html", str(tmp_path / "site"), check=True)
+    assert "oracle" in site.stdout
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "hello-file" in index and "oracle" in index, "the site shows the store's run"
+
+    view = subprocess.Popen(
+        [sys.executable, "-m", "crabray", "view", uri, "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "400"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert view.stdout is not None
+        first = view.stdout.readline()
+        assert first.startswith(f"serving {uri} (a copy of the store made now) at http://"), first
+        url = first.split(" at ", 1)[1].split()[0]
+        with urllib.request.urlopen(url, timeout=30) as page:
+            shown = page.read().decode()
+        assert "hello-file" in shown and "oracle" in shown, "the viewer shows the store's run"
+    finally:
+        view.terminate()
+        view.wait(timeout=30)
+    assert not list((cache / "crabray").glob("store-copy-*")), "every copy is removed"
