@@ -303,12 +303,8 @@ def _resolve_run(out: str | Path, run_id: str | None, command: str) -> str | Non
 
     if run_id != "latest":
         return run_id
-    if "://" in str(out):
-        raise CrabrayError(
-            f"--run latest: crabray lists the runs of a local results root only, not of "
-            f"{out}; give the run id (crabray run printed it)"
-        )
-    found = latest_run(out)
+    with _readable_root(str(out), whole=False) as root:
+        found = latest_run(root)
     if found is None:
         raise _no_runs(out, command)
     return found

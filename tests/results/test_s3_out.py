@@ -170,6 +170,8 @@ def test_readers_of_a_store_read_a_copy_of_it(
     assert done.returncode == 0, done.stderr
     run_id = next(ln for ln in done.stdout.splitlines() if ln.startswith("results: ")).split()[-1]
 
+    latest = crabray("leaderboard", uri, "--run", "latest", "--format", "json", check=True)
+    assert [row["agent"] for row in json.loads(latest.stdout)] == ["oracle"]
     listed = crabray("runs", "list", uri, check=True)
     assert f"runsin{uri}" in "".join(listed.stdout.split()), "the title names the store"
     assert run_id in listed.stdout
