@@ -182,6 +182,8 @@ def local(
   crabray cluster status                        # the cluster started here (crabray cluster local)
 
   crabray cluster status --address 10.0.0.5:6379
+
+  crabray cluster status --address http://10.0.0.5:8265   # from a machine that is no node
 """,
 )
 def status(
@@ -189,17 +191,23 @@ def status(
         str | None,
         typer.Option(
             envvar="RAY_ADDRESS",
-            help="The cluster's address, HOST:PORT; the head crabray started on this machine "
-            "when omitted.",
+            help="The cluster's address, HOST:PORT, or its head's Job Submission API, "
+            "http://HEAD:8265; the head crabray started on this machine when omitted.",
         ),
     ] = None,
     state_file: StateOpt = None,
 ) -> None:
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
     from crabray.cluster.nodes import use_token_auth
+    from crabray.cluster.submit import is_job_address
 
+    if is_job_address(address):
+        _status_through_job(str(address))
+        return
     address = address or _started_head(_state(state_file))
-    use_token_auth(address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    use_token_auth(
+        address, _state(state_file)
+    )  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.cluster.ray_runtime import connect
     from crabray.cluster.status import node_statuses, run_statuses
 
@@ -229,6 +237,35 @@ def status(
                 str(run.infra_failures),
             )
         console.print(runs_table)
+
+
+def _status_through_job(address: str) -> None:
+    """Show ``crabray cluster status`` as run on the head, through a Ray job.
+
+    A machine that is no node of the cluster cannot join it as a Ray driver; the
+    head's Job Submission API runs the command there (its ``RAY_ADDRESS`` is the
+    cluster's) and hands back what it printed, at this terminal's width.
+    """
+    import secrets
+
+    from crabray.cluster.submit import delete, job_client, job_output
+
+    client = job_client(address)
+    begin = f"crabray-status-{secrets.token_hex(4)}"
+    job_id = client.submit_job(
+        entrypoint=f"echo {begin}; COLUMNS={console.width} crabray cluster status",
+        submission_id=begin,
+    )
+    output = job_output(client, job_id)
+    delete(client, job_id)
+    # The job's output follows its marker line; Ray's own lines about the job (a
+    # "Running entrypoint" line may come after the marker) are dropped.
+    _, found, printed = output.partition(f"{begin}\n")
+    if not found:
+        raise CrabrayError(f"the status job printed no status:\n{output.strip()[-2000:]}")
+    ray_line = f"Running entrypoint for job {job_id}"
+    shown = [line for line in printed.splitlines() if not line.startswith(ray_line)]
+    console.out("\n".join(shown), highlight=False)
 
 
 @cluster_app.command(

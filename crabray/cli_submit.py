@@ -20,7 +20,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import logging
 import secrets
 import shlex
 import shutil
@@ -34,6 +33,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from crabray.cluster.submit import job_client
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunConfig
 
@@ -88,7 +88,7 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
         raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
     if is_remote(settings.out_dir):
         check_uri(str(settings.out_dir))
-    client = _client(settings.address)  # first: it decides how Ray, imported next, authenticates
+    client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
     from crabray.formats import resolve_suite
     from crabray.results import new_run_id
@@ -159,21 +159,6 @@ def _print_detached(settings: RunConfig, run_id: str, job_id: str, shipped: str)
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _client(address: str) -> JobSubmissionClient:
-    """The job client of ``address``, with Ray's own info lines (uploads) kept off the terminal.
-
-    Ray configures its loggers when it is imported, after ``crabray -v`` set them.
-    """
-    from crabray.cluster.submit import job_client
-
-    client = job_client(address)
-    level = max(logging.getLogger().level, logging.ERROR)
-    # Ray's job client sets its modules' loggers to INFO itself.
-    for name in ["ray", *(n for n in logging.root.manager.loggerDict if n.startswith("ray."))]:
-        logging.getLogger(name).setLevel(level)
-    return client
 
 
 def _follow_or_stop(
@@ -262,7 +247,7 @@ def fetch(
     from crabray.cluster.submit import delete, job_output
     from crabray.results import unpack_run
 
-    client = _client(_job_address(address))
+    client = job_client(_job_address(address))
     job_id = client.submit_job(
         entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
         submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
@@ -288,7 +273,7 @@ def follow_run(
     """
     from crabray.cluster.submit import follow, run_job
 
-    client = _client(_job_address(address))
+    client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
 
     def write(text: str) -> None:
@@ -311,7 +296,7 @@ def stop_run(
     """Stop submitted run RUN_ID; what finished is kept (`crabray run ... --resume` goes on)."""
     from crabray.cluster.submit import run_job, stop
 
-    client = _client(_job_address(address))
+    client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
     status = client.get_job_status(job_id)
     if status.is_terminal():

@@ -77,6 +77,8 @@ def check_upload_size(folder: Path) -> int:
 def job_client(address: str) -> JobSubmissionClient:
     """A client of the Job Submission API at ``address``; checks that it answers.
 
+    Ray's info lines (package uploads) are kept off the terminal.
+
     Raises:
         CrabrayError: Ray's job client is not installed, nothing answers there, or it
             refused this machine's Ray token.
@@ -90,7 +92,7 @@ def job_client(address: str) -> JobSubmissionClient:
     from ray.job_submission import JobSubmissionClient
 
     try:
-        return JobSubmissionClient(address)
+        client = JobSubmissionClient(address)
     except Exception as exc:
         raise CrabrayError(
             f"cannot reach Ray's Job Submission API at {address}: {exc}. It is the head's "
@@ -98,6 +100,19 @@ def job_client(address: str) -> JobSubmissionClient:
             "authentication, set RAY_AUTH_MODE=token and copy the head's ~/.ray/auth_token "
             "here (or set RAY_AUTH_TOKEN)"
         ) from exc
+    _quiet_ray_loggers()
+    return client
+
+
+def _quiet_ray_loggers() -> None:
+    """Keep Ray's own info lines (uploads) off the terminal: at most the root logger's level.
+
+    Ray's job client sets its modules' loggers to INFO itself, after ``crabray -v``
+    set the root logger's level.
+    """
+    level = max(logging.getLogger().level, logging.ERROR)
+    for name in ["ray", *(n for n in logging.root.manager.loggerDict if n.startswith("ray."))]:
+        logging.getLogger(name).setLevel(level)
 
 
 def _use_token_if_present() -> None:

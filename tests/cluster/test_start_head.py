@@ -74,6 +74,16 @@ def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
         assert len(rows) == 2, status.stdout
         assert all(f" {routable_address()} " in row for row in rows), "both nodes advertise it"
         assert "local 0/1" in status.stdout, "the worker joined at the printed address"
+
+        jobs = re.search(r"(http://\S+:8265)", head.stdout)
+        assert jobs, head.stdout
+        remote = cli("cluster", "status", "--address", jobs.group(1), env=env)
+        assert remote.returncode == 0, remote.stderr
+        assert remote.stdout.startswith(" "), "the status alone, no line of Ray's about the job"
+        assert "Running entrypoint" not in remote.stdout
+        assert [ln for ln in remote.stdout.splitlines() if " yes " in ln] == rows, (
+            "through the head's Job Submission API, the same nodes"
+        )
     finally:
         stopped = cli("cluster", "stop", env=env)
     assert "stopped 2 node(s)" in stopped.stdout, stopped.stdout + stopped.stderr
