@@ -44,6 +44,30 @@ def _env(backend: Backend) -> Environment:
     return Environment(backend.config.name, backend, AgentSignals())
 
 
+PROBE = r"""
+p=$1
+( : >> /proc/$p/fd/1 ) 2>/dev/null && echo "stdout opened"
+( : < /proc/$p/fd/0 ) 2>/dev/null && echo "stdin opened"
+head -c1 /proc/$p/environ >/dev/null 2>&1 && echo "environ read"
+head -c1 /proc/$p/mem >/dev/null 2>&1 && echo "mem opened"
+[ -d /proc/$p ] && echo "guest seen"
+sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status
+"""
+"""Run by the agent with the guest's pid: each way into the guest that opened, then the
+agent's effective capabilities (hex)."""
+
+CAP_SYS_PTRACE = 19
+
+
+def test_an_agent_command_cannot_open_the_guest(backend: Backend) -> None:
+    pid = guest_pid.run(_env(backend))
+    *opened, caps = backend.exec(["sh", "-c", PROBE, "probe", str(pid)]).stdout.split("\n")[:-1]
+    if int(caps, 16) >> CAP_SYS_PTRACE & 1:  # root on the host (local unconfined, ssh)
+        assert "stdout opened" in opened, "the agent's CAP_SYS_PTRACE ought to reach the guest"
+    else:  # the guest sealed itself: same uid, yet nothing of it opens
+        assert opened == ["guest seen"]
+
+
 def test_seed_check_file_exist_sees_the_sandbox(backend: Backend) -> None:
     env = _env(backend)
     assert backend.exec("touch made.txt").ok
@@ -76,7 +100,10 @@ def test_a_killed_guest_is_restarted_transparently(backend: Backend) -> None:
     backend.exec(["kill", "-9", str(first)], timeout_sec=30)
     assert backend.exec("echo still here", timeout_sec=30).stdout == "still here\n"
     assert count_calls.run(env) == 1  # a new guest process, started without an error
-    assert guest_pid.run(env) != first or backend.kind == "docker"
+    second = guest_pid.run(env)
+    assert second != first or backend.kind == "docker"
+    if backend.kind != "local":  # a guest started after commands ran never runs them
+        assert backend.exec("echo $PPID").stdout != f"{second}\n"
 
 
 def test_reset_kills_the_guest(backend: Backend) -> None:

@@ -29,12 +29,15 @@ waits for its X server) has it run in every new container before use.
 here.
 
 Commands run through the container's guest (one long-lived ``python3`` on an
-exec stream), or through the exec API when the image has no python3 (see
+exec stream) while it is trusted (it sealed itself and was started before the
+container's first command: see ``Guest.trusted``), else through the exec API
+until the next reset, as when the image has no python3 (see
 :mod:`crabray.backends.docker._exec` for how a timed-out command's whole
 process tree is killed). Files are written through the archive API as tar
 streams, so binary files round-trip unchanged and large ones are never copied
 into a second buffer; they are read by the guest when it runs and the file is
-a plain one the container's user may read, else through the archive API too.
+a plain one the container's user may read and the guest is trusted, else
+through the archive API too.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, st
 from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
-from crabray.backends.guest import Guest, GuestChannel, NoPythonError
+from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
 from crabray.backends.ownership import owner_tag
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
@@ -218,10 +221,13 @@ class DockerBackend(Backend):
                     env=env or {},
                     timeout_sec=timeout_sec,
                     marker=(MARKER_VAR, uuid.uuid4().hex),
+                    trusted_only=True,
                 )
             except NoPythonError:
                 self._no_python = True
                 logger.debug("image %s has no python3: commands use plain execs", self.image)
+            except UntrustedGuestError as exc:
+                logger.debug("%s: this command uses a plain exec", exc)
         return run_exec(
             self._api(),
             str(container.id),
@@ -274,7 +280,7 @@ class DockerBackend(Backend):
         """
         container = self._require_started(f"read '{path}'")
         target = self._path(path)
-        if self._guest.running and not self._no_python:
+        if self._guest.trusted and not self._no_python:
             data = self._read_by_guest(path, target)
             if data is not None:
                 return data
@@ -290,7 +296,7 @@ class DockerBackend(Backend):
         a large, growing or special file, or a lost guest go to the archive API.
         """
         try:
-            got = self._guest.read_file(target, GUEST_READ_MAX_BYTES)
+            got = self._guest.read_file(target, GUEST_READ_MAX_BYTES, trusted_only=True)
         except (SandboxError, NoPythonError) as exc:
             logger.debug("guest read of %s failed (%s); reading it from the archive", target, exc)
             return None

@@ -236,6 +236,15 @@ def kill_exec(api: Any, container_id: str, marker: str, shell: str) -> None:
         ) from exc
 
 
+def _kill_pid(api: Any, container_id: str, pid: int, shell: str) -> None:
+    """SIGKILL one process of the container by its pid there (best effort, logged)."""
+    try:
+        created = api.exec_create(container_id, [shell, "-c", f"kill -9 {int(pid)}"])
+        api.exec_start(created["Id"])
+    except ENGINE_ERRORS as exc:
+        logger.warning("could not kill the hung guest (pid %s): %s", pid, exc)
+
+
 def _read_frames(sock: Any, output: _Output) -> None:
     try:
         for stream, data in frames_iter(sock, tty=False):
@@ -365,10 +374,16 @@ class GuestStream(GuestChannel):
 
     @override
     def close(self) -> None:
-        """Close the stream: an idle guest reads end of input and exits; a hung one is killed."""
+        """Close the stream: an idle guest reads end of input and exits; a hung one is killed.
+
+        The sweep finds what the guest started by its marker; the guest itself is
+        sealed (its environment unreadable), so it is killed by its pid.
+        """
         _shutdown(self._sock)
         if self._hung:
             kill_exec(self._api, self._container_id, self._marker, self._shell)
+            if self.pid is not None:
+                _kill_pid(self._api, self._container_id, self.pid, self._shell)
 
     @override
     def diagnostics(self) -> str:

@@ -24,6 +24,7 @@ from crabray.backends.guest._client import (
     GuestChannel,
     GuestLostError,
     NoPythonError,
+    UntrustedGuestError,
 )
 from crabray.backends.guest._program import BOOTSTRAP, KeptOutput, collect_output
 from crabray.backends.guest._source import function_units
@@ -39,6 +40,7 @@ __all__ = [
     "GuestLostError",
     "KeptOutput",
     "NoPythonError",
+    "UntrustedGuestError",
     "collect_output",
     "python_call",
 ]

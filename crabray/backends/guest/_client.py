@@ -72,8 +72,18 @@ class GuestLostError(SandboxError):
     """The guest's channel closed or stopped answering (the guest died or was killed)."""
 
 
+class UntrustedGuestError(SandboxError):
+    """The guest may not answer this request: it is unsealed, or started after commands ran.
+
+    The backend then uses its own channel (the engine's exec, the archive API).
+    """
+
+
 class GuestChannel(ABC):
     """One started guest process, as its backend reaches it."""
+
+    pid: int | None = None
+    """The guest's pid inside the sandbox, once its hello said it."""
 
     @abstractmethod
     def send(self, data: bytes) -> None:
@@ -118,6 +128,23 @@ class Guest:
         """The guest's Python version once started."""
         self.starts = 0
         """How many guest processes this sandbox has started (a restart adds one)."""
+        self.sealed = False
+        """Whether the running guest's hello said it sealed itself (see ``_program.seal``)."""
+        self._exposed = False
+        """Set once a command or call ran: other processes may be in the sandbox since."""
+        self._trusted = False
+        """Whether the running guest is sealed and was started before anything ran."""
+
+    @property
+    def trusted(self) -> bool:
+        """Whether a guest is up that no process of the sandbox can have reached.
+
+        That is a guest that sealed itself and was started before the first
+        command or call ran in the sandbox: one started later (the agent killed
+        the first) could have been reached by an agent process between its
+        start and its seal.
+        """
+        return self._channel is not None and self._trusted
 
     @property
     def running(self) -> bool:
@@ -143,11 +170,16 @@ class Guest:
         timeout_sec: float | None,
         clear_env: bool = False,
         marker: tuple[str, str] | None = None,
+        trusted_only: bool = False,
     ) -> ExecResult:
         """Run ``argv`` through the guest (see ``Backend.exec`` for the contract).
 
+        With ``trusted_only``, only through a :attr:`trusted` guest (one is started
+        first if none ran yet); either way the sandbox counts as used from now on.
+
         Raises:
             NoPythonError: The sandbox has no ``python3`` (callers fall back to their own exec).
+            UntrustedGuestError: ``trusted_only`` and the guest is not trusted.
             SandboxError: The guest died twice, or never reported.
         """
         started = time.monotonic()
@@ -162,7 +194,7 @@ class Guest:
             "max_bytes": MAX_OUTPUT_BYTES,
         }
         wait = None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
-        reply = self._request(request, wait)
+        reply = self._request(request, wait, exposes=True, trusted_only=trusted_only)
         if not reply.get("ok"):
             raise SandboxError(f"the guest of the {self._where} could not run {argv[0]!r}: {reply}")
         cut_out, cut_err = reply["cut"] or (False, False)
@@ -189,7 +221,7 @@ class Guest:
             "arguments": call.arguments_json,
             "cwd": cwd,
         }
-        reply = self._request(request, CALL_TIMEOUT_SEC)
+        reply = self._request(request, CALL_TIMEOUT_SEC, exposes=True)
         if reply.get("ok"):
             return _program.from_json(reply["value"])
         error = reply["error"]
@@ -200,8 +232,10 @@ class Guest:
             guest_traceback=error["traceback"],
         )
 
-    def read_file(self, path: str, max_bytes: int) -> bytes | str:
+    def read_file(self, path: str, max_bytes: int, *, trusted_only: bool = False) -> bytes | str:
         """The bytes of the regular file at absolute ``path``, read by the guest's user.
+
+        With ``trusted_only``, only a :attr:`trusted` guest reads it.
 
         Returns:
             The bytes, or the name of the errno that kept the guest from reading them
@@ -213,13 +247,14 @@ class Guest:
 
         Raises:
             NoPythonError: The sandbox has no ``python3``.
+            UntrustedGuestError: ``trusted_only`` and the guest is not trusted.
             SandboxError: The guest died twice, or did not answer within ``CALL_TIMEOUT_SEC``.
         """
         if not self._lock.acquire(blocking=False):
             return "EBUSY"
         try:
             request = {"op": "read", "path": path, "max_bytes": max_bytes}
-            reply = self._request(request, CALL_TIMEOUT_SEC)
+            reply = self._request(request, CALL_TIMEOUT_SEC, trusted_only=trusted_only)
         finally:
             self._lock.release()
         if not reply.get("ok"):
@@ -233,11 +268,46 @@ class Guest:
         with self._lock:
             self._drop()
 
-    def _request(self, message: dict[str, Any], wait: float | None) -> dict[str, Any]:
+    def renew(self) -> None:
+        """Kill the guest after every other process of the sandbox ended (a reset).
+
+        The next guest starts in a sandbox where nothing ran yet, so it may be
+        trusted again.
+        """
+        with self._lock:
+            self._drop()
+            self._exposed = False
+
+    def _request(
+        self,
+        message: dict[str, Any],
+        wait: float | None,
+        *,
+        exposes: bool = False,
+        trusted_only: bool = False,
+    ) -> dict[str, Any]:
+        """Send one request, starting (or once restarting) the guest; its reply.
+
+        Args:
+            message: The request.
+            wait: Seconds to wait for the reply, or None.
+            exposes: The request runs something in the sandbox: a guest started
+                after it is not trusted.
+            trusted_only: Refuse (``UntrustedGuestError``) unless the guest is trusted;
+                no guest is started to find out once the sandbox was used.
+        """
         frame = _program.encode(message)
         with self._lock:
             for attempt in (1, 2):
+                if trusted_only and self._channel is None and self._exposed:
+                    raise UntrustedGuestError(f"the guest of the {self._where} was lost")
                 channel = self._channel or self._start()
+                self._exposed = self._exposed or exposes
+                if trusted_only and not self._trusted:
+                    raise UntrustedGuestError(
+                        f"the guest of the {self._where} is not trusted "
+                        f"({'started after commands ran' if self.sealed else 'unsealed'})"
+                    )
                 try:
                     return self._exchange(channel, frame, wait)
                 except GuestLostError as exc:
@@ -283,8 +353,17 @@ class Guest:
                 f"the guest process of the {self._where} did not start: {exc}; {said[-500:]}"
             ) from exc
         self.python = str(reply.get("python"))
+        self.sealed = reply.get("sealed") is True
+        self._trusted = self.sealed and not self._exposed
+        pid = reply.get("pid")
+        channel.pid = pid if isinstance(pid, int) else None
         self._channel = channel
-        logger.debug("guest of the %s started: Python %s", self._where, self.python)
+        logger.debug(
+            "guest of the %s started: Python %s, %s",
+            self._where,
+            self.python,
+            "trusted" if self._trusted else "sealed" if self.sealed else "unsealed",
+        )
         return channel
 
     def _drop(self) -> None:

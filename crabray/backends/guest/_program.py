@@ -11,7 +11,7 @@ The protocol is frames over the process's stdin and stdout: a 4-byte
 big-endian length, then that many bytes of UTF-8 JSON. Each request is
 answered by exactly one response, in order:
 
-- ``{"op": "ping"}`` -> ``{"ok": true, "python": "3.13.1", "pid": 42}``
+- ``{"op": "ping"}`` -> ``{"ok": true, "python": "3.13.1", "pid": 42, "sealed": true}``
 - ``{"op": "exec", "argv": [...], "cwd": ..., "env": {...}, "clear_env": bool,
   "timeout_sec": ..., "marker": [NAME, VALUE], "max_bytes": N}`` ->
   ``{"ok": true, "exit_code", "stdout", "stderr", "timed_out", "cut"}``
@@ -21,6 +21,10 @@ answered by exactly one response, in order:
   or ``{"ok": true, "errno": NAME}`` when the guest did not read it (see :func:`_read`)
 
 A failure is ``{"ok": false, "error": {"type", "message", "traceback"}}``.
+
+The guest seals itself (:func:`seal`) before it serves a request, so that a
+process of the sandbox's user cannot open its pipes or read its memory
+through ``/proc``; ``sealed`` in the hello says whether that worked.
 The host module imports this file for :func:`encode` and :func:`read_frame`,
 so both ends share one definition of the framing.
 """
@@ -57,6 +61,10 @@ _DRAIN_SEC = 0.25  # reading on after a command ended: see collect_output
 _POLL_SEC = 0.05  # how often to look whether it ended while its pipes stay open
 _CHUNK = 65536
 _SWEEP_PASSES = 50
+_PR_GET_DUMPABLE = 3
+_PR_SET_DUMPABLE = 4
+_SEALED: list = []
+"""Whether :func:`seal` made this process non-dumpable (set once, by :func:`main`)."""
 
 
 def encode(message: dict) -> bytes:
@@ -328,6 +336,27 @@ def _read(request: dict) -> dict:
     return {"ok": True, "data": base64.b64encode(b"".join(parts)).decode("ascii")}
 
 
+def seal() -> bool:
+    """Make this process non-dumpable; whether the kernel now says it is.
+
+    A non-dumpable process's ``/proc/<pid>/fd``, ``environ`` and ``mem`` belong
+    to root and ptrace needs ``CAP_SYS_PTRACE``, so another process of the same
+    user (an agent's command; root in a container without that capability)
+    can no longer write requests to the guest's stdin, forge answers on its
+    stdout or read its environment. The commands it starts are exec'd and so
+    dumpable again, with none of its descriptors. A Python without ``ctypes``
+    leaves the guest unsealed, which the host sees in the hello.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+    except (ImportError, OSError, AttributeError):
+        return False
+
+
 def _error(exc: BaseException) -> dict:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == "crabray-guest":
@@ -350,6 +379,7 @@ def _answer(request: dict) -> dict:
                 "ok": True,
                 "python": ".".join(map(str, sys.version_info[:3])),
                 "pid": os.getpid(),
+                "sealed": bool(_SEALED and _SEALED[0]),
             }
         if op == "exec":
             return _run(request)
@@ -362,15 +392,45 @@ def _answer(request: dict) -> dict:
         return _error(exc)
 
 
+def _take_stdin():
+    """Move the request pipe off fd 0 (which becomes ``/dev/null``); its ``read(n)``.
+
+    What a call starts then inherits ``/dev/null`` as stdin, never the pipe
+    that carries the host's requests. The bytes the bootstrap's buffered
+    reader already holds (the first request may be among them) come first.
+    """
+    os.set_blocking(0, False)
+    try:
+        pending = bytearray(sys.stdin.buffer.read() or b"")
+    finally:
+        os.set_blocking(0, True)
+    fd = os.dup(0)  # not inheritable
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+    def read(size):
+        if pending:
+            chunk = bytes(pending[:size])
+            del pending[:size]
+            return chunk
+        return os.read(fd, size)
+
+    return read
+
+
 def main() -> None:
     """Serve requests until stdin closes."""
-    source = sys.stdin.buffer
+    _SEALED.append(seal())
+    if "" in sys.path:  # a call's imports never come from the directory the agent writes
+        sys.path.remove("")
+    read = _take_stdin()
     channel = os.fdopen(os.dup(1), "wb", buffering=0)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 1)  # a call's print() or a child's output must never corrupt the frames
     os.dup2(null, 2)
     while True:
-        request = read_frame(source.read)
+        request = read_frame(read)
         if request is None:
             return
         channel.write(encode(_answer(request)))

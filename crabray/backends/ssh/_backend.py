@@ -52,7 +52,13 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.confinement import WORK_DIR, check_real, confine_lexically
-from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel, NoPythonError
+from crabray.backends.guest import (
+    BOOTSTRAP,
+    Guest,
+    GuestChannel,
+    NoPythonError,
+    UntrustedGuestError,
+)
 from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
 from crabray.backends.ssh._guest import ChannelGuest
 from crabray.backends.ssh._remote import (
@@ -169,10 +175,17 @@ class SshBackend(Backend):
             client, self._client = self._client, None
         _close_quietly(client)
 
+    def renew_guest(self) -> None:
+        """Drop the guest after the machine's processes all ended (a VM revert).
+
+        The next guest may then be trusted with commands again (see ``Guest.trusted``).
+        """
+        self._guest.renew()
+
     @override
     def reset(self) -> None:
         root = self._require_started("reset")
-        self._guest.close()
+        self._guest.renew()
         self._admin(wipe_script(root, recreate=True), "reset the sandbox; do not reuse it")
         if self.settings.reset_command:
             result = self.exec(
@@ -216,6 +229,8 @@ class SshBackend(Backend):
                 logger.debug(
                     "%s has no python3: commands use plain channels", self.settings.address
                 )
+            except UntrustedGuestError as exc:
+                logger.debug("%s: this command uses a plain channel", exc)
         script = exec_script(
             root,
             self._command(command),
@@ -401,7 +416,12 @@ class SshBackend(Backend):
         workdir = posixpath.join(root, WORK_DIR)
         run_dir = workdir if cwd is None else posixpath.join(workdir, cwd)
         return self._guest.exec(
-            argv, cwd=run_dir, env=env, timeout_sec=timeout_sec, marker=(EXEC_VAR, marker)
+            argv,
+            cwd=run_dir,
+            env=env,
+            timeout_sec=timeout_sec,
+            marker=(EXEC_VAR, marker),
+            trusted_only=True,
         )
 
     def _launch_guest(self) -> GuestChannel:

@@ -155,6 +155,7 @@ class VmBackend(Backend):
                     # the snapshot holds the fresh sandbox directory: reconnecting is all
                     self._require_qmp().hmp(f"loadvm {SNAPSHOT}")
                     ssh.reconnect()
+                    ssh.renew_guest()
                 else:
                     # the boot cache predates the sandbox directory: make it again
                     self._stop_qemu()
