@@ -140,6 +140,27 @@ fail("cannot run $ARGV[0]");
 """
 
 
+# pid 1 of a sandbox (bwrap --as-pid-1), as the sandbox user. SIGCHLD ignored: the kernel reaps
+# every process that ends orphaned in the sandbox, so no zombie outlives its parent. Not dumpable
+# (prctl 4 PR_SET_DUMPABLE): no process of the sandbox may trace it, read its memory or its
+# descriptors. It copies its stdin (the ready line) to stdout until its owner closes stdin. The
+# kernel does not let processes of its pid namespace signal it, so an in-place reset's
+# kill(-1) leaves it alone.
+INIT_PROGRAM = r"""
+my $PRCTL = (split(/,/, shift @ARGV))[1] + 0;
+$SIG{CHLD} = 'IGNORE';
+syscall($PRCTL, 4, 0, 0, 0, 0) == 0 or die "crabray: cannot make pid 1 undumpable: $!\n";
+$| = 1;
+my $chunk;
+while (sysread(STDIN, $chunk, 4096)) { print $chunk; }
+"""
+
+
+def init_argv(perl: str) -> list[str]:
+    """The command line of a sandbox's pid 1 (:data:`INIT_PROGRAM`)."""
+    return [perl, "-e", INIT_PROGRAM, "--", ",".join(str(number) for number in syscalls())]
+
+
 def stage_argv(
     perl: str, stage: str, binds: list[tuple[str, str]], uid: int, gid: int, command: list[str]
 ) -> list[str]:
