@@ -47,7 +47,9 @@ and ``mount`` per machine (the last two for :data:`STAGE_PROGRAM`)."""
 ENV_PREFIX = "CRABRAY_ENV_"
 """What :func:`entry_env` puts before each of a command's variables."""
 
-# The argument list: CALLS PID UID GID CLEAR CWD NS... -- COMMAND...
+# The argument list: CALLS PID UID GID CLEAR CWD NS... -- COMMAND... (COMMAND "crabray:perl" CODE
+# ARG...: the child evaluates perl CODE with ARG... as @ARGV instead of executing a program,
+# one start fewer; CODE must exit).
 # prctl options: 23 PR_CAPBSET_READ, 24 PR_CAPBSET_DROP, 38 PR_SET_NO_NEW_PRIVS,
 # 47 PR_CAP_AMBIENT (4: CLEAR_ALL). Errors: 2 ENOENT, 22 EINVAL. No module is loaded.
 PROGRAM = r"""
@@ -102,6 +104,11 @@ if ($child == 0) {
     syscall($SETRESUID, $uid, $uid, $uid) == 0 or fail(1, "cannot set uid $uid: $!");
     syscall($PRCTL, 38, 1, 0, 0, 0) == 0 or fail(1, "cannot set no_new_privs: $!");
     %ENV = %env;
+    if ($ARGV[0] eq 'crabray:perl') {
+        my (undef, $code) = splice(@ARGV, 0, 2);
+        eval $code;
+        fail(1, "the program did not exit: $@");
+    }
     { exec { $ARGV[0] } @ARGV; }
     fail($! == 2 ? 127 : 126, "cannot run '$ARGV[0]': $!");
 }
