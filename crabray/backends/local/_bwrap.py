@@ -420,7 +420,7 @@ class Holder:
         if self._fresh is None or self._entry is None:
             return "only a root driver's sandbox resets in place"
         argv = self.command(reset_command(own_network=not self.network), cwd="/")
-        return reset_in_place(argv, self.root_fd, self._fresh)
+        return reset_in_place(argv, self.root_fd, self._fresh, self.root)
 
     def _gone(self) -> SandboxError:
         return SandboxError(

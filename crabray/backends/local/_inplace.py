@@ -38,8 +38,10 @@ import stat
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from crabray.backends.local._enter import entry_env
+from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +49,9 @@ CLEARED = ("tmp", "home/user", "home/user/work", "dev", "dev/shm", "dev/mqueue",
 """Directories (from the sandbox's ``/``) the sandbox user can write: all of them, as ``find /
 -writable`` shows inside (``/dev/pts`` holds only the terminals of live processes, but its
 mode is the sandbox user's to change)."""
+
+BOUND = {"home/user/work": WORK_DIR, "home/user": HOME_DIR, "tmp": TMP_DIR}
+"""Sandbox directories of :data:`CLEARED` that are the host's ``ROOT/NAME``, by name."""
 
 RESET_TIMEOUT_SEC = 10.0
 """How long the program may take; the processes it kills must be gone within 5 s."""
@@ -132,7 +137,7 @@ def record(root_fd: int) -> Fresh:
     return Fresh(signatures)
 
 
-def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh) -> str | None:
+def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh, host_root: Path) -> str | None:
     """Make a running sandbox as clean as a new one; None when done, else why it cannot be.
 
     Args:
@@ -140,10 +145,14 @@ def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh) -> str | None:
             <crabray.backends.local._bwrap.Holder.command>` of :func:`reset_command`).
         root_fd: The sandbox's ``/``.
         fresh: What the sandbox looked like when its holder started.
+        host_root: The sandbox directory on the host, whose directories the holder shows.
 
     Raises:
         OSError: The host failed to remove a file (the caller must not reuse the sandbox).
     """
+    moved = _moved(root_fd, host_root)
+    if moved is not None:
+        return moved
     done = subprocess.run(
         argv,
         capture_output=True,
@@ -161,6 +170,21 @@ def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh) -> str | None:
             changed = _clear(fd, directory, fresh)
         if changed is not None:
             return changed
+    return None
+
+
+def _moved(root_fd: int, host_root: Path) -> str | None:
+    """Why the host's sandbox directories are no longer the ones the holder shows, or None
+    (something on the host moved or replaced them: the sandbox must not be reused as it is)."""
+    for inside, name in BOUND.items():
+        try:
+            host = os.lstat(host_root / name)
+        except OSError as exc:
+            return f"{host_root / name}: {exc.strerror}"
+        with _opened(root_fd, inside) as fd:
+            seen = os.fstat(fd)
+        if (host.st_dev, host.st_ino) != (seen.st_dev, seen.st_ino):
+            return f"{host_root / name} is no longer the directory the sandbox shows at /{inside}"
     return None
 
 
