@@ -27,7 +27,8 @@ resolve every path inside the sandbox's own view of the file system
 by its processes can lead them to a host file. Every command
 runs in its own process group, and ``reset()``/``close()`` kill every group
 the sandbox started (and, confined, its whole pid namespace) before wiping the
-directory.
+directory; a root driver's confined reset keeps the namespaces when they can
+be made as clean as new ones (:mod:`~crabray.backends.local._inplace`).
 
 The pieces, one module each: the settings (:mod:`~crabray.backends.local._settings`),
 choosing and starting the confinement (:mod:`~crabray.backends.local._isolation`, over
