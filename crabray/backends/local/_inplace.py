@@ -19,7 +19,9 @@ any doubt means a new holder:
    sandbox user can write (:data:`CLEARED`) loses what a new sandbox does not
    have (POSIX message queues are files of ``/dev/mqueue``), and what it
    has must look as it did when the holder started (:func:`record`): type,
-   mode, owner, device, symlink target and extended attributes.
+   mode, owner, device, symlink target and extended attributes. First of
+   all, the host's ``ROOT/work``, ``home`` and ``tmp`` must still be the
+   directories the holder shows.
 
 Only for a root driver: the sandbox user is then another host user than the
 driver's, so the wipe runs with every permission while nothing of the sandbox
@@ -30,7 +32,6 @@ not 2), and times of the directories.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import platform
 import shutil
@@ -42,8 +43,6 @@ from pathlib import Path
 
 from crabray.backends.local._enter import entry_env
 from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
-
-logger = logging.getLogger(__name__)
 
 CLEARED = ("tmp", "home/user", "home/user/work", "dev", "dev/shm", "dev/mqueue", "dev/pts")
 """Directories (from the sandbox's ``/``) the sandbox user can write: all of them, as ``find /
@@ -60,15 +59,12 @@ KEYCTL = {"x86_64": 250, "aarch64": 219, "arm64": 219, "riscv64": 219}
 """The ``keyctl`` system call's number on each machine that
 :data:`crabray.backends.local._enter.SYSCALLS` knows."""
 
-NEEDS_NEW = 3
-"""Exit code of :data:`RESET_PROGRAM` when the sandbox cannot be made clean in place."""
-
 # Arguments: OWN_NETWORK (1 or 0), KEYCTL (its system call number). Runs as the sandbox user
 # inside the sandbox.
 RESET_PROGRAM = r"""
 my ($own_net, $KEYCTL) = @ARGV;
 $KEYCTL += 0;
-sub fail { print STDERR "$_[0]\n"; exit 3; }
+sub fail { print STDERR "$_[0]\n"; exit 3; }  # not clean: a new holder
 my $deadline = time() + 5;
 for (;;) {
     kill('KILL', -1);
