@@ -22,14 +22,33 @@ from tests.conftest import raw_episode_rows, write_sleepy_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-# t2 kills every process of its confined sandbox, bubblewrap's included: the
-# sandbox is gone, an infrastructure failure (env_error), retried on a new one.
+# t2's sandbox loses every process, its pid 1 included, as when the host kills them (a
+# command cannot kill pid 1): the sandbox is gone, an infrastructure failure (env_error),
+# retried on a new one.
 BREAKING_SUITE = textwrap.dedent(
     """
-    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    import os
+    from pathlib import Path
+    from typing import Any
+
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task, action
     from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, path_exists, run_command, write_file
 
-    ENV = EnvironmentConfig(name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS])
+    @action
+    def lose_every_process(env: Any) -> str:
+        \"\"\"Kill every process of the sandbox from the host.\"\"\"
+        namespace = f"pid:[{env.backend.describe()['pid_namespace']}]"
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and os.readlink(proc / "ns" / "pid") == namespace:
+                    os.kill(int(proc.name), 9)
+            except OSError:
+                pass
+        return "killed"
+
+    ENV = EnvironmentConfig(
+        name="box", action_space=[*SHELL_ACTIONS, *FILE_ACTIONS, lose_every_process]
+    )
     bench = BenchmarkConfig(
         name="pipe",
         environments=[ENV],
@@ -39,7 +58,7 @@ BREAKING_SUITE = textwrap.dedent(
                 description="write done.txt",
                 evaluator=path_exists(path="done.txt"),
                 solution=[
-                    run_command(command="kill -9 -1" if i == 2 else "true"),
+                    lose_every_process() if i == 2 else run_command(command="true"),
                     write_file(path="done.txt", content="x"),
                 ],
             )

@@ -27,7 +27,8 @@ resolve every path inside the sandbox's own view of the file system
 by its processes can lead them to a host file. Every command
 runs in its own process group, and ``reset()``/``close()`` kill every group
 the sandbox started (and, confined, its whole pid namespace) before wiping the
-directory.
+directory; a root driver's confined reset keeps the namespaces when they can
+be made as clean as new ones (:mod:`~crabray.backends.local._inplace`).
 
 The pieces, one module each: the settings (:mod:`~crabray.backends.local._settings`),
 choosing and starting the confinement (:mod:`~crabray.backends.local._isolation`, over
@@ -205,14 +206,21 @@ class LocalBackend(Backend):
     def reset(self) -> None:
         """Give the next episode a clean sandbox.
 
-        Confined without a screen, the first reset wipes the directory and starts
-        a new holder, and orders a spare: a new directory and holder built in a
-        thread while the next episode runs; every later reset swaps the spare in
-        and orders the next one (the used directory is removed in that thread).
+        Confined without a screen under a root driver, the running holder is
+        kept when it can be made exactly as clean as a new one
+        (:mod:`crabray.backends.local._inplace`: its processes killed, its IPC
+        objects removed, its writable directories emptied), else it is
+        replaced as below. Confined without a screen under another user, the
+        first reset wipes the directory and starts a new holder, and orders a
+        spare: a new directory and holder built in a thread while the next
+        episode runs; every later reset swaps the spare in and orders the next
+        one (the used directory is removed in that thread).
         """
         sandbox = self._require_started("reset")
         self._guest.close()
         self._groups.kill_all()
+        if self._reset_in_place():
+            return
         self._kill_holder()
         self._display.reset()
         spare = self._spare.take() if self._uses_spares() else None
@@ -239,6 +247,21 @@ class LocalBackend(Backend):
             self._spare.order(used=None)
         logger.debug("reset local sandbox %s", sandbox)
 
+    def _reset_in_place(self) -> bool:
+        """Reset a root driver's confined sandbox without a screen in place, if it can be."""
+        holder = self._holder
+        if holder is None or self._display.display is not None or not holder.resets_in_place:
+            return False
+        try:
+            why = holder.reset_in_place()
+        except (SandboxError, OSError, subprocess.TimeoutExpired) as exc:
+            why = str(exc)
+        if why is None:
+            logger.debug("reset local sandbox of '%s' in place", self.config.name)
+            return True
+        logger.debug("local sandbox of '%s' gets a new holder: %s", self.config.name, why)
+        return False
+
     def _new_dir(self) -> Path:
         """A new, empty sandbox directory (resolved) under the root directory.
 
@@ -259,9 +282,11 @@ class LocalBackend(Backend):
         return sandbox
 
     def _uses_spares(self) -> bool:
-        """Confined without a screen: a screen's socket is bound into the holder and a new
-        screen comes with each reset, so those sandboxes reset in place."""
-        return self._isolation == "bwrap" and self._display.display is None
+        """Confined without a screen, under a user other than root (root's reset in place): a
+        screen's socket is bound into the holder and a new screen comes with each reset, so
+        those sandboxes get a new holder at reset."""
+        in_place = self._holder is not None and self._holder.identity.as_root
+        return self._isolation == "bwrap" and self._display.display is None and not in_place
 
     def _build_spare(self) -> Built:
         """A new sandbox directory with a running holder (in the spare's thread).
@@ -535,7 +560,16 @@ class LocalBackend(Backend):
             "network": self.settings.network if self.isolation != "none" else True,
             "sandbox_workdir": SANDBOX_WORKDIR if self._holder else None,
             "pid_namespace": self._holder.pid_namespace if self._holder else None,
+            "reset": self._reset_kind(),
         }
+
+    def _reset_kind(self) -> str:
+        """How ``reset()`` makes a clean sandbox, for ``describe()``."""
+        if self._holder is None:
+            return "wipe"
+        if self._display.display is None and self._holder.resets_in_place:
+            return "in place"
+        return "spare" if self._uses_spares() else "new holder"
 
     def _require_started(self, operation: str) -> Path:
         if self._closed:

@@ -59,11 +59,13 @@ from pathlib import Path
 from crabray.backends.local._enter import (
     Entry,
     entry_env,
+    init_argv,
     namespaces_of,
     stage_argv,
     unsupported,
 )
 from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
+from crabray.backends.local._inplace import Fresh, record, reset_command, reset_in_place
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -223,6 +225,8 @@ class Holder:
         self._stage: Path | None = None
         self._root_fd: int | None = None
         self.pid_namespace: int | None = None
+        self._fresh: Fresh | None = None
+        """A root driver's: how the sandbox looked at start, for :meth:`reset_in_place`."""
 
     def bwrap_argv(self, found: Tools, info_fd: int, etc: Path) -> list[str]:
         """The holder's command line (``etc``: the directory to show at ``/etc``)."""
@@ -245,11 +249,11 @@ class Holder:
         argv += ["--hostname", SANDBOX_HOSTNAME, "--clearenv"]
         argv += ["--setenv", "PATH", SANDBOX_PATH, "--setenv", "HOME", SANDBOX_HOME]
         argv += ["--chdir", SANDBOX_WORKDIR, "--die-with-parent", "--new-session"]
-        argv += ["--remount-ro", "/", "--info-fd", str(info_fd), "--"]
-        # cat copies the ready line written on its stdin at start, so it reports readiness
+        argv += ["--mqueue", "/dev/mqueue", "--as-pid-1", "--remount-ro", "/"]
+        argv += ["--info-fd", str(info_fd), "--"]
+        # pid 1 copies the ready line written on its stdin at start, so it reports readiness
         # once every mount is in place (bwrap executes it last), then waits for stdin to close.
-        # One program: a shell printing it, then executing cat, cost one start more.
-        argv += ["/bin/cat"]
+        argv += init_argv(found.perl)
         if not me.as_root:
             return argv
         # As nobody, in a private mount namespace where the sandbox directories are on the stage:
@@ -307,6 +311,8 @@ class Holder:
             info = self._wait_ready(proc, read_fd)
             self._pid1 = int(info["child-pid"])
             self._root_fd = os.open(f"/proc/{self._pid1}/root", os.O_PATH | os.O_DIRECTORY)
+            if self.identity.as_root:
+                self._fresh = record(self._root_fd)
         except (SandboxError, OSError) as exc:
             self.kill()
             if isinstance(exc, SandboxError):
@@ -396,6 +402,25 @@ class Holder:
         if not self.running or self._entry is None:
             raise self._gone()
         return self._entry.argv(argv, cwd=cwd)
+
+    @property
+    def resets_in_place(self) -> bool:
+        """Whether :meth:`reset_in_place` may work: a root driver's running holder."""
+        return self._fresh is not None and self.running
+
+    def reset_in_place(self) -> str | None:
+        """Make the sandbox as clean as a new one without a new holder
+        (:mod:`crabray.backends.local._inplace`); None when done, else why a new one is needed.
+
+        Raises:
+            SandboxError: The holder is not running.
+            OSError: The host failed to remove a file: do not reuse the sandbox.
+            subprocess.TimeoutExpired: The reset program did not end.
+        """
+        if self._fresh is None or self._entry is None:
+            return "only a root driver's sandbox resets in place"
+        argv = self.command(reset_command(own_network=not self.network), cwd="/")
+        return reset_in_place(argv, self.root_fd, self._fresh, self.root)
 
     def _gone(self) -> SandboxError:
         return SandboxError(

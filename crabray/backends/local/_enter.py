@@ -47,7 +47,9 @@ and ``mount`` per machine (the last two for :data:`STAGE_PROGRAM`)."""
 ENV_PREFIX = "CRABRAY_ENV_"
 """What :func:`entry_env` puts before each of a command's variables."""
 
-# The argument list: CALLS PID UID GID CLEAR CWD NS... -- COMMAND...
+# The argument list: CALLS PID UID GID CLEAR CWD NS... -- COMMAND... (COMMAND "crabray:perl" CODE
+# ARG...: the child evaluates perl CODE with ARG... as @ARGV instead of executing a program,
+# one start fewer; CODE must exit).
 # prctl options: 23 PR_CAPBSET_READ, 24 PR_CAPBSET_DROP, 38 PR_SET_NO_NEW_PRIVS,
 # 47 PR_CAP_AMBIENT (4: CLEAR_ALL). Errors: 2 ENOENT, 22 EINVAL. No module is loaded.
 PROGRAM = r"""
@@ -102,6 +104,11 @@ if ($child == 0) {
     syscall($SETRESUID, $uid, $uid, $uid) == 0 or fail(1, "cannot set uid $uid: $!");
     syscall($PRCTL, 38, 1, 0, 0, 0) == 0 or fail(1, "cannot set no_new_privs: $!");
     %ENV = %env;
+    if ($ARGV[0] eq 'crabray:perl') {
+        my (undef, $code) = splice(@ARGV, 0, 2);
+        eval $code;
+        fail(1, "the program did not exit: $@");
+    }
     { exec { $ARGV[0] } @ARGV; }
     fail($! == 2 ? 127 : 126, "cannot run '$ARGV[0]': $!");
 }
@@ -138,6 +145,27 @@ syscall($SETRESUID, $uid, $uid, $uid) == 0 or fail("cannot set uid $uid");
 { exec { $ARGV[0] } @ARGV; }
 fail("cannot run $ARGV[0]");
 """
+
+
+# pid 1 of a sandbox (bwrap --as-pid-1), as the sandbox user. SIGCHLD ignored: the kernel reaps
+# every process that ends orphaned in the sandbox, so no zombie outlives its parent. Not dumpable
+# (prctl 4 PR_SET_DUMPABLE): no process of the sandbox may trace it, read its memory or its
+# descriptors. It copies its stdin (the ready line) to stdout until its owner closes stdin. The
+# kernel does not let processes of its pid namespace signal it, so an in-place reset's
+# kill(-1) leaves it alone.
+INIT_PROGRAM = r"""
+my $PRCTL = (split(/,/, shift @ARGV))[1] + 0;
+$SIG{CHLD} = 'IGNORE';
+syscall($PRCTL, 4, 0, 0, 0, 0) == 0 or die "crabray: cannot make pid 1 undumpable: $!\n";
+$| = 1;
+my $chunk;
+while (sysread(STDIN, $chunk, 4096)) { print $chunk; }
+"""
+
+
+def init_argv(perl: str) -> list[str]:
+    """The command line of a sandbox's pid 1 (:data:`INIT_PROGRAM`)."""
+    return [perl, "-e", INIT_PROGRAM, "--", ",".join(str(number) for number in syscalls())]
 
 
 def stage_argv(
