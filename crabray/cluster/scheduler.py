@@ -4,11 +4,10 @@ It dispatches an episode only when the pool can give it an environment of
 every kind it needs without exceeding the cluster's slots (backpressure per
 kind, and at most ``concurrency`` episodes in flight overall); collects
 finished episodes with ``ray.wait`` in completion order; hands every batch of
-finished records to ``on_records`` (which puts them on disk on a thread of its
-own, ``crabray.cluster.writer``) and counts them done once they are there;
-retries an episode whose infrastructure failed as a new attempt, after a backoff,
-up to the retry policy's limit; and enforces each task's time limit from outside
-(cancel, then kill its actors after a grace period).
+finished records to ``on_records`` (which puts them on disk) before counting
+them done; retries an episode whose infrastructure failed as a new attempt,
+after a backoff, up to the retry policy's limit; and enforces each task's
+time limit from outside (cancel, then kill its actors after a grace period).
 Agent failures are results, never retried.
 """
 
@@ -33,7 +32,6 @@ from crabray.cluster.progress import SweepProgress
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.cluster.writer import Finished, ResultBatches
 from crabray.core.errors import CrabrayError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
@@ -55,9 +53,9 @@ _FLUSH_RECORDS = 256
 
 Episodes go to disk in batches (one pair of part files, four fsyncs, per batch
 instead of per finished episode, and fewer files for the final compaction); an
-episode counts as done only once its batch is on disk, and a batch waits about
-``_FLUSH_SEC`` (and for the batch before it), so a killed driver loses at most about
-that much finished work, which a resumed run redoes.
+episode counts as done only once its batch is on disk, and a batch waits at most
+``_FLUSH_SEC``, so a killed driver loses at most that much finished work, which a
+resumed run redoes.
 """
 
 
@@ -88,8 +86,6 @@ class Scheduler:
         self.suite = suite
         self.settings = settings
         self.on_records = on_records
-        self._results = ResultBatches(on_records, _FLUSH_SEC, _FLUSH_RECORDS)
-        """Finished episodes not counted yet: gathered, or being written on its thread."""
         self.on_progress = on_progress or (lambda _: None)
         self.on_submit = on_submit or (lambda _item, _t: None)
         self.pool = EnvironmentPool(
@@ -112,6 +108,11 @@ class Scheduler:
         self._pending: Counter[str] = Counter()
         """Environments by pool key that queued and delayed items still need."""
         self._last_poll = -math.inf
+        self._unwritten: list[tuple[InFlight, EpisodeRecord]] = []
+        """Finished episodes not on disk yet (not counted yet), oldest first."""
+        self._unwritten_retries: list[SweepItem] = []
+        self._unwritten_since = math.inf
+        self._flushing = False
 
     def run(self, items: Iterable[SweepItem]) -> SweepProgress:
         """Run every item to a final result; return the final counts."""
@@ -124,7 +125,7 @@ class Scheduler:
         self._poll_cluster(progress, force=True)
         self._warm(queue)
         try:
-            while queue or in_flight or self._delayed or self._results.pending:
+            while queue or in_flight or self._delayed or self._unwritten:
                 self._refill(queue, in_flight)
                 progress.in_flight = len(in_flight)
                 # A reset finishing can make a queued episode servable: wake on those too.
@@ -144,11 +145,10 @@ class Scheduler:
             self.status.publish(progress, final=True)
         except BaseException:
             # Interrupted or failed: what finished goes to disk (unless writing is what failed).
-            if not self._results.failed:
+            if self._unwritten and not self._flushing:
                 self._flush(progress, force=True)
             raise
         finally:
-            self._results.close()
             # Interrupted: the episodes still running cannot finish cleanly, and a
             # running actor task cannot be force-cancelled; their actors go.
             for flight in in_flight.values():
@@ -170,7 +170,10 @@ class Scheduler:
     ) -> None:
         outcomes = [(flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)]
         finished = [(flight, record) for flight, record in outcomes if record is not None]
-        self._results.add(finished, self._retries(finished, progress))
+        self._unwritten_retries += self._retries(finished, progress)
+        if not self._unwritten:
+            self._unwritten_since = time.monotonic()
+        self._unwritten += finished
         # Keep the sandboxes busy before this batch goes to disk.
         self._refill(queue, in_flight)
         progress.in_flight = len(in_flight)
@@ -178,11 +181,21 @@ class Scheduler:
         self._flush(progress, force=False)
 
     def _flush(self, progress: SweepProgress, *, force: bool) -> None:
-        """Count the finished episodes that are on disk now; send the next batch to disk
-        when it is due (forced: everything, and wait until it is there)."""
-        for finished, retries in self._results.flush(force=force):
-            self._count(finished, retries, progress)
-            self.on_progress(progress)
+        """Put the finished episodes on disk, then count them: when forced, when the
+        oldest has waited ``_FLUSH_SEC``, or when ``_FLUSH_RECORDS`` wait."""
+        if not self._unwritten:
+            return
+        due = time.monotonic() - self._unwritten_since >= _FLUSH_SEC
+        if not (force or due or len(self._unwritten) >= _FLUSH_RECORDS):
+            return
+        finished, retries = self._unwritten, self._unwritten_retries
+        self._flushing = True
+        self.on_records([record for _, record in finished])
+        self._flushing = False
+        self._unwritten, self._unwritten_retries = [], []
+        self._unwritten_since = math.inf
+        self._count(finished, retries, progress)
+        self.on_progress(progress)
 
     def _specs_of(self, task_id: str) -> list[SandboxSpec]:
         if task_id not in self._specs:
@@ -317,7 +330,7 @@ class Scheduler:
         wakeups += [f.deadline - now for f in in_flight.values() if f.deadline is not None]
         if self._delayed:
             wakeups.append(self._delayed[0][0] - now)
-        wakeups += self._results.wake_in(now)
+        wakeups.append(self._unwritten_since + _FLUSH_SEC - now)
         return max(min(wakeups), 0.0)
 
     def _enforce_deadlines(self, in_flight: dict[Any, InFlight]) -> None:
@@ -399,7 +412,9 @@ class Scheduler:
                 for _, actor in flight.actors.values():
                     self._discard(actor)
 
-    def _retries(self, finished: Finished, progress: SweepProgress) -> list[SweepItem]:
+    def _retries(
+        self, finished: list[tuple[InFlight, EpisodeRecord]], progress: SweepProgress
+    ) -> list[SweepItem]:
         """Schedule the next attempts of episodes whose infrastructure failed."""
         retries = []
         policy = self.settings.retry
@@ -426,7 +441,7 @@ class Scheduler:
 
     def _count(
         self,
-        finished: Finished,
+        finished: list[tuple[InFlight, EpisodeRecord]],
         retries: list[SweepItem],
         progress: SweepProgress,
     ) -> None:
