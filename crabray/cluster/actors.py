@@ -20,7 +20,7 @@ import ray
 
 from crabray.backends import create_backend
 from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, PythonCall
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, execute, node_name
+from crabray.cluster.jobs import EpisodeJob, execute, node_name, pack, unpack
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
 
@@ -164,11 +164,12 @@ class EnvironmentActor:
     def describe(self) -> dict[str, Any]:
         return {**self.backend.describe(), "host": socket.gethostname()}
 
-    def run_episode(self, job: EpisodeJob, others: dict[str, Any]) -> JobOutcome:
+    def run_episode(self, job: bytes, others: dict[str, Any]) -> bytes:
         """Run an episode whose first environment is this actor's sandbox.
 
         Args:
-            job: The episode to run.
+            job: The episode to run, an ``EpisodeJob`` as ``jobs.pack`` made it; the
+                ``JobOutcome`` comes back packed the same way.
             others: Actor handles of the task's other environments, by name.
 
         A sandbox the episode left broken (an infrastructure failure) is marked so:
@@ -176,10 +177,10 @@ class EnvironmentActor:
         (``crabray.cluster.pipeline``) then refuse it instead of using it, and
         that episode's outcome says it never ran (``JobOutcome.unprepared``).
         """
-        outcome = execute(job, self, others)
+        outcome = execute(unpack(job, EpisodeJob), self, others)
         if self.spec.name in outcome.broken_envs and self.broken is None:
             self.broken = f"its episode failed: {outcome.record.result.error}"
-        return outcome
+        return pack(outcome)
 
 
 RemoteEnvironmentActor = ray.remote(num_cpus=0, max_restarts=0)(EnvironmentActor)

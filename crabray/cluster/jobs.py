@@ -11,9 +11,10 @@ must not be reused.
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import ray
 from pydantic import BaseModel, Field
@@ -48,6 +49,32 @@ class JobOutcome(BaseModel):
     """Its sandboxes could not be made clean (start or reset failed, or one was broken):
     the episode itself never ran. For an episode queued behind another on its actor,
     the driver then retires the actor and queues the episode again, same attempt."""
+
+
+_Packed = TypeVar("_Packed", EpisodeJob, JobOutcome)
+
+
+def pack(value: EpisodeJob | JobOutcome) -> bytes:
+    """``value`` pickled, as the episode's actor call sends and returns it.
+
+    Ray passes bytes through as they are, but serializes any other object
+    (these models) through its generic pickle path, which cost the driver about
+    100 µs per model per call here, twice per episode; plain ``pickle`` of these
+    models takes 10 to 20 µs.
+    """
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes, kind: type[_Packed]) -> _Packed:
+    """The model ``pack`` made of ``data`` (between the driver and its own actors only).
+
+    Raises:
+        TypeError: ``data`` holds something other than a ``kind``.
+    """
+    value = pickle.loads(data)
+    if not isinstance(value, kind):
+        raise TypeError(f"expected a packed {kind.__name__}, got {type(value).__name__}")
+    return value
 
 
 class Host(Protocol):

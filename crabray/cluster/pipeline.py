@@ -60,8 +60,9 @@ class Followers:
     def has(self, actor: Any) -> bool:
         return id(actor) in self._by_actor
 
-    def attach(self, leader: InFlight, follower: InFlight, job: Any) -> None:
-        """Queue ``follower`` on ``leader``'s actor: its reset, then the episode itself."""
+    def attach(self, leader: InFlight, follower: InFlight, job: bytes) -> None:
+        """Queue ``follower`` on ``leader``'s actor: its reset, then the episode itself
+        (``job``: its ``EpisodeJob``, packed)."""
         actor = leader.host
         ((spec, _),) = leader.actors.values()
         follower.actors = dict(leader.actors)

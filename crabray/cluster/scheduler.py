@@ -24,7 +24,7 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, died_result
+from crabray.cluster.jobs import EpisodeJob, JobOutcome, died_result, pack, unpack
 from crabray.cluster.pipeline import Followers, never_ran, resets_ended
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
@@ -98,6 +98,9 @@ class Scheduler:
         self._queue: deque[SweepItem] = deque()
         self._in_flight: dict[Any, InFlight] = {}
         self._specs: dict[str, list[SandboxSpec]] = {}
+        self._slot_keys: set[SlotKey] = set()
+        """``slot_key`` of every spec in ``_specs``: the capacity poll reads these, once a
+        second, and must not walk every task of a long sweep to find them."""
         self._capacity: dict[SlotKey, int] = {}
         self._starved_since: dict[SlotKey, float] = {}
         self._delayed: list[tuple[float, int, SweepItem]] = []
@@ -199,6 +202,7 @@ class Scheduler:
             entry = self.suite.entry(task_id)
             envs = entry.benchmark.task_environments(entry.task)
             self._specs[task_id] = [SandboxSpec.of(env) for env in envs]
+            self._slot_keys.update(slot_key(spec) for spec in self._specs[task_id])
         return self._specs[task_id]
 
     def _expected_cost(self, item: SweepItem) -> tuple[float, int]:
@@ -251,7 +255,7 @@ class Scheduler:
         flight.node_call = self.pool.node_call(host)
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
         self.on_submit(item, time.time())
-        return host.run_episode.remote(self._job(item), others), flight
+        return host.run_episode.remote(pack(self._job(item)), others), flight
 
     def _follow(self, leader: InFlight) -> None:
         """Queue the next episode of the same configuration behind ``leader`` on its actor
@@ -267,7 +271,7 @@ class Scheduler:
                 del self._queue[index]
                 self._add_pending(item, -1)
                 follower = InFlight(item, time.monotonic(), None)
-                self.followers.attach(leader, follower, self._job(item))
+                self.followers.attach(leader, follower, pack(self._job(item)))
                 return
 
     def _promote(self, actor: Any, previous: EpisodeRecord) -> None:
@@ -357,8 +361,7 @@ class Scheduler:
         if not force and now - self._last_poll < _CLUSTER_POLL_SEC:
             return False
         self._last_poll = now
-        keys = {slot_key(spec) for specs in self._specs.values() for spec in specs}
-        self._capacity = {key: capacity(key[0], dict(key[1])) for key in keys}
+        self._capacity = {key: capacity(key[0], dict(key[1])) for key in self._slot_keys}
         self.status.publish(progress)
         return True
 
@@ -460,7 +463,7 @@ class Scheduler:
         goes back to the queue with the same attempt.
         """
         try:
-            outcome: JobOutcome = ray.get(ref)
+            outcome = unpack(ray.get(ref), JobOutcome)
         except Exception as exc:
             if never_ran(flight, None):
                 self._requeue_unrun(flight)

@@ -148,6 +148,7 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], None]) -> None:
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except Exception as exc:
-        tmp.unlink(missing_ok=True)
+        if tmp.parent.is_dir():  # not when the directory itself could not be made
+            tmp.unlink(missing_ok=True)
         raise ResultsError(f"could not write {path}: {type(exc).__name__}: {exc}") from exc
     logger.debug("committed %s", path)
