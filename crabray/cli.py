@@ -324,7 +324,8 @@ def _readable_root(out: str, *, whole: bool) -> Iterator[Path]:
     ``whole`` copies every run's files (the viewer and the site read them); else
     only the run manifests are copied (``runs list``).
     """
-    from crabray.results import is_remote, local_path, store_copy
+    from crabray.results import is_remote, local_path
+    from crabray.results.remote import store_copy
 
     if not is_remote(out):
         yield local_path(out)

@@ -42,7 +42,7 @@ from crabray.results.leaderboard import (
     breakdown,
     leaderboard,
 )
-from crabray.results.remote import check_uri, is_remote, staged_output, store_copy
+from crabray.results.remote import check_uri, is_remote, staged_output
 from crabray.results.render import render, terminal_view, to_rich_table
 from crabray.results.runs import (
     RunManifest,
@@ -111,7 +111,6 @@ __all__ = [
     "shown_uri",
     "staged_output",
     "steps_table",
-    "store_copy",
     "terminal_view",
     "to_rich_table",
     "unpack_run",
