@@ -25,8 +25,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from cpu_group import CpuGroup  # a sibling module: the cgroup that counts every process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,45 +72,25 @@ print(json.dumps({"cpu": (cpu() - cpu0) / episodes, "wall": wall / episodes,
 """
 
 
-def usage_file() -> Path | None:
-    """A new cgroup holding nothing yet, as the file its CPU usage is read from; None if none."""
-    for parent, name in (
-        (Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"),
-        (Path("/sys/fs/cgroup/unified"), "cpu.stat"),
-        (Path("/sys/fs/cgroup"), "cpu.stat"),
-    ):
-        if not (parent / name).exists() or not os.access(parent, os.W_OK):
-            continue
-        try:
-            group = Path(tempfile.mkdtemp(prefix="crabray-bench-", dir=parent))
-        except OSError:
-            continue
-        return group / name
-    return None
-
-
 def measure(episodes: int, checkout: Path | None) -> dict[str, float]:
     """One child process's figures (seconds per episode); its own cgroup when one can be made."""
-    usage = usage_file()
+    group = CpuGroup.make()
     env = {**os.environ, "PYTHONPATH": str(checkout or REPO)}
     # Run from "/": ``python -c`` puts the working directory first on sys.path, and a checkout
     # there would shadow the one PYTHONPATH names.
-    command = [sys.executable, "-c", CHILD, str(episodes), str(usage or "")]
+    command = [sys.executable, "-c", CHILD, str(episodes), str(group.usage if group else "")]
     try:
-        if usage is None:
-            done = subprocess.run(
-                command, env=env, capture_output=True, text=True, check=False, cwd="/"
-            )
-        else:
-            procs = usage.parent / "cgroup.procs"
-            # The child joins the cgroup before it runs anything (a shell that then execs it).
-            shell = ["/bin/sh", "-c", f'echo $$ > "{procs}" && exec "$@"', "bench", *command]
-            done = subprocess.run(
-                shell, env=env, capture_output=True, text=True, check=False, cwd="/"
-            )
+        done = subprocess.run(
+            group.wrap(command) if group else command,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd="/",
+        )
     finally:
-        if usage is not None:
-            usage.parent.rmdir()
+        if group is not None:
+            group.finish()
     if done.returncode != 0:
         raise SystemExit(f"the measurement failed:\n{done.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -125,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.episodes, args.repeat = 5, 1
-    counted = "every process (a cgroup)" if usage_file_possible() else "waited-for processes only"
+    counted = "every process (a cgroup)" if CpuGroup.possible() else "waited-for processes only"
     print(f"confined local sandbox, reset + 2 commands, {args.episodes} episodes; CPU: {counted}")
     print(f"{'checkout':>9} {'CPU ms':>8} {'wall ms':>8} {'exec p50 ms':>12}")
     ratios: list[float] = []
@@ -151,14 +132,6 @@ def main() -> None:
             f"CPU per episode, this / baseline (median of {len(ratios)} pairs): "
             f"{statistics.median(ratios):.2f}"
         )
-
-
-def usage_file_possible() -> bool:
-    usage = usage_file()
-    if usage is None:
-        return False
-    usage.parent.rmdir()
-    return True
 
 
 if __name__ == "__main__":

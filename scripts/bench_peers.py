@@ -16,7 +16,11 @@ The peers are installed into their own virtual environments under a cache
 directory (``~/.cache/crabray/peers`` by default), never into crabray's; a
 peer that cannot be installed here is reported as such, and crabray's figures
 are printed anyway. Prints seconds per run and the ratios crabray/CRAB and
-crabray/Inspect (below 1: crabray is faster).
+crabray/Inspect (below 1: crabray is faster), then the CPU seconds of every
+process each run started (Ray's daemons and workers and the sandboxes'
+processes included), counted by a cgroup made for the run (root only;
+elsewhere the processes the run waited for, which misses most of a
+``crabray run``'s, and the table says so).
 
 Usage: python scripts/bench_peers.py [--tasks 1,300,2000] [--cache DIR] [--smoke]
        [--baseline DIR [--repeat N]]
@@ -35,6 +39,7 @@ side by side says more than either time.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -43,7 +48,11 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from cpu_group import CpuGroup, Sampler  # a sibling module: the cgroup that counts every process
 
 PEERS = {"CRAB": ["crab-framework", "httpx", "pyyaml", "openai"], "Inspect": ["inspect-ai"]}
 """Each peer's name in the table and what to install from PyPI (CRAB 0.1.2 imports
@@ -165,68 +174,126 @@ def peer_python(cache: Path, name: str) -> Path | str:
     return python
 
 
-LAST_CPU_SEC = [0.0]
-"""CPU seconds (user + system) of the last timed command and every process it waited for."""
+@dataclass
+class Timing:
+    """One whole process, timed as a user waits for it."""
+
+    wall: float | str
+    """Seconds from start to exit, or the command's error when it failed."""
+    cpu: float
+    """CPU seconds (user and system): every process it started when a cgroup counted them."""
+    shares: dict[str, float] = field(default_factory=dict)
+    """The CPU seconds by kind of process, when asked for and a cgroup counted them."""
 
 
-def timed(command: list[str], cwd: Path, pythonpath: Path | None = None) -> float | str:
-    """Seconds the command took, start to exit, or its error when it failed."""
+Kinds = tuple[Callable[[str], str], Callable[[str], str]]
+"""How to name a process's kind from its command line: its own CPU's, its reaped children's."""
+
+
+def crabray_kind(name: str) -> str:
+    """The part of a ``crabray run`` a process is, by its command line."""
+    if name.startswith("ray::") or "default_worker.py" in name:
+        return "actors' workers (Python)"
+    if "gcs_server" in name or "/raylet" in name:
+        return "Ray's GCS and raylet"
+    if "site-packages/ray/" in name:
+        return "Ray's Python daemons"
+    if "-m crabray" in name:
+        return "driver (crabray run)"
+    return "sandboxes (bwrap, entries, commands)"
+
+
+def crabray_reaped_kind(name: str) -> str:
+    """Whose short-lived children a process reaps: an actor's are its sandbox's processes."""
+    if crabray_kind(name) == "actors' workers (Python)":
+        return "sandboxes (bwrap, entries, commands)"
+    return "other (reaped after their last sample)"
+
+
+CRABRAY_KINDS: Kinds = (crabray_kind, crabray_reaped_kind)
+
+
+CPU_COUNTED = "every process of the run (a cgroup)"
+CPU_WAITED = "only the processes the run waited for (no cgroup: run as root to count them all)"
+
+
+def timed(
+    command: list[str], cwd: Path, pythonpath: Path | None = None, kinds: Kinds | None = None
+) -> Timing:
+    """Time ``command`` and count its CPU, in a cgroup of its own where one can be made.
+
+    With ``kinds`` (and a cgroup), the CPU is also split by kind of process
+    (:attr:`Timing.shares`), from ``/proc`` sampled while the command runs.
+    """
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
+    group = CpuGroup.make()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=cwd, env=env, check=False)
-    elapsed = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    LAST_CPU_SEC[0] = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    try:
+        with Sampler(group) if group and kinds else contextlib.nullcontext() as sampler:
+            done = subprocess.run(
+                group.wrap(command) if group else command,
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                env=env,
+                check=False,
+            )
+        elapsed = time.perf_counter() - started
+    finally:
+        cpu = group.finish() if group else 0.0
+    if group is None:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    elif group.lingered:
+        print(f"{group.lingered} processes outlived {command[:3]}; killed", flush=True)
+    shares = sampler.shares(*kinds) if sampler is not None and kinds else {}
     if done.returncode != 0:
-        return f"failed: {(done.stderr or done.stdout).strip()[-300:]}"
-    return elapsed
+        return Timing(f"failed: {(done.stderr or done.stdout).strip()[-300:]}", cpu, shares)
+    return Timing(elapsed, cpu, shares)
 
 
-def run_peer(python: Path, program: str, tasks: int, work: Path) -> float | str:
+def run_peer(python: Path, program: str, tasks: int, work: Path) -> Timing:
     script = work / "peer.py"
     script.write_text(program)
     return timed([str(python), str(script), str(tasks)], work)
 
 
-def run_crabray(tasks: int, work: Path, checkout: Path | None = None) -> float | str:
+def run_crabray(tasks: int, work: Path, checkout: Path | None = None) -> Timing:
     """``crabray run`` of the trivial suite: this checkout's, or ``checkout``'s."""
     suite = work / "suite.py"
     suite.write_text(CRABRAY_SUITE.replace("N_TASKS", str(tasks)))
     command = [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle"]
-    return timed([*command, "--out", str(work / "out")], work, checkout)
+    return timed([*command, "--out", str(work / "out")], work, checkout, CRABRAY_KINDS)
 
 
 def paired(counts: list[int], baseline: Path, repeat: int) -> None:
     """This checkout's ``crabray run`` against ``baseline``'s, alternated; medians and ratio."""
     print("this checkout against the baseline, alternated; ratios below 1: this one is faster")
-    print("(CPU: seconds of every process the run waited for, Ray's included)")
+    print(f"(CPU: seconds of {CPU_COUNTED if CpuGroup.possible() else CPU_WAITED})")
     header = f"{'tasks':>6} {'runs':>5} {'this s':>10} {'baseline s':>11} {'paired ratio':>13}"
     print(f"{header} {'this CPU s':>11} {'baseline CPU s':>15}")
     for count in counts:
-        mine: list[float] = []
-        theirs: list[float] = []
-        cpu: dict[Path | None, list[float]] = {None: [], baseline: []}
+        runs: dict[Path | None, list[Timing]] = {None: [], baseline: []}
         for turn in range(repeat):
             # Who goes first alternates too, so neither always follows the other.
             order = [None, baseline] if turn % 2 == 0 else [baseline, None]
-            times: dict[Path | None, float | str] = {}
             for checkout in order:
                 with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
-                    times[checkout] = run_crabray(count, Path(tmp), checkout)
-                cpu[checkout].append(LAST_CPU_SEC[0])
-            if isinstance(times[None], str) or isinstance(times[baseline], str):
-                raise SystemExit(f"{count} tasks: {times[None]} / baseline {times[baseline]}")
-            mine.append(float(times[None]))
-            theirs.append(float(times[baseline]))
-            print(f"  pair {turn + 1}: {mine[-1]:.2f} s against {theirs[-1]:.2f} s", flush=True)
-        ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+                    runs[checkout].append(run_crabray(count, Path(tmp), checkout))
+            mine, theirs = runs[None][-1].wall, runs[baseline][-1].wall
+            if isinstance(mine, str) or isinstance(theirs, str):
+                raise SystemExit(f"{count} tasks: {mine} / baseline {theirs}")
+            print(f"  pair {turn + 1}: {mine:.2f} s against {theirs:.2f} s", flush=True)
+        walls = {key: [float(run.wall) for run in value] for key, value in runs.items()}
+        cpus = {key: [run.cpu for run in value] for key, value in runs.items()}
+        ratios = [a / b for a, b in zip(walls[None], walls[baseline], strict=True)]
         print(
-            f"{count:>6} {repeat:>5} {statistics.median(mine):>10.2f} "
-            f"{statistics.median(theirs):>11.2f} {statistics.median(ratios):>13.2f} "
-            f"{statistics.median(cpu[None]):>11.2f} {statistics.median(cpu[baseline]):>15.2f}",
+            f"{count:>6} {repeat:>5} {statistics.median(walls[None]):>10.2f} "
+            f"{statistics.median(walls[baseline]):>11.2f} {statistics.median(ratios):>13.2f} "
+            f"{statistics.median(cpus[None]):>11.2f} {statistics.median(cpus[baseline]):>15.2f}",
             flush=True,
         )
 
@@ -264,32 +331,61 @@ def main() -> None:
         else:
             print(f"{name}: not measured: {found}", flush=True)
     programs = {"CRAB": CRAB_PROGRAM, "Inspect": INSPECT_PROGRAM}
-    rows: list[tuple[int, dict[str, float | str]]] = []
+    rows: list[tuple[int, dict[str, Timing]]] = []
     for count in counts:
-        figures: dict[str, float | str] = {}
+        figures: dict[str, Timing] = {}
         for name, python in pythons.items():
             with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
                 figures[name] = run_peer(python, programs[name], count, Path(tmp))
         with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
             figures["crabray"] = run_crabray(count, Path(tmp))
-        for name, value in figures.items():
-            if isinstance(value, str):
-                print(f"{name}, {count} tasks: {value}", flush=True)
+        for name, run in figures.items():
+            if isinstance(run.wall, str):
+                print(f"{name}, {count} tasks: {run.wall}", flush=True)
         print(f"{count} tasks measured", flush=True)
         rows.append((count, figures))
-    print("whole processes, seconds; ratios below 1: crabray is faster")
+    print_table("whole processes, seconds; ratios below 1: crabray is faster", rows, "wall")
+    counted = CPU_COUNTED if CpuGroup.possible() else CPU_WAITED
+    print_table(f"CPU seconds of {counted}; ratios below 1: crabray used less", rows, "cpu")
+    print_shares(rows)
+    if isinstance(rows[-1][1]["crabray"].wall, str):
+        raise SystemExit("crabray itself failed; see above")
+
+
+def print_shares(rows: list[tuple[int, dict[str, Timing]]]) -> None:
+    """Where crabray's CPU went, by kind of process, per task count (when a cgroup counted it)."""
+    runs = [(count, figures["crabray"]) for count, figures in rows if figures["crabray"].shares]
+    if not runs:
+        return
+    kinds = sorted({kind for _, run in runs for kind in run.shares})
+    print("where crabray's CPU went, seconds (/proc sampled every 0.1 s during the run)")
+    print(f"{'kind':<40}" + "".join(f"{f'{count} tasks':>13}" for count, _ in runs))
+    for kind in kinds:
+        print(f"{kind:<40}" + "".join(f"{run.shares.get(kind, 0.0):>13.2f}" for _, run in runs))
+    unseen = "".join(f"{run.cpu - sum(run.shares.values()):>13.2f}" for _, run in runs)
+    print(f"{'not sampled (the cgroup total less these)':<40}{unseen}")
+    print(f"{'all (the cgroup)':<40}" + "".join(f"{run.cpu:>13.2f}" for _, run in runs))
+
+
+def print_table(title: str, rows: list[tuple[int, dict[str, Timing]]], figure: str) -> None:
+    """One table of the runs: their wall clock (``wall``) or their CPU (``cpu``), with ratios."""
+
+    def pick(run: Timing | None) -> float | str | None:
+        if run is None or isinstance(run.wall, str):
+            return None
+        return run.wall if figure == "wall" else run.cpu
+
+    print(title)
     print(
         f"{'tasks':>6} {'crabray':>10} {'CRAB':>10} {'Inspect':>10} "
         f"{'crabray/CRAB':>14} {'crabray/Inspect':>14}"
     )
     for count, figures in rows:
-        mine = figures.get("crabray")
+        mine, crab, inspect = (pick(figures.get(name)) for name in ("crabray", "CRAB", "Inspect"))
         print(
-            f"{count:>6} {cell(mine)} {cell(figures.get('CRAB'))} {cell(figures.get('Inspect'))} "
-            f"{ratio(mine, figures.get('CRAB'))} {ratio(mine, figures.get('Inspect'))}"
+            f"{count:>6} {cell(mine)} {cell(crab)} {cell(inspect)} "
+            f"{ratio(mine, crab)} {ratio(mine, inspect)}"
         )
-    if not isinstance(rows[-1][1].get("crabray"), float):
-        raise SystemExit("crabray itself failed; see above")
 
 
 if __name__ == "__main__":
