@@ -29,6 +29,7 @@ from crabray.cluster.pipeline import Followers, never_ran, resets_ended
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
+from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
@@ -94,7 +95,7 @@ class Scheduler:
             max_actors=settings.concurrency,
         )
         self.followers = Followers(self.pool)
-        self.status = StatusPublisher(settings.run_id)
+        self.status: StatusPublisher | None = None
         self._queue: deque[SweepItem] = deque()
         self._in_flight: dict[Any, InFlight] = {}
         self._specs: dict[str, list[SandboxSpec]] = {}
@@ -120,6 +121,10 @@ class Scheduler:
         for item in queue:
             self._add_pending(item, +1)
         progress = SweepProgress(total=len(queue))
+        # The board is for `crabray cluster status` on a cluster that outlives the run. A
+        # local instance the run started ends with it, and no crabray command reads it: a
+        # board there would only cost a worker process at every start (docs/performance.md).
+        self.status = None if is_local_instance() else StatusPublisher(self.settings.run_id)
         in_flight: dict[Any, InFlight] = {}
         self._queue, self._in_flight = queue, in_flight
         self._poll_cluster(progress, force=True)
@@ -142,7 +147,8 @@ class Scheduler:
                 if self._poll_cluster(progress):
                     self._check_hosts(queue, in_flight)
                 self._flush(progress, force=not (queue or in_flight or self._delayed))
-            self.status.publish(progress, final=True)
+            if self.status is not None:
+                self.status.publish(progress, final=True)
         except BaseException:
             # Interrupted or failed: what finished goes to disk (unless writing is what failed).
             if self._unwritten and not self._flushing:
@@ -362,7 +368,8 @@ class Scheduler:
             return False
         self._last_poll = now
         self._capacity = {key: capacity(key[0], dict(key[1])) for key in self._slot_keys}
-        self.status.publish(progress)
+        if self.status is not None:
+            self.status.publish(progress)
         return True
 
     def _check_hosts(self, queue: deque[SweepItem], in_flight: dict[Any, InFlight]) -> None:

@@ -4,7 +4,9 @@ A running sweep publishes its counts to a status board: a small detached
 named actor (``run-status`` in Ray namespace ``crabray``) that keeps the
 latest status of each run, so any process connected to the cluster can show
 which runs are in progress or finished, during a run and after its driver
-has gone. Only public Ray APIs are used: a named actor created on first use
+has gone. A run on the local instance it started itself publishes nothing
+(``crabray.cluster.scheduler``): that instance ends with the run. Only
+public Ray APIs are used: a named actor created on first use
 (``get_if_exists``), reached with ``ray.get_actor``. Publishing is
 fire-and-forget: the driver never waits for the board, and a board that is
 gone costs the sweep nothing but its status line.

@@ -6,14 +6,16 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+from crabray.cluster.placement import node_labels, node_resources
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.status import BOARD_NAME, NAMESPACE, RunStatus, StatusBoard, run_statuses
-from tests.conftest import ROOT
+from tests.conftest import ROOT, write_sleepy_suite
 
 
 def status(run_id: str, done: int) -> RunStatus:
@@ -83,3 +85,50 @@ def test_a_run_status_is_readable_after_its_driver_exits(cluster: Cluster) -> No
         assert ray.available_resources().get("CPU") == 1, "the board holds no CPU"
     finally:
         ray.shutdown()
+
+
+def _sweep_and_read_statuses(tmp_path: Path, address: str | None) -> list[tuple[str, int]]:
+    """Sweep two tasks through the scheduler, then read the board while still connected."""
+    from crabray.agents import agent_spec
+    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.scheduler import Scheduler, SchedulerSettings, SweepItem
+    from crabray.formats import load_suite, resolve_suite
+    from crabray.results import ResultSink
+
+    suite = load_suite(resolve_suite(write_sleepy_suite(tmp_path / "sweep.py", tasks=2, sleep=0)))
+    settings = SchedulerSettings(run_id="seen", concurrency=1, max_steps=None, pooling=True, warm=0)
+    scheduler = Scheduler(suite, settings, ResultSink(tmp_path / "out", "seen").write)
+    connect(address, hosts={"local": 2})
+    try:
+        progress = scheduler.run(
+            SweepItem(task_id=task, agent=agent_spec("oracle")) for task in suite.task_ids
+        )
+        assert progress.successes == 2
+        return [(seen.run_id, seen.done) for seen in run_statuses()]
+    finally:
+        disconnect()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_sweep_on_a_cluster_that_outlives_it_publishes_its_status(tmp_path: Path) -> None:
+    hosting = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "resources": node_resources({"local": 2}),
+            "labels": node_labels({"local": 2}),
+        },
+    )
+    try:
+        assert _sweep_and_read_statuses(tmp_path, hosting.address) == [("seen", 2)]
+    finally:
+        hosting.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_sweep_on_the_local_instance_it_started_starts_no_board(tmp_path: Path) -> None:
+    # The instance ends with the run and no `crabray cluster status` reads it: a board's
+    # actor there would be a worker process started for nobody.
+    assert _sweep_and_read_statuses(tmp_path, None) == []
