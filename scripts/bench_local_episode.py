@@ -23,11 +23,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-from cpu_group import CpuGroup  # a sibling module: the cgroup that counts every process
+from cpu_group import CpuGroup, run_in  # a sibling module: the cgroup that counts every process
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -80,14 +79,7 @@ def measure(episodes: int, checkout: Path | None) -> dict[str, float]:
     # there would shadow the one PYTHONPATH names.
     command = [sys.executable, "-c", CHILD, str(episodes), str(group.usage if group else "")]
     try:
-        done = subprocess.run(
-            group.wrap(command) if group else command,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd="/",
-        )
+        done = run_in(group, command, env=env, cwd="/")
     finally:
         if group is not None:
             group.finish()

@@ -52,7 +52,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cpu_group import CpuGroup, Sampler  # a sibling module: the cgroup that counts every process
+from cpu_group import (  # a sibling module: the cgroup that counts every process
+    CpuGroup,
+    Sampler,
+    run_in,
+)
 
 PEERS = {"CRAB": ["crab-framework", "httpx", "pyyaml", "openai"], "Inspect": ["inspect-ai"]}
 """Each peer's name in the table and what to install from PyPI (CRAB 0.1.2 imports
@@ -233,14 +237,7 @@ def timed(
     started = time.perf_counter()
     try:
         with Sampler(group) if group and kinds else contextlib.nullcontext() as sampler:
-            done = subprocess.run(
-                group.wrap(command) if group else command,
-                capture_output=True,
-                text=True,
-                cwd=cwd,
-                env=env,
-                check=False,
-            )
+            done = run_in(group, command, cwd=cwd, env=env)
         elapsed = time.perf_counter() - started
     finally:
         cpu = group.finish() if group else 0.0

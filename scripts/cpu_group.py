@@ -17,12 +17,14 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CONTROLLERS = (
     (Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"),
@@ -107,6 +109,14 @@ class CpuGroup:
     def pids(self) -> list[int]:
         """The processes inside now."""
         return [int(line) for line in (self.usage.parent / "cgroup.procs").read_text().split()]
+
+
+def run_in(
+    group: CpuGroup | None, command: list[str], **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run`` of ``command`` (text, output captured), in ``group`` if there is one."""
+    argv = group.wrap(command) if group is not None else command
+    return subprocess.run(argv, capture_output=True, text=True, check=False, **options)
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
