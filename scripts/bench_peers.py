@@ -191,11 +191,14 @@ class Timing:
 
 
 Kinds = tuple[Callable[[str], str], Callable[[str], str]]
-"""How to name a process's kind from its command line: its own CPU's, its reaped children's."""
+"""How to name a process's kind from its command line: its own, its children's
+(``cpu_group.Sampler.shares``)."""
 
 
 def crabray_kind(name: str) -> str:
-    """The part of a ``crabray run`` a process is, by its command line."""
+    """The part of a ``crabray run`` a process is, by its command line ("": its parent's)."""
+    if name.startswith(("ray::DashboardAgent", "ray::RuntimeEnvAgent")):
+        return "Ray's Python daemons"
     if name.startswith("ray::") or "default_worker.py" in name:
         return "actors' workers (Python)"
     if "gcs_server" in name or "/raylet" in name:
@@ -204,11 +207,11 @@ def crabray_kind(name: str) -> str:
         return "Ray's Python daemons"
     if "-m crabray" in name:
         return "driver (crabray run)"
-    return "sandboxes (bwrap, entries, commands)"
+    return ""
 
 
 def crabray_reaped_kind(name: str) -> str:
-    """Whose short-lived children a process reaps: an actor's are its sandbox's processes."""
+    """What a process's children are: an actor's are its sandbox's processes."""
     if crabray_kind(name) == "actors' workers (Python)":
         return "sandboxes (bwrap, entries, commands)"
     return "other (reaped after their last sample)"

@@ -170,20 +170,31 @@ class Sampler:
             ticks += 1
             for pid in self.group.pids():
                 with contextlib.suppress(OSError, ValueError, IndexError):
-                    self.seen[pid] = _read(pid, ticks)
+                    seen = _read(pid, ticks)
+                    if not seen.name and pid in self.seen:
+                        seen.name = self.seen[pid].name  # a zombie shows no command line
+                    self.seen[pid] = seen
 
     def shares(self, own: Callable[[str], str], reaped: Callable[[str], str]) -> dict[str, float]:
-        """CPU seconds by kind: ``own(name)`` names a process's own kind, ``reaped(name)`` its
-        unsampled children's."""
+        """CPU seconds by kind of process.
+
+        ``own(name)`` names a process's kind from its command line, or ``""`` for
+        "as its parent's children"; ``reaped(name)`` names the kind of a process's
+        children (those never sampled, and those ``own`` leaves to it).
+        """
         shares: dict[str, float] = {}
         for pid, seen in self.seen.items():
+            kind = own(seen.name)
+            if not kind:
+                parent = self.seen.get(seen.ppid)
+                kind = reaped(parent.name) if parent is not None else "other"
+            shares[kind] = shares.get(kind, 0.0) + seen.own
             # Children gone before the parent's last sample: in its figures by then, if reaped.
             children = sum(
                 child.own + child.reaped
                 for child in self.seen.values()
                 if child.ppid == pid and child.tick < seen.tick
             )
-            shares[own(seen.name)] = shares.get(own(seen.name), 0.0) + seen.own
             kind = reaped(seen.name)
             shares[kind] = shares.get(kind, 0.0) + max(0.0, seen.reaped - children)
         return shares
