@@ -160,7 +160,9 @@ def _run_suite(
         needs = _host_needs(suite, {item.task_id for item in items})
         slots = options.local_slots or 2 * options.concurrency
         selectors = {k: v for _, selector in needs for k, v in selector}
-        connect(options.address, hosts={kind: slots for kind, _ in needs}, labels=selectors)
+        cpus = _local_cpus(suite, items, options.concurrency)
+        hosts = {kind: slots for kind, _ in needs}
+        connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
         cleanup_orphans(_specs(suite, {item.task_id for item in items}), here=is_local_instance())
     if manifest is not None:
@@ -279,6 +281,20 @@ def _host_needs(suite: Suite, task_ids: set[str]) -> set[tuple[str, tuple[tuple[
         for env in entry.benchmark.task_environments(entry.task):
             needs.add((env.kind, tuple(sorted(env.label_selector.items()))))
     return needs
+
+
+def _local_cpus(suite: Suite, items: list[SweepItem], concurrency: int) -> int:
+    """The CPUs a local instance advertises: at most the environment actors the run has at once.
+
+    crabray's actors take no CPU, and Ray starts a worker process ahead for
+    every CPU a node advertises: a one-task run on 32 cores would start 32
+    Python workers and use one. The machine's cores stay the ceiling.
+    """
+    widest = 1
+    for task_id in {item.task_id for item in items}:
+        entry = suite.entry(task_id)
+        widest = max(widest, len(entry.benchmark.task_environments(entry.task)))
+    return max(1, min(os.cpu_count() or 1, min(concurrency, len(items)) * widest))
 
 
 def _specs(suite: Suite, task_ids: set[str]) -> list[SandboxSpec]:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import ray
 
 from crabray.cluster.ray_runtime import connect, disconnect, is_local_instance
+from tests.conftest import crabray, raw_episode_rows
 
 
 def children() -> dict[int, str]:
@@ -48,3 +51,59 @@ def test_disconnect_stops_every_process_of_the_local_instance() -> None:
     while (left := set(started) & set(children())) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not left, [started[pid] for pid in left]
+
+
+# Its evaluator runs in the episode's actor, beside the other Ray workers of the instance
+# (the raylet's children): it passes when none of them waits idle.
+NO_IDLE_WORKER_SUITE = textwrap.dedent(
+    """
+    import os
+    from pathlib import Path
+    from typing import Any
+
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task, evaluator
+    from crabray.actions import SHELL_ACTIONS, run_command
+
+    @evaluator
+    def no_idle_ray_worker(env: Any) -> bool:
+        \"\"\"No worker of this Ray instance but this actor's is running.\"\"\"
+        idle = []
+        for proc in Path("/proc").iterdir():
+            try:
+                stat = (proc / "stat").read_text()
+                argv = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == os.getppid() and proc.name != str(os.getpid()):
+                if argv.startswith(b"ray::IDLE") or b"default_worker.py" in argv:
+                    idle.append(argv)
+        return not idle
+
+    bench = BenchmarkConfig(
+        name="one",
+        environments=[EnvironmentConfig(name="box", action_space=SHELL_ACTIONS)],
+        tasks=[
+            Task(
+                id="only",
+                description="nothing to do",
+                evaluator=no_idle_ray_worker(),
+                solution=[run_command(command="true")],
+            )
+        ],
+    )
+    """
+)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_one_task_run_starts_no_ray_worker_it_does_not_use(tmp_path: Path) -> None:
+    """Ray starts a worker ahead for every CPU the instance advertises; the run's actors take
+    no CPU, so the run advertises its episodes in flight at most, not the machine's cores."""
+    suite = tmp_path / "one.py"
+    suite.write_text(NO_IDLE_WORKER_SUITE)
+    out = tmp_path / "out"
+    crabray("run", str(suite), "--agent", "oracle", "--out", str(out), check=True)
+    rows = raw_episode_rows(out, ["task_id", "success", "error"])
+    assert rows == [{"task_id": "only", "success": True, "error": None}], rows
