@@ -157,14 +157,16 @@ def _run_suite(
     ]
     if items:
         # Everything that can refuse the run happens before its manifest exists.
-        needs = _host_needs(suite, {item.task_id for item in items})
+        envs = _task_environments(suite, {item.task_id for item in items})
+        needs = _host_needs(envs)
         slots = options.local_slots or 2 * options.concurrency
         selectors = {k: v for _, selector in needs for k, v in selector}
-        cpus = _local_cpus(suite, items, options.concurrency)
+        cpus = _local_cpus(envs, len(items), options.concurrency)
         hosts = {kind: slots for kind, _ in needs}
         connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
-        cleanup_orphans(_specs(suite, {item.task_id for item in items}), here=is_local_instance())
+        specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]
+        cleanup_orphans(specs, here=is_local_instance())
     if manifest is not None:
         write_manifest(options.out_dir, manifest)
     logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
@@ -273,36 +275,35 @@ def _writer(suite: Suite, sink: ResultSink) -> Callable[[list[EpisodeRecord]], N
     return write
 
 
-def _host_needs(suite: Suite, task_ids: set[str]) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
-    """The (host kind, label selector) pairs the given tasks' environments need."""
-    needs = set()
+def _task_environments(suite: Suite, task_ids: set[str]) -> dict[str, list[EnvironmentConfig]]:
+    """Each given task's environments, looked up once for everything the run checks first."""
+    environments = {}
     for task_id in task_ids:
         entry = suite.entry(task_id)
-        for env in entry.benchmark.task_environments(entry.task):
-            needs.add((env.kind, tuple(sorted(env.label_selector.items()))))
-    return needs
+        environments[task_id] = entry.benchmark.task_environments(entry.task)
+    return environments
 
 
-def _local_cpus(suite: Suite, items: list[SweepItem], concurrency: int) -> int:
+def _host_needs(
+    envs: dict[str, list[EnvironmentConfig]],
+) -> set[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The (host kind, label selector) pairs the tasks' environments need."""
+    return {
+        (env.kind, tuple(sorted(env.label_selector.items())))
+        for task_envs in envs.values()
+        for env in task_envs
+    }
+
+
+def _local_cpus(envs: dict[str, list[EnvironmentConfig]], episodes: int, concurrency: int) -> int:
     """The CPUs a local instance advertises: at most the environment actors the run has at once.
 
     crabray's actors take no CPU, and Ray starts a worker process ahead for
     every CPU a node advertises: a one-task run on 32 cores would start 32
     Python workers and use one. The machine's cores stay the ceiling.
     """
-    widest = 1
-    for task_id in {item.task_id for item in items}:
-        entry = suite.entry(task_id)
-        widest = max(widest, len(entry.benchmark.task_environments(entry.task)))
-    return max(1, min(os.cpu_count() or 1, min(concurrency, len(items)) * widest))
-
-
-def _specs(suite: Suite, task_ids: set[str]) -> list[SandboxSpec]:
-    specs = []
-    for task_id in task_ids:
-        entry = suite.entry(task_id)
-        specs += [SandboxSpec.of(env) for env in entry.benchmark.task_environments(entry.task)]
-    return specs
+    widest = max((len(task_envs) for task_envs in envs.values()), default=1)
+    return max(1, min(os.cpu_count() or 1, min(concurrency, episodes) * widest))
 
 
 def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:

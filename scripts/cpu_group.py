@@ -49,7 +49,7 @@ class CpuGroup:
         self.usage = usage
         """The file that holds the cgroup's CPU usage (a child may read it too)."""
         self.lingered = 0
-        """Processes still inside when :meth:`close` gave up waiting (and killed them)."""
+        """Processes still inside when :meth:`finish` gave up waiting (and killed them)."""
 
     @classmethod
     def make(cls) -> CpuGroup | None:
@@ -133,7 +133,7 @@ class Seen:
     """CPU seconds it used itself."""
     reaped: float
     """CPU seconds of its children that it waited for (the kernel adds them on reaping)."""
-    tick: int = 0
+    tick: int
     """The sampling round it was last seen in."""
 
 
