@@ -17,7 +17,7 @@ import pytest
 from crabray.agents import ActionCall
 from crabray.agents.chat_server import ChatRequest, ReplayModel
 from crabray.agents.config import read_agent_configs
-from crabray.cli_llm import DEFAULT_PORT
+from crabray.cli.llm import DEFAULT_PORT
 from crabray.results import read_episodes, read_steps
 from tests.conftest import ROOT, crabray
 

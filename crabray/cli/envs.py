@@ -6,10 +6,10 @@ import importlib.util
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from crabray.cli.terminal import console, errors
 from crabray.core.errors import ConfigError, CrabrayError
 
 envs_app = typer.Typer(
@@ -24,8 +24,6 @@ envs_app = typer.Typer(
   crabray envs prune
 """,
 )
-console = Console()
-errors = Console(stderr=True)
 
 
 @envs_app.command(

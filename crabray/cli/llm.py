@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from crabray.cli.terminal import console
 from crabray.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -27,7 +27,6 @@ llm_app = typer.Typer(
   crabray run tasks/demo --agent-config agents.example.toml --agent mock-llm
 """,
 )
-console = Console()
 
 
 @llm_app.command(

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from crabray.cli.terminal import console, errors
 from crabray.cluster.submit import job_client
 from crabray.core.errors import CrabrayError
 from crabray.run_config import DEFAULT_RESULTS, RunConfig
@@ -40,8 +40,6 @@ from crabray.run_config import DEFAULT_RESULTS, RunConfig
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
-console = Console()
-errors = Console(stderr=True)
 
 REMOTE_HOME = "crabray"
 """The head's folder (under the home of the user running Ray) that relative result roots are in."""

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from crabray.cli.terminal import console
 from crabray.core.errors import CrabrayError
 
 cluster_app = typer.Typer(
@@ -24,7 +24,6 @@ cluster_app = typer.Typer(
   crabray cluster stop
 """,
 )
-console = Console()
 
 HostsOpt = Annotated[
     str | None,

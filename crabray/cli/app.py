@@ -1,0 +1,103 @@
+"""``crabray``: the command line. It owns the terminal; the library only logs.
+
+This module is the root command: its options, the error handling every
+command shares, and where each command group is mounted. The commands live
+one group to a module beside it. Heavy imports (Ray, pandas) happen inside
+the commands that need them, so ``crabray --help`` and ``crabray tasks`` stay
+fast.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+import typer
+from rich.logging import RichHandler
+from typer.core import TyperGroup
+
+from crabray.cli.cluster import cluster_app
+from crabray.cli.envs import envs_app
+from crabray.cli.errors import show_error
+from crabray.cli.llm import llm_app
+from crabray.cli.reports import LEADERBOARD_EXAMPLES, VIEW_EXAMPLES, leaderboard, view
+from crabray.cli.run import RUN_EXAMPLES, run
+from crabray.cli.runs import runs_app
+from crabray.cli.tasks import tasks_app
+from crabray.cli.terminal import console, errors
+
+MAIN_EXAMPLES = """Examples:
+
+  crabray run tasks/demo --agent oracle --agent noop    # results go to results/
+
+  crabray leaderboard --run latest
+
+  crabray view
+
+  crabray tasks validate tasks/demo
+
+Each command's --help shows more.
+"""
+
+
+class _Commands(TyperGroup):
+    """The ``crabray`` group: every command's errors are turned into messages here, once.
+
+    Subcommands (``tasks``, ``runs``, ``cluster``, ``envs``) run inside this
+    group's ``invoke``, so no command needs a ``try`` block of its own.
+    """
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):
+            raise  # typer's own: usage errors, exit codes, Ctrl-C
+        except Exception as exc:
+            code = show_error(exc, errors)
+            if code is None:
+                raise
+            raise typer.Exit(code=code) from exc
+
+
+app = typer.Typer(
+    cls=_Commands,
+    name="crabray",
+    help="Run benchmarks for computer-using AI agents on Ray; results in Parquet.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.command(epilog=RUN_EXAMPLES)(run)
+app.command(epilog=LEADERBOARD_EXAMPLES)(leaderboard)
+app.command(epilog=VIEW_EXAMPLES)(view)
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(runs_app, name="runs")
+app.add_typer(cluster_app, name="cluster")
+app.add_typer(envs_app, name="envs")
+app.add_typer(llm_app, name="llm")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from crabray import __version__
+
+        console.print(f"crabray {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback(epilog=MAIN_EXAMPLES)
+def main(
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="-v for info, -vv for debug logs.")
+    ] = 0,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Run benchmarks for computer-using AI agents on Ray; results in Parquet."""
+    level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
+    logging.getLogger("ray").setLevel(max(level, logging.ERROR))

@@ -1,0 +1,198 @@
+"""The options and arguments ``crabray`` commands share, each declared once.
+
+A command that takes one uses its alias here, so its help text and default
+are written in one place (run settings' defaults in ``RunSettings``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from crabray.cli.terminal import errors
+from crabray.core.errors import CrabrayError
+from crabray.run_config import RunSettings
+
+SuiteArg = Annotated[Path, typer.Argument(help="A suite: a .py file or a folder of tasks.")]
+SuiteFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--suite-format",
+        help="Suite format (python, task-json, task-folder, crab-dataset, or a plugin's); "
+        "detected when omitted.",
+    ),
+]
+OldFormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", hidden=True, help="Deprecated spelling of --suite-format."),
+]
+IndexOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--index",
+        help="Task-JSON: an index file mapping each tool to the task ids to run (JSON).",
+    ),
+]
+BaseImageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-image",
+        help="Task folders: the image replacing every FROM of the tasks' Dockerfiles "
+        "(default: the original base image becomes crabray/task-base:latest).",
+    ),
+]
+ServicesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--services",
+        help="Task folders: the service registry file (default: services.yml at the suite root).",
+    ),
+]
+
+RunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run", help="Only this run id ('latest': the most recent run); every run when omitted."
+    ),
+]
+TitleOpt = Annotated[
+    str | None,
+    typer.Option("--title", help="The site's title; the suite's name by default."),
+]
+DescriptionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--description", help="The line under the site's title; the suite's path by default."
+    ),
+]
+
+
+def _default(field: str) -> str:
+    """The default of a run setting as ``--help`` shows it: written once, in ``RunSettings``."""
+    return str(RunSettings.model_fields[field].default)
+
+
+def _setting_option(field: str, *names: str, **option: Any) -> Any:
+    """The option of run setting ``field``, its default shown as ``RunSettings`` writes it."""
+    return typer.Option(*names, show_default=_default(field), **option)
+
+
+# The options of ``crabray run``, each declared once: a command sharing one uses its alias.
+RunSuiteArg = Annotated[
+    Path | None,
+    typer.Argument(help="A suite: a .py file or a folder of tasks (or `suite` in --config)."),
+]
+AgentOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent",
+        "-a",
+        help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
+    ),
+]
+RunFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Run file (TOML) with the run's settings; options given here override it.",
+    ),
+]
+OutOpt = Annotated[
+    str | None,
+    _setting_option(
+        "out_dir",
+        "--out",
+        "-o",
+        help="Results root; each run is kept apart under it. A directory, or a URI of a "
+        "store pyarrow writes (s3://BUCKET/PREFIX, gs://...): the run is staged locally and "
+        "uploaded as episodes finish.",
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int | None,
+    _setting_option(
+        "concurrency", "--concurrency", "-c", min=1, help="Episodes in flight at most."
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="RAY_ADDRESS",
+        help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
+        "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head "
+        "unless --out is a store URI); "
+        "a local Ray instance when omitted.",
+    ),
+]
+ResumeOpt = Annotated[
+    str | None, typer.Option(help="Resume this run id: run only unfinished episodes.")
+]
+EpochsOpt = Annotated[
+    int | None,
+    _setting_option("epochs", min=1, help="Episodes of each task per agent (for pass@k)."),
+]
+MaxStepsOpt = Annotated[int | None, typer.Option(min=1, help="Override every task's step budget.")]
+TimeLimitOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001,
+        help="Override every task's time budget, in seconds (default: the task's, else the "
+        "suite's, else 3600).",
+    ),
+]
+MaxAttemptsOpt = Annotated[
+    int | None,
+    _setting_option("max_attempts", min=1, help="Tries per episode when the infrastructure fails."),
+]
+TaskOpt = Annotated[
+    list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Sandbox backend (local, docker, ...) of suites that name none: task-JSON "
+        "(default local) and task folders."
+    ),
+]
+AgentConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."),
+]
+WarmOpt = Annotated[
+    int | None,
+    _setting_option("warm", min=0, help="Environments per configuration started ahead of demand."),
+]
+PoolOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--pool/--no-pool",
+        help="Reuse environments across episodes.",
+        show_default="pool" if _default("pooling") == "True" else "no-pool",
+    ),
+]
+LocalSlotsOpt = Annotated[
+    int | None,
+    typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
+]
+DetachOpt = Annotated[
+    bool,
+    typer.Option(
+        "--detach",
+        help="With --address http://HEAD:8265: submit the run, print its ids and how to "
+        "follow it (crabray runs follow), and return at once.",
+    ),
+]
+
+
+def suite_format(suite_format: str | None, old_format: str | None) -> str | None:
+    """``--suite-format``, or its deprecated spelling ``--format`` with a warning."""
+    if old_format is None:
+        return suite_format
+    errors.print(
+        "[yellow]warning:[/] --format is deprecated for the suite format; use --suite-format"
+    )
+    if suite_format is not None and suite_format != old_format:
+        raise CrabrayError("--suite-format and --format disagree; give --suite-format only")
+    return old_format

@@ -1,0 +1,245 @@
+"""``crabray run``: agents on a suite, here or on a cluster, with a progress bar."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.markup import escape
+
+from crabray.cli.options import (
+    AddressOpt,
+    AgentConfigOpt,
+    AgentOpt,
+    BackendOpt,
+    BaseImageOpt,
+    ConcurrencyOpt,
+    DetachOpt,
+    EpochsOpt,
+    IndexOpt,
+    LocalSlotsOpt,
+    MaxAttemptsOpt,
+    MaxStepsOpt,
+    OldFormatOpt,
+    OutOpt,
+    PoolOpt,
+    ResumeOpt,
+    RunFileOpt,
+    RunSuiteArg,
+    ServicesOpt,
+    SuiteFormatOpt,
+    TaskOpt,
+    TimeLimitOpt,
+    WarmOpt,
+)
+from crabray.cli.options import (
+    suite_format as chosen_format,
+)
+from crabray.cli.reports import print_leaderboard
+from crabray.cli.submit import submit_run
+from crabray.cli.terminal import console, errors
+from crabray.core.errors import CrabrayError
+from crabray.run_config import DEFAULT_RESULTS
+
+RUN_EXAMPLES = """Examples:
+
+  crabray run tasks/demo --agent oracle --agent noop
+
+  crabray run tasks/demo -a gpt --agent-config agents.toml --epochs 3
+
+  crabray run --config run.toml --concurrency 8     # the file's settings, but 8
+
+  RAY_ADDRESS=10.0.0.5:6379 crabray run tasks/demo -a oracle     # on a cluster, from a node
+
+  crabray run tasks/demo -a oracle --address http://10.0.0.5:8265   # from a laptop, as a job
+
+A run file holds the same settings by their field names (suite, agents, agent_config,
+out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, backend, ...); an option
+given here overrides only that field.
+"""
+
+
+def run(
+    suite: RunSuiteArg = None,
+    agent: AgentOpt = None,
+    config: RunFileOpt = None,
+    out: OutOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    address: AddressOpt = None,
+    resume: ResumeOpt = None,
+    epochs: EpochsOpt = None,
+    max_steps: MaxStepsOpt = None,
+    time_limit_sec: TimeLimitOpt = None,
+    max_attempts: MaxAttemptsOpt = None,
+    task: TaskOpt = None,
+    suite_format: SuiteFormatOpt = None,
+    old_format: OldFormatOpt = None,
+    backend: BackendOpt = None,
+    index: IndexOpt = None,
+    base_image: BaseImageOpt = None,
+    services: ServicesOpt = None,
+    agent_config: AgentConfigOpt = None,
+    warm: WarmOpt = None,
+    pool: PoolOpt = None,
+    local_slots: LocalSlotsOpt = None,
+    detach: DetachOpt = False,
+) -> None:
+    """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
+    from crabray.agents import select_agents
+    from crabray.cluster.nodes import use_token_auth
+    from crabray.run_config import RunConfig, load_run_config, merge_overrides
+
+    given = {
+        "suite": suite,
+        "agents": agent or None,
+        "agent_config": agent_config,
+        "format": chosen_format(suite_format, old_format),
+        "backend": backend,
+        "index": index,
+        "base_image": base_image,
+        "services": services,
+        "out_dir": out,
+        "concurrency": concurrency,
+        "address": address,
+        "resume": resume,
+        "epochs": epochs,
+        "max_steps": max_steps,
+        "time_limit_sec": time_limit_sec,
+        "max_attempts": max_attempts,
+        "task_ids": task or None,
+        "warm": warm,
+        "pooling": pool,
+        "local_slots": local_slots,
+    }
+    base = RunConfig() if config is None else load_run_config(config)
+    settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
+    if settings.suite is None:
+        raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
+    if not settings.agents:
+        raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
+    if settings.address is not None and settings.address.startswith(("http://", "https://")):
+        submit_run(settings, detach=detach)  # on the cluster, as a Ray job
+        return
+    if detach:
+        raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
+    use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.cluster.ray_runtime import disconnect
+    from crabray.run import RunOptions, run_suite
+
+    options = RunOptions(
+        **settings.settings(),
+        suite=settings.suite,
+        agents=select_agents(settings.agents, settings.agent_config),
+    )
+    try:
+        with _RunDisplay() as display:
+            summary = run_suite(options, on_start=display.start, on_progress=display.update)
+    finally:
+        disconnect()  # the results are on disk; Ray's exit handler would be slower
+    if summary.skipped:
+        console.print(f"{summary.skipped} episodes were already finished and did not run again.")
+    if summary.infra_failures:
+        console.print(
+            f"[yellow]{summary.infra_failures} infrastructure failures, "
+            f"{summary.retries} retried[/]"
+        )
+    print_leaderboard(options.out_dir, summary.run_id, "table")
+    console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
+    _print_next_steps(options.out_dir, summary.run_id)
+
+
+def _as_str(value: object) -> object:
+    """A path given on the command line as the string the run settings hold."""
+    return str(value) if isinstance(value, Path) else value
+
+
+def _prog() -> str:
+    """How the user can type this command again: ``crabray`` if that finds it, else its path."""
+    import shutil
+
+    invoked = Path(sys.argv[0])
+    if invoked.name != "crabray":
+        return "crabray"  # python -m crabray, or in-process
+    found = shutil.which("crabray")
+    if found is not None and Path(found).resolve() == invoked.resolve():
+        return "crabray"
+    return str(invoked)
+
+
+def _print_next_steps(out: Path | str, run_id: str) -> None:
+    """The exact commands that look at a run that just finished."""
+    import shlex
+
+    where = "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
+    prog = _prog()
+    steps = [
+        (f"{prog} leaderboard{where} --run {run_id}", "the leaderboard"),
+        (f"{prog} view{where} --run latest", "episodes in a browser"),
+        (f"{prog} leaderboard{where} --html site", "a static site, every run"),
+        (f"{prog} runs list{where}", "every run"),
+    ]
+    if "://" in str(out):  # a store: the leaderboard reads it, the others a local root
+        steps = [steps[0], (f"{prog} leaderboard{where} --by task_id", "per task")]
+    width = max(len(command) for command, _ in steps)
+    console.print("look at it with:", highlight=False)
+    for command, what in steps:
+        line = f"  {command:<{width}}  # {what}"
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+class _RunDisplay:
+    """The progress bar of a run: episodes done, successes, elapsed time, rate."""
+
+    def __enter__(self) -> _RunDisplay:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.progress = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            "{task.fields[successes]} ok",
+            TimeElapsedColumn(),
+            "{task.fields[rate]}",
+            console=errors,
+            transient=False,
+            # Nobody sees a redraw off a terminal (its final state prints at the end):
+            # no thread rebuilding the bar ten times a second (0.1 CPU-s per 30 s run).
+            auto_refresh=errors.is_terminal,
+        )
+        self.progress.__enter__()
+        self.bar: Any = None
+        self.shown = 0
+        self.t0 = time.monotonic()
+        return self
+
+    def start(self, run_id: str, planned: int, to_run: int) -> None:
+        console.print(f"run id: [bold]{run_id}[/]  ({to_run} of {planned} episodes to run)")
+        self.bar = self.progress.add_task("episodes", total=to_run, successes=0, rate="")
+
+    def update(self, progress: Any) -> None:
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        if not errors.is_terminal and progress.done != self.shown:
+            # No bar where nobody watches a terminal (a Ray job's log): a line per episode.
+            self.shown = progress.done
+            errors.print(
+                f"episodes {progress.done}/{self.progress.tasks[0].total:g}, "
+                f"{progress.successes} ok",
+                highlight=False,
+            )
+        self.progress.update(
+            self.bar,
+            completed=progress.done,
+            successes=progress.successes,
+            rate=f"{progress.done / elapsed:.2f} ep/s",
+        )
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.progress.__exit__(exc_type, exc, traceback)

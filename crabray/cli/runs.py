@@ -1,0 +1,78 @@
+"""``crabray runs``: the runs of a results root, and runs submitted to a cluster's head."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from crabray.cli.roots import no_runs, readable_root, shown_root
+from crabray.cli.submit import fetch, follow_run, pack, stop_run
+from crabray.cli.terminal import console
+from crabray.run_config import DEFAULT_RESULTS
+
+runs_app = typer.Typer(
+    help="List the runs under a results root.",
+    no_args_is_help=True,
+    epilog="""Example:
+
+  crabray runs list
+""",
+)
+
+
+@runs_app.command(
+    "list",
+    epilog="""Examples:
+
+  crabray runs list                            # the runs under results/
+
+  crabray runs list path/to/results
+""",
+)
+def runs_list(
+    out_arg: Annotated[
+        str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
+    ] = str(DEFAULT_RESULTS),
+) -> None:
+    """List the runs recorded in OUT (a folder or a store URI) with their suite and agents."""
+    from crabray.results import list_runs, read_manifest
+
+    with readable_root(out_arg, whole=False) as out:
+        manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+    shown = shown_root(out_arg, out)
+    if not manifests:
+        raise no_runs(shown, "runs list")
+    table = Table(title=f"runs in {shown}")
+    for column in ("run id", "suite", "agents", "created"):
+        table.add_column(column)
+    for m in manifests:
+        table.add_row(m.run_id, m.suite_name, ", ".join(m.agents), f"{m.created_at:%Y-%m-%d %H:%M}")
+    console.print(table)
+
+
+runs_app.command(
+    "fetch",
+    epilog="""Examples:
+
+  crabray runs fetch 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+
+  crabray runs fetch RUN_ID --address http://HEAD:8265 --from /mnt/shared/results --out results
+""",
+)(fetch)
+runs_app.command(
+    "follow",
+    epilog="""Examples:
+
+  crabray runs follow 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+""",
+)(follow_run)
+runs_app.command(
+    "stop",
+    epilog="""Examples:
+
+  crabray runs stop 20261123-075300-3fa2c1 --address http://10.0.0.5:8265
+""",
+)(stop_run)
+runs_app.command("pack", hidden=True)(pack)
