@@ -12,7 +12,7 @@ from crabray.cli import app
 from crabray.cluster.scheduler import SchedulerSettings
 from crabray.core.errors import ConfigError
 from crabray.results import list_runs, read_episodes, read_manifest
-from crabray.run_config import RunConfig, RunSettings, load_run_config, merge_overrides
+from crabray.run import RunConfig, RunSettings, load_run_config, merge_overrides
 from tests.conftest import ROOT, crabray
 
 runner = CliRunner()

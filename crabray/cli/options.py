@@ -13,7 +13,7 @@ import typer
 
 from crabray.cli.terminal import errors
 from crabray.core.errors import CrabrayError
-from crabray.run_config import RunSettings
+from crabray.run.settings import RunSettings
 
 SuiteArg = Annotated[Path, typer.Argument(help="A suite: a .py file or a folder of tasks.")]
 SuiteFormatOpt = Annotated[

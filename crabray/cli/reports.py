@@ -13,7 +13,7 @@ from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt
 from crabray.cli.roots import no_runs, readable_root, resolve_run, shown_root
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import CrabrayError
-from crabray.run_config import DEFAULT_RESULTS
+from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -42,7 +42,7 @@ from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import submit_run
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import CrabrayError
-from crabray.run_config import DEFAULT_RESULTS
+from crabray.run.settings import DEFAULT_RESULTS
 
 RUN_EXAMPLES = """Examples:
 
@@ -90,7 +90,7 @@ def run(
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
     from crabray.cluster.nodes import use_token_auth
-    from crabray.run_config import RunConfig, load_run_config, merge_overrides
+    from crabray.run.settings import RunConfig, load_run_config, merge_overrides
 
     given = {
         "suite": suite,
@@ -127,7 +127,7 @@ def run(
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.cluster.ray_runtime import disconnect
-    from crabray.run import RunOptions, run_suite
+    from crabray.run.runner import RunOptions, run_suite
 
     options = RunOptions(
         **settings.settings(),

@@ -10,7 +10,7 @@ from rich.table import Table
 from crabray.cli.roots import no_runs, readable_root, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
 from crabray.cli.terminal import console
-from crabray.run_config import DEFAULT_RESULTS
+from crabray.run.settings import DEFAULT_RESULTS
 
 runs_app = typer.Typer(
     help="List the runs under a results root.",

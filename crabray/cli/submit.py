@@ -35,7 +35,7 @@ from rich.markup import escape
 from crabray.cli.terminal import console, errors
 from crabray.cluster.submit import job_client
 from crabray.core.errors import CrabrayError
-from crabray.run_config import DEFAULT_RESULTS, RunConfig
+from crabray.run.settings import DEFAULT_RESULTS, RunConfig
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -90,7 +90,7 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
     from crabray.agents import select_agents
     from crabray.formats import resolve_suite
     from crabray.results import new_run_id
-    from crabray.run import load_checked_suite
+    from crabray.run.runner import load_checked_suite
 
     select_agents(settings.agents, settings.agent_config)
     suite = Path(settings.suite)

@@ -108,7 +108,7 @@ def tasks_validate(
 ) -> None:
     """Check every task of SUITE; print every problem with its file, line and field."""
     from crabray.formats import resolve_suite
-    from crabray.run import load_checked_suite
+    from crabray.run.runner import load_checked_suite
 
     chosen = chosen_format(suite_format, old_format)
     ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
@@ -158,7 +158,7 @@ def tasks_grade(
     file handed in should score 1, the untouched original 0.
     """
     from crabray.formats import load_suite, resolve_suite
-    from crabray.grade import grade_task, parse_result_file
+    from crabray.run.grade import grade_task, parse_result_file
 
     loaded = load_suite(
         resolve_suite(

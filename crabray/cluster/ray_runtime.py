@@ -28,6 +28,18 @@ _started_here: str | None = None
 """The node id of the local instance this process started, if any (unique per start)."""
 
 
+def local_cpus(widest: int, episodes: int, concurrency: int) -> int:
+    """The CPUs a local instance advertises: at most the environment actors a run has at once.
+
+    ``widest`` is the most environments one task has; ``concurrency`` the
+    run's cap on episodes in flight. crabray's actors take no CPU, and Ray
+    starts a worker process ahead for every CPU a node advertises: a one-task
+    run on 32 cores would start 32 Python workers and use one. The machine's
+    cores stay the ceiling.
+    """
+    return max(1, min(os.cpu_count() or 1, min(concurrency, episodes) * widest))
+
+
 def connect(
     address: str | None = None,
     num_cpus: int | None = None,

@@ -27,7 +27,7 @@ class SchedulerSettings(BaseModel):
     """Knobs of the scheduler.
 
     The run-level ones have no default here: a run passes them from its
-    settings (``crabray.run_config.RunSettings``), where each default is written.
+    settings (``crabray.run.settings.RunSettings``), where each default is written.
     """
 
     run_id: str

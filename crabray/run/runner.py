@@ -26,7 +26,7 @@ from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
-from crabray.cluster.ray_runtime import connect, is_local_instance
+from crabray.cluster.ray_runtime import connect, is_local_instance, local_cpus
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import (
     ProgressCallback,
@@ -57,7 +57,7 @@ from crabray.results import (
     staged_output,
     write_manifest,
 )
-from crabray.run_config import RunSettings
+from crabray.run.settings import RunSettings
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ logger = logging.getLogger(__name__)
 class RunOptions(RunSettings):
     """What to run (the suite, the agents' specs), where the results go, and how.
 
-    The settings and their defaults are ``RunSettings``'s (``crabray.run_config``),
+    The settings and their defaults are ``RunSettings``'s (``crabray.run.settings``),
     which ``crabray run`` builds from its options and a run file.
     """
 
@@ -161,7 +161,8 @@ def _run_suite(
         needs = _host_needs(envs)
         slots = options.local_slots or 2 * options.concurrency
         selectors = {k: v for _, selector in needs for k, v in selector}
-        cpus = _local_cpus(envs, len(items), options.concurrency)
+        widest = max((len(task_envs) for task_envs in envs.values()), default=1)
+        cpus = local_cpus(widest, len(items), options.concurrency)
         hosts = {kind: slots for kind, _ in needs}
         connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
@@ -293,17 +294,6 @@ def _host_needs(
         for task_envs in envs.values()
         for env in task_envs
     }
-
-
-def _local_cpus(envs: dict[str, list[EnvironmentConfig]], episodes: int, concurrency: int) -> int:
-    """The CPUs a local instance advertises: at most the environment actors the run has at once.
-
-    crabray's actors take no CPU, and Ray starts a worker process ahead for
-    every CPU a node advertises: a one-task run on 32 cores would start 32
-    Python workers and use one. The machine's cores stay the ceiling.
-    """
-    widest = max((len(task_envs) for task_envs in envs.values()), default=1)
-    return max(1, min(os.cpu_count() or 1, min(concurrency, episodes) * widest))
 
 
 def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
