@@ -236,7 +236,7 @@ def _phase(name: str, data: Path) -> dict[str, float]:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if name == "leaderboard":
-        from crabray.results.dataset import use_system_allocator
+        from crabray.results.store.dataset import use_system_allocator
 
         use_system_allocator()  # what `crabray leaderboard` does first
         # As `crabray leaderboard` reads them: an Arrow table, in the files' order.
@@ -301,7 +301,7 @@ DUCKDB_PROGRAM = (
 
 
 def _duckdb_command(data: Path) -> list[str]:
-    from crabray.results.dataset import INFRA_REASONS
+    from crabray.results.store.dataset import INFRA_REASONS
 
     infra = ", ".join(f"'{reason}'" for reason in sorted(INFRA_REASONS))
     files = str(data / "episodes" / "*" / "*.parquet")

@@ -6,7 +6,7 @@ command's examples), so the page cannot fall behind the command line.
 
 The column tables of ``results-schema.md`` are filled in the same way: each
 ``<!-- columns: NAME -->`` marker of that page becomes the table of the Arrow schema ``NAME`` of
-``crabray.results.schema`` (every column with its type, nullability and the description its
+``crabray.results.store.schema`` (every column with its type, nullability and the description its
 field metadata carries). The build fails when a marker names no schema or a schema of that
 module has no marker, so a new table cannot go undocumented.
 """
@@ -140,10 +140,10 @@ def cli_reference() -> str:
 
 
 def results_schemas() -> dict[str, Any]:
-    """Every Arrow schema of ``crabray.results.schema`` by its name there (``EPISODES_SCHEMA``)."""
+    """Every Arrow schema of ``crabray.results.store.schema`` by its name (``EPISODES_SCHEMA``)."""
     import pyarrow as pa
 
-    from crabray.results import schema
+    from crabray.results.store import schema
 
     return {name: value for name, value in vars(schema).items() if isinstance(value, pa.Schema)}
 
@@ -173,7 +173,7 @@ def fill_columns(markdown: str) -> str:
     missing = sorted(set(schemas) - set(named))
     if unknown or missing:
         raise ValueError(
-            f"{SCHEMA_PAGE}: column markers naming no schema of crabray.results.schema: "
+            f"{SCHEMA_PAGE}: column markers naming no schema of crabray.results.store.schema: "
             f"{unknown}; schemas without a marker: {missing}"
         )
     return COLUMNS_MARKER.sub(lambda match: columns_table(schemas[match.group(1)]), markdown)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from crabray.results import EPISODES_SCHEMA
-from crabray.results.dataset import read_part_files
+from crabray.results.store.dataset import read_part_files
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     # Started in the background by a non-interactive shell, this process ignores Ctrl-C and

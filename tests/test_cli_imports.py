@@ -135,7 +135,7 @@ def test_a_run_and_its_resume_never_import_pandas(tmp_path: Path) -> None:
         PLAIN_SUITE.replace('id="t"', 'id=f"t{i}"').replace("\n    ],", " for i in (0, 1)\n    ],")
     )
     first = loaded_by("run", str(suite), "--agent", "oracle", "--out", str(out))
-    assert "crabray.results.sink" in first
+    assert "crabray.results.store.sink" in first
     assert not first & {"pandas", "httpx"}  # httpx: only for a task folder's service reset
     (run_dir,) = (out / "episodes").iterdir()
     run_id = run_dir.name.removeprefix("run_id=")

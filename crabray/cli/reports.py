@@ -128,7 +128,7 @@ def print_leaderboard(
         leaderboard_table,
         read_episode_table,
     )
-    from crabray.results.dataset import use_system_allocator
+    from crabray.results.store.dataset import use_system_allocator
 
     use_system_allocator()  # this process reads the results and exits (see why there)
 

@@ -58,7 +58,7 @@ def readable_root(out: str, *, whole: bool) -> Iterator[Path]:
     only the run manifests are copied (``runs list``).
     """
     from crabray.results import is_remote, local_path
-    from crabray.results.remote import store_copy
+    from crabray.results.store.remote import store_copy
 
     if not is_remote(out):
         yield local_path(out)

@@ -10,7 +10,7 @@ results`` by default; a relative ``--out`` is relative to ``~/crabray`` there,
 an absolute one or a ``file://`` URL is taken as is, e.g. a shared mount);
 ``crabray runs fetch`` copies a run back through another small job. An
 ``--out`` store URI (``s3://...``) is written by the head with the head's
-own credentials (``crabray.results.remote``); nothing of this machine's
+own credentials (``crabray.results.store.remote``); nothing of this machine's
 environment is sent. ``--detach`` returns once the job is submitted;
 ``crabray runs follow`` and ``crabray runs stop`` find the run's job later.
 """

@@ -14,26 +14,15 @@ on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
 
 from __future__ import annotations
 
-from crabray.results._fs import local_path, shown_uri
-from crabray.results._layout import check_output_dir
-from crabray.results.arrow_board import breakdown_table, leaderboard_table
-from crabray.results.compare import (
+from crabray.results.board.arrow_board import breakdown_table, leaderboard_table
+from crabray.results.board.compare import (
     CHANGES,
     COMPARE_STATS,
     RunComparison,
     compare_runs,
     compare_table,
 )
-from crabray.results.dataset import (
-    INFRA_REASONS,
-    EpisodeKey,
-    attempts_so_far,
-    finished_keys,
-    read_episode_table,
-    read_episodes,
-    read_steps,
-)
-from crabray.results.leaderboard import (
+from crabray.results.board.leaderboard import (
     BREAKDOWN_STATS,
     LEADERBOARD_COLUMNS,
     LEADERBOARD_INPUT_COLUMNS,
@@ -42,9 +31,27 @@ from crabray.results.leaderboard import (
     breakdown,
     leaderboard,
 )
-from crabray.results.remote import check_uri, is_remote, staged_output
-from crabray.results.render import render, terminal_view, to_rich_table
-from crabray.results.runs import (
+from crabray.results.board.render import render, terminal_view, to_rich_table
+from crabray.results.board.stats import (
+    mean_and_standard_error,
+    mean_pass_at_k,
+    pass_at_k,
+    pass_hat_k,
+    wilson_interval,
+)
+from crabray.results.store._fs import local_path, shown_uri
+from crabray.results.store._layout import check_output_dir
+from crabray.results.store.dataset import (
+    INFRA_REASONS,
+    EpisodeKey,
+    attempts_so_far,
+    finished_keys,
+    read_episode_table,
+    read_episodes,
+    read_steps,
+)
+from crabray.results.store.remote import check_uri, is_remote, staged_output
+from crabray.results.store.runs import (
     RunManifest,
     has_results,
     latest_run,
@@ -54,16 +61,9 @@ from crabray.results.runs import (
     read_manifest,
     write_manifest,
 )
-from crabray.results.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
-from crabray.results.sink import ResultSink
-from crabray.results.stats import (
-    mean_and_standard_error,
-    mean_pass_at_k,
-    pass_at_k,
-    pass_hat_k,
-    wilson_interval,
-)
-from crabray.results.transfer import pack_run, unpack_run
+from crabray.results.store.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
+from crabray.results.store.sink import ResultSink
+from crabray.results.store.transfer import pack_run, unpack_run
 
 __all__ = [
     "BREAKDOWN_STATS",

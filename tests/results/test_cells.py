@@ -1,4 +1,4 @@
-"""``crabray.results.cells``: one rule per column, the same in the terminal, Markdown and site."""
+"""``crabray.results.board.cells``: one rule per column, in the terminal, Markdown and site."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from crabray.results import render, to_rich_table
-from crabray.results.cells import format_cell
+from crabray.results.board.cells import format_cell
 from crabray.results.site._html import cell as site_cell
 
 

@@ -28,7 +28,7 @@ from crabray.results import (
     read_steps,
     steps_table,
 )
-from crabray.results import schema as results_schema
+from crabray.results.store import schema as results_schema
 from tests.conftest import ROOT, raw_episode_rows
 
 RUN = "run-a"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from crabray.core.errors import ResultsError
-from crabray.results import stats
-from crabray.results.stats import (
+from crabray.results.board import stats
+from crabray.results.board.stats import (
     mean_and_standard_error,
     mean_pass_at_k,
     pass_at_k,

@@ -28,7 +28,6 @@ import shutil
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
-from crabray.results._layout import check_output_dir
 from crabray.results.site._data import (
     MAX_LISTED_EPISODES,
     SiteData,
@@ -47,6 +46,7 @@ from crabray.results.site._pages import (
     screenshot_url,
 )
 from crabray.results.site._serve import LiveSite, make_server
+from crabray.results.store._layout import check_output_dir
 
 __all__ = ["LiveSite", "SiteData", "build_site", "make_server"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pydantic import TypeAdapter, ValidationError
 
 from crabray.core.result import ConversationMessage
-from crabray.results.cells import is_missing, usd
+from crabray.results.board.cells import is_missing, usd
 
 logger = logging.getLogger(__name__)
 

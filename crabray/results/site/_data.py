@@ -15,15 +15,21 @@ from pathlib import Path, PurePosixPath
 import pandas as pd
 
 from crabray.core.errors import ResultsError
-from crabray.results._layout import TABLES, check_run_id, part_files, partition_dir, table_root
-from crabray.results.dataset import read_episodes, read_steps
-from crabray.results.runs import RunManifest, list_runs, read_manifest
+from crabray.results.store._layout import (
+    TABLES,
+    check_run_id,
+    part_files,
+    partition_dir,
+    table_root,
+)
+from crabray.results.store.dataset import read_episodes, read_steps
+from crabray.results.store.runs import RunManifest, list_runs, read_manifest
 
 logger = logging.getLogger(__name__)
 
-# The module, not the function ``crabray.results.leaderboard`` that shadows its name in
+# The module, not the function ``crabray.results.board.leaderboard`` that shadows its name in
 # the package: the site uses what the module offers (``breakdown`` once it exists).
-leaderboard_module = importlib.import_module("crabray.results.leaderboard")
+leaderboard_module = importlib.import_module("crabray.results.board.leaderboard")
 
 Fingerprint = tuple[tuple[str, int, int], ...]
 """(path, size, mtime_ns) of every committed part file a site reads."""
@@ -251,7 +257,7 @@ def load(
 def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Per-tag and per-termination-reason tables, titled for the index page.
 
-    Uses ``crabray.results.leaderboard.breakdown`` when it exists; otherwise
+    Uses ``crabray.results.board.leaderboard.breakdown`` when it exists; otherwise
     the per-tag table is the leaderboard of each tag's episodes and the
     per-reason table counts episodes per reason and agent.
     """

@@ -20,7 +20,7 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from crabray.results.cells import format_cell, is_missing, plain
+from crabray.results.board.cells import format_cell, is_missing, plain
 from crabray.results.site._assets import CONTENT_SECURITY_POLICY, CSS, SCRIPT
 
 _HEADERS = {

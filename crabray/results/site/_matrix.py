@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
-from crabray.results.cells import is_missing
-from crabray.results.dataset import INFRA_REASONS
+from crabray.results.board.cells import is_missing
 from crabray.results.site._plots import group_label
+from crabray.results.store.dataset import INFRA_REASONS
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
-from crabray.results.cells import format_cell, is_missing
+from crabray.results.board.cells import format_cell, is_missing
 from crabray.results.site import _plots
 from crabray.results.site._conversation import (
     ConversationFormatError,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from crabray.core.errors import MissingDependencyError
-from crabray.results.cells import usd
+from crabray.results.board.cells import usd
 
 try:
     import matplotlib

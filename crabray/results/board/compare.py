@@ -1,6 +1,6 @@
 """Run comparisons: per task, how one run did against another.
 
-Split from :mod:`crabray.results.leaderboard` (whose statistics it shares:
+Split from :mod:`crabray.results.board.leaderboard` (whose statistics it shares:
 graded episodes only, infrastructure failures left out) so that each module
 does one job: the leaderboard and breakdowns summarise groups, this module
 matches tasks across two runs. ``compare_table`` works on an Arrow table
@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow as pa
 
 from crabray.core.errors import ResultsError
-from crabray.results._aggregate import combine
 from crabray.results._numpy import strings, to_arrow, to_numpy
-from crabray.results.arrow_board import (
+from crabray.results.board._aggregate import combine
+from crabray.results.board.arrow_board import (
     codes,
     dictionary_indices,
     floats,

@@ -16,7 +16,7 @@ import tarfile
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
-from crabray.results._layout import check_run_id, runs_dir
+from crabray.results.store._layout import check_run_id, runs_dir
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Episode keys as integers, and one row per key: the arithmetic deduplication rests on.
 
-Pure functions of Arrow tables (no file is read here): ``crabray.results.dataset``
+Pure functions of Arrow tables (no file is read here): ``crabray.results.store.dataset``
 reads the part files, then uses these to keep one row per episode key fast at a
 million rows, without comparing the key's strings row by row.
 """
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crabray.results._numpy import to_numpy
-from crabray.results.schema import EPISODE_KEY
+from crabray.results.store.schema import EPISODE_KEY
 
 
 def one_row_per(table: pa.Table, key: list[str], *, keep: Literal["first", "last"]) -> pa.Table:

@@ -44,8 +44,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from crabray.core.errors import ResultsError
-from crabray.results._fs import PYARROW_SCHEMES, is_url, shown_uri
-from crabray.results._layout import TMP_PREFIX, check_run_id
+from crabray.results.store._fs import PYARROW_SCHEMES, is_url, shown_uri
+from crabray.results.store._layout import TMP_PREFIX, check_run_id
 
 logger = logging.getLogger(__name__)
 

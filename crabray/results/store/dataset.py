@@ -24,12 +24,12 @@ import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import TerminationReason
-from crabray.results._fs import Location, resolve
-from crabray.results._keys import episode_codes, one_row_per, top_rank_tied
-from crabray.results._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results._numpy import to_arrow, to_numpy
-from crabray.results._parts import CATEGORICAL_COLUMNS, DICTIONARY, read_file_by_file
-from crabray.results.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
+from crabray.results.store._fs import Location, resolve
+from crabray.results.store._keys import episode_codes, one_row_per, top_rank_tied
+from crabray.results.store._layout import PART_SUFFIX, Table, check_run_id
+from crabray.results.store._parts import CATEGORICAL_COLUMNS, DICTIONARY, read_file_by_file
+from crabray.results.store.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
     import pandas as pd

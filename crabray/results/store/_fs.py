@@ -7,7 +7,7 @@ credentials by pyarrow's rules) uses pyarrow's own file system; any other URL
 (``memory://``, ...) goes through fsspec, wrapped for pyarrow with
 ``FSSpecHandler`` (its driver package must be installed). The sink writes
 locally, its crash safety resting on atomic renames which object stores lack;
-``crabray.results.remote`` uploads a staged run to a URI.
+``crabray.results.store.remote`` uploads a staged run to a URI.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Renderings of leaderboard-like frames: Markdown, CSV, JSON, and terminal tables.
 
 Files keep everything: ``md`` rounds floats for reading (by the rules of
-``crabray.results.cells``, which the site follows too), ``csv`` and ``json``
+``crabray.results.board.cells``, which the site follows too), ``csv`` and ``json``
 keep full precision for machines, and all three keep every column under its
 full name. The terminal gets a chosen subset: a leaderboard has more columns
 than fit 80 characters, so ``to_rich_table`` shows the most telling ones (who,
@@ -23,7 +23,7 @@ from rich import box
 from rich.table import Table
 
 from crabray.core.errors import ResultsError
-from crabray.results.cells import format_cell, is_missing
+from crabray.results.board.cells import format_cell, is_missing
 
 if TYPE_CHECKING:  # a frame's caller has imported pandas; an Arrow table's need not
     import pandas as pd

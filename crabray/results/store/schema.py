@@ -166,7 +166,7 @@ def _models_to_table(models: Sequence[BaseModel], schema: pa.Schema) -> pa.Table
     except (pa.ArrowException, TypeError, ValueError, OverflowError) as exc:
         raise ResultsError(
             f"records do not fit the results schema ({type(exc).__name__}: {exc}); "
-            "check that crabray.results.schema matches crabray.core.result"
+            "check that crabray.results.store.schema matches crabray.core.result"
         ) from exc
 
 

@@ -2,9 +2,9 @@
 
 The deduplicated episode rows stay an Arrow table (``read_episode_table``:
 dictionary-encoded strings), the group keys are coded from the dictionaries'
-indices, and the statistics come from ``crabray.results._aggregate``. What
+indices, and the statistics come from ``crabray.results.board._aggregate``. What
 ``crabray leaderboard`` prints (with or without ``--by``) is computed here; the
-pandas functions of ``crabray.results.leaderboard`` convert a frame to a table,
+pandas functions of ``crabray.results.board.leaderboard`` convert a frame to a table,
 call these, and convert back. See that module for how infrastructure failures
 count.
 """
@@ -18,8 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crabray.core.errors import ResultsError
-from crabray.results._aggregate import Codes, combine, pass_columns, summary
-from crabray.results._columns import (
+from crabray.results._numpy import to_arrow, to_numpy
+from crabray.results.board._aggregate import Codes, combine, pass_columns, summary
+from crabray.results.board._columns import (
     BREAKDOWN_INPUT_COLUMNS,
     BREAKDOWN_STATS,
     DEFAULT_BY,
@@ -29,9 +30,8 @@ from crabray.results._columns import (
     TAG,
     TASK_SAMPLE,
 )
-from crabray.results._numpy import to_arrow, to_numpy
-from crabray.results.dataset import INFRA_REASONS
-from crabray.results.stats import DEFAULT_CONFIDENCE
+from crabray.results.board.stats import DEFAULT_CONFIDENCE
+from crabray.results.store.dataset import INFRA_REASONS
 
 
 def missing_columns(

@@ -4,7 +4,7 @@
 leaderboard`` more than its work at a million episodes. The part files the sink
 writes hold every column with its schema type and are read here as they are;
 an older file lacking a column (or holding a narrower type) is completed to the
-schema here too. ``crabray.results.dataset`` falls back to its dataset scan
+schema here too. ``crabray.results.store.dataset`` falls back to its dataset scan
 only when a file cannot be read this way (the scan names the file).
 """
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from crabray.core.errors import ResultsError
 from crabray.core.result import utcnow
-from crabray.results._layout import atomic_write, check_run_id, runs_dir, table_root
+from crabray.results.store._layout import atomic_write, check_run_id, runs_dir, table_root
 
 logger = logging.getLogger(__name__)
 

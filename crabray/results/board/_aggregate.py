@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from crabray.results.stats import pass_at_k, pass_hat_k, wilson_intervals
+from crabray.results.board.stats import pass_at_k, pass_hat_k, wilson_intervals
 
 Codes = tuple[np.ndarray, int]
 """A column's integer codes per row and how many codes there can be."""

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from crabray.core.errors import ResultsError
 from crabray.core.redact import Redactor
 from crabray.core.result import EpisodeRecord
-from crabray.results._fs import local_path
-from crabray.results._layout import (
+from crabray.results.store._fs import local_path
+from crabray.results.store._layout import (
     PART_SUFFIX,
     Table,
     atomic_write,
@@ -29,8 +29,8 @@ from crabray.results._layout import (
     part_files,
     partition_dir,
 )
-from crabray.results.dataset import iter_part_batches
-from crabray.results.schema import (
+from crabray.results.store.dataset import iter_part_batches
+from crabray.results.store.schema import (
     EPISODES_SCHEMA,
     STEP_KEY,
     STEPS_SCHEMA,

@@ -13,11 +13,11 @@ failures instead would let a flaky cluster lower an agent's score; a large
 ``infra_errors`` says the run is unfinished, not that the agent failed.
 
 The functions here take and return pandas frames; the arithmetic and grouping
-are ``crabray.results.arrow_board``'s (what ``crabray leaderboard`` runs on
+are ``crabray.results.board.arrow_board``'s (what ``crabray leaderboard`` runs on
 Arrow tables without pandas): a frame is converted to a table, summarised
 there, and the result converted back, so both give the same numbers.
 
-Statistics (see ``crabray.results.stats``): a Wilson interval for the success
+Statistics (see ``crabray.results.board.stats``): a Wilson interval for the success
 rate, the standard error of the mean score, and pass@k / pass^k over repeated
 attempts of the same task (its epochs within a run, ``crabray run --epochs K``).
 """
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from crabray.results._columns import (
+from crabray.results.board._columns import (
     BREAKDOWN_INPUT_COLUMNS,
     BREAKDOWN_STATS,
     DEFAULT_BY,
@@ -40,8 +40,8 @@ from crabray.results._columns import (
     STAT_COLUMNS,
     TAG,
 )
-from crabray.results.arrow_board import breakdown_table, leaderboard_table, missing_columns
-from crabray.results.stats import DEFAULT_CONFIDENCE
+from crabray.results.board.arrow_board import breakdown_table, leaderboard_table, missing_columns
+from crabray.results.board.stats import DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
     import pandas as pd
