@@ -199,6 +199,7 @@ class _Episode:
             self._end(TerminationReason.ENV_ERROR, exc)
         finally:
             self._score()
+            self._record_grader_trust()
             self._teardown()
             self._finish()
             self._remove_scratch()
@@ -229,6 +230,11 @@ class _Episode:
             brief = self._brief(envs)
         except (ConfigError, ValueError) as exc:
             raise _End(TerminationReason.SETUP_ERROR, exc, "invalid task") from exc
+        for env in self._sandbox_envs():
+            try:
+                env.backend.agent_begins()
+            except SandboxError as exc:
+                raise _End(TerminationReason.ENV_ERROR, exc) from exc
         try:
             self.agent.reset(brief)
         except Exception as exc:
@@ -396,12 +402,16 @@ class _Episode:
     def _judge(self, node: Evaluator) -> bool:
         if node.require_submit and not self.signals.submitted:
             return False
+        env = self.evaluator_envs[node]
+        env.grading = True
         try:
-            return node.evaluate(self.evaluator_envs[node], self.signals.submission)
+            return node.evaluate(env, self.signals.submission)
         except EvaluatorError as exc:
             if isinstance(exc.__cause__, SandboxError):
                 raise exc.__cause__ from exc
             raise
+        finally:
+            env.grading = False
 
     def _observe(self, step: int) -> list[Observation]:
         observations = []
@@ -472,8 +482,10 @@ class _Episode:
         if scorer is None or self.result.termination_reason in skipped:
             return
         self.score = 0.0
+        env = self._env_for(scorer)
+        env.grading = True
         try:
-            context: dict[str, Any] = {"env": self._env_for(scorer)}
+            context: dict[str, Any] = {"env": env}
             if "trajectory" in scorer.kept_params:
                 context["trajectory"] = self._trajectory()
             value = scorer.invoke(context, {})
@@ -488,6 +500,36 @@ class _Episode:
         except Exception as exc:
             logger.info("scorer '%s' of task %s failed: %s", scorer.name, self.task.id, exc)
             self._end(TerminationReason.EVALUATOR_ERROR, exc, f"evaluation '{scorer.name}'")
+        finally:
+            env.grading = False
+
+    def _sandbox_envs(self) -> list[Environment]:
+        return [env for name, env in self.envs.items() if name != ROOT_ENV]
+
+    def _record_grader_trust(self) -> None:
+        """Record whether every sandbox that graded the episode did so by a trusted path.
+
+        Left unset (unknown) when the episode never reached its agent, or the
+        sandbox failed (an ``env_error``: the attempt is retried anyway).
+        """
+        if not hasattr(self, "evaluator_envs") or self.result.termination_reason.is_infra:
+            return
+        graders = {id(env): env for env in self.evaluator_envs.values()}
+        if self.task.scorer is not None:
+            env = self._env_for(self.task.scorer)
+            graders[id(env)] = env
+        try:
+            self.result.grader_trusted = all(
+                env.backend.grader_trusted(ran_commands=env.graded_by_command)
+                for env in graders.values()
+                if env.name != ROOT_ENV
+            )
+        except SandboxError as exc:
+            logger.warning(
+                "cannot tell whether episode %s was graded by a trusted path: %s",
+                self.result.episode_id,
+                exc,
+            )
 
     def _trajectory(self) -> str:
         """The agent's steps so far as a JSON array: what a scorer grading the process reads."""

@@ -168,6 +168,27 @@ class Backend(ABC):
             f"'{call.action}' inside it: this backend has no guest process"
         )
 
+    def agent_begins(self) -> None:
+        """The agent is about to act: what ran in the sandbox so far was the harness's.
+
+        Called by the episode after the task's setup, before the agent's first
+        step. A backend with a guest trusts the guest running now (or the next
+        one it starts) and counts every later start as reachable by the agent.
+        """
+        return None
+
+    def grader_trusted(self, *, ran_commands: bool) -> bool:
+        """Whether the episode's grading on this sandbox went through a path the agent cannot alter.
+
+        Args:
+            ran_commands: Whether an evaluator ran a command here (a command runs
+                programs that the sandbox's own user may be able to replace).
+
+        Returns:
+            False unless the backend can tell (see docs/isolation.md, "The grading path").
+        """
+        return False
+
     def check_python(self) -> str:
         """Start the sandbox's guest if needed and return its Python version.
 

@@ -45,6 +45,10 @@ class Environment:
         self.name = name
         self._backend = backend
         self.signals = signals
+        self.grading = False
+        """Set by the episode while an evaluator or scorer runs here."""
+        self.graded_by_command = False
+        """Whether an evaluator or scorer ran a command here (see ``Backend.grader_trusted``)."""
         self.trajectory: list[tuple[str, dict[str, Any], Any]] = []
         """The agent's calls in this environment, as CRAB records them: (action name,
         arguments, return value); CRAB's evaluators read the root environment's."""
@@ -80,6 +84,7 @@ class Environment:
         env: dict[str, str] | None = None,
     ) -> ExecResult:
         """Run a command in the sandbox (see ``Backend.exec``)."""
+        self.graded_by_command = self.graded_by_command or self.grading
         return self.backend.exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
 
     def run_plain(self, action: Action, values: dict[str, Any]) -> Any:

@@ -144,6 +144,12 @@ class EnvironmentActor:
     def check_python(self) -> str:
         return self.backend.check_python()
 
+    def agent_begins(self) -> None:
+        self.backend.agent_begins()
+
+    def grader_trusted(self, ran_commands: bool) -> bool:
+        return self.backend.grader_trusted(ran_commands=ran_commands)
+
     def put_file(self, path: str, data: bytes) -> None:
         self.backend.put_file(path, data)
 

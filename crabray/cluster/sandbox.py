@@ -111,6 +111,13 @@ class ActorBackend(Backend):
     def check_python(self) -> str:
         return self._call("check_python")
 
+    def agent_begins(self) -> None:
+        self._call("agent_begins")
+
+    def grader_trusted(self, *, ran_commands: bool) -> bool:
+        trusted: bool = self._call("grader_trusted", ran_commands)
+        return trusted
+
     def put_file(self, path: str, data: bytes) -> None:
         self._call("put_file", path, data)
 

@@ -264,6 +264,12 @@ class EpisodeResult(BaseModel):
         "(including a reset the pool did ahead of the episode) and the task's setup.",
     )
     node: str | None = Field(default=None, description="Ray node (or host) that ran it.")
+    grader_trusted: bool | None = Field(
+        default=None,
+        description="Whether every sandbox that graded the episode did so by a path its agent "
+        "cannot alter (see docs/isolation.md, 'The grading path'); null when unknown: the "
+        "episode never reached its agent, its sandbox failed, or the file predates the column.",
+    )
     error: str | None = Field(default=None, description="Error message, if any.")
     error_type: str | None = Field(default=None, description="Exception type name, if any.")
     description: str = Field(default="", description="The task's instruction, as the agent got it.")

@@ -349,6 +349,23 @@ class DockerBackend(Backend):
         return self._guest.call(call, cwd=self._workdir)
 
     @override
+    def agent_begins(self) -> None:
+        self._guest.vouch()
+
+    @override
+    def grader_trusted(self, *, ran_commands: bool) -> bool:
+        """Trusted unless a guest started after the agent acted, or a root agent's programs ran.
+
+        Files are read by the trusted guest or the archive API; Python calls run
+        in the guest started before the agent's first action, which refuses
+        standard-library files changed since (``_program._GuardedPaths``). A
+        command runs programs of the container, which an agent running as root
+        can replace: an evaluator's command is trusted only under another user.
+        """
+        as_root = self._owner[0] == 0
+        return self._guest.untrusted_starts == 0 and not (ran_commands and as_root)
+
+    @override
     def check_python(self) -> str:
         self._require_started("start its guest")
         return self._guest.check()

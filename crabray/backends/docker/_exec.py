@@ -32,7 +32,7 @@ from typing_extensions import override
 
 from crabray.backends.base import MAX_OUTPUT_BYTES, ExecResult, output_text
 from crabray.backends.docker._engine import ENGINE_ERRORS
-from crabray.backends.guest import BOOTSTRAP, GuestChannel, GuestLostError, KeptOutput
+from crabray.backends.guest import GUEST_ARGV, GuestChannel, GuestLostError, KeptOutput
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -293,7 +293,10 @@ _DIAGNOSTICS_BYTES = 4096
 
 
 def start_guest(api: Any, container_id: str, *, workdir: str, shell: str) -> GuestStream:
-    """Start ``python3 -c BOOTSTRAP`` in the container on one exec stream with stdin attached.
+    """Start the guest (``GUEST_ARGV``) in the container on one exec stream with stdin attached.
+
+    It starts in ``/``, never in ``workdir``, where the agent writes; each call
+    changes into its own directory.
 
     Raises:
         SandboxError: The engine could not start the exec.
@@ -302,11 +305,11 @@ def start_guest(api: Any, container_id: str, *, workdir: str, shell: str) -> Gue
     try:
         created = api.exec_create(
             container_id,
-            ["python3", "-c", BOOTSTRAP],
+            list(GUEST_ARGV),
             stdin=True,
             stdout=True,
             stderr=True,
-            workdir=workdir,
+            workdir="/",
             environment={MARKER_VAR: marker},
         )
         sock = api.exec_start(created["Id"], socket=True)

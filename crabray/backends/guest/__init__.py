@@ -26,7 +26,7 @@ from crabray.backends.guest._client import (
     NoPythonError,
     UntrustedGuestError,
 )
-from crabray.backends.guest._program import BOOTSTRAP, KeptOutput, collect_output
+from crabray.backends.guest._program import BOOTSTRAP, GUEST_ARGV, KeptOutput, collect_output
 from crabray.backends.guest._source import function_units
 from crabray.core.action import Action
 from crabray.core.errors import ActionError
@@ -34,6 +34,7 @@ from crabray.core.errors import ActionError
 __all__ = [
     "BOOTSTRAP",
     "CALL_TIMEOUT_SEC",
+    "GUEST_ARGV",
     "Guest",
     "GuestCallError",
     "GuestChannel",

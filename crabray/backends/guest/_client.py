@@ -134,6 +134,10 @@ class Guest:
         """Set once a command or call ran: other processes may be in the sandbox since."""
         self._trusted = False
         """Whether the running guest is sealed and was started before anything ran."""
+        self.untrusted_starts = 0
+        """Guests started since the sandbox was last clean that were not trusted (the agent
+        killed the first; a guest that could not seal itself): a grade that used the guest
+        since may come from a process the agent reached."""
 
     @property
     def trusted(self) -> bool:
@@ -277,6 +281,19 @@ class Guest:
         with self._lock:
             self._drop()
             self._exposed = False
+            self.untrusted_starts = 0
+
+    def vouch(self) -> None:
+        """Everything that ran in the sandbox so far was the harness's own (reset, task setup).
+
+        The episode says so just before the agent's first action: the running
+        guest (if it sealed itself) or the next one started is trusted, and only
+        what runs from now on exposes the sandbox.
+        """
+        with self._lock:
+            self._exposed = False
+            self.untrusted_starts = 0
+            self._trusted = self._channel is not None and self.sealed
 
     def _request(
         self,
@@ -355,6 +372,8 @@ class Guest:
         self.python = str(reply.get("python"))
         self.sealed = reply.get("sealed") is True
         self._trusted = self.sealed and not self._exposed
+        if not self._trusted:
+            self.untrusted_starts += 1
         pid = reply.get("pid")
         channel.pid = pid if isinstance(pid, int) else None
         self._channel = channel

@@ -36,6 +36,7 @@ import base64
 import contextlib
 import errno
 import hashlib
+import importlib.machinery
 import io
 import json
 import linecache
@@ -54,6 +55,14 @@ BOOTSTRAP = (
     "exec(compile(b.read(n),'crabray-guest','exec'))"
 )
 """The ``python3 -c`` argument that starts a guest: read the program's length, then run it."""
+
+GUEST_ARGV = ("python3", "-I", "-S", "-c", BOOTSTRAP)
+"""How every backend starts a guest. ``-I`` (isolated): neither the working
+directory nor the user's site directory is on ``sys.path`` and no ``PYTHON*``
+variable is read, so nothing the agent wrote in its directories or its
+environment is imported before the program runs; ``-S``: no ``site`` module,
+so no ``.pth`` file, ``sitecustomize`` or ``usercustomize`` runs. The program
+then puts the site-packages directories on the path itself (:func:`main`)."""
 
 _HEADER = struct.Struct(">I")
 _BYTES_TAG = "$crabray_bytes"
@@ -419,11 +428,100 @@ def _take_stdin():
     return read
 
 
+class _UnchangedSource(importlib.machinery.SourceFileLoader):
+    """Loads a standard-library module from its source, refused if it changed since the start.
+
+    The cached bytecode is never used: a ``.pyc`` planted beside an unchanged source
+    would otherwise run instead of it. The file is checked and read through one
+    descriptor, so it cannot be swapped in between.
+    """
+
+    since_ns = 0
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        with open(path, "rb") as handle:
+            _check_unchanged(os.fstat(handle.fileno()), path, fullname, self.since_ns)
+            source = handle.read()
+        return self.source_to_code(source, path)
+
+
+class _GuardedPaths:
+    """A ``sys.meta_path`` finder: the path finder, minus standard-library files changed later.
+
+    Root in a container can rewrite its standard library; a module the guest
+    imports after it started (an evaluator's ``import pathlib``) must then not
+    run the agent's code. A file's ``ctime`` cannot be set back without
+    changing the clock, so a file changed (or added, replaced, renamed) since
+    the guest started has a later one: importing it is an ``ImportError``.
+    Site-packages are not guarded: a third-party package is the sandbox's own
+    state, like any file the agent may change.
+    """
+
+    def __init__(self, dirs, since_ns) -> None:
+        self.dirs = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+        self.since_ns = since_ns
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        origin = getattr(spec, "origin", None)
+        if spec is None or not origin or not spec.has_location:
+            return spec
+        if not os.path.realpath(origin).startswith(self.dirs):
+            return spec
+        if isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            loader = _UnchangedSource(fullname, origin)
+            loader.since_ns = self.since_ns
+            spec.loader = loader
+        else:
+            _check_unchanged(os.stat(origin), origin, fullname, self.since_ns)
+        return spec
+
+    def invalidate_caches(self) -> None:
+        importlib.machinery.PathFinder.invalidate_caches()
+
+
+def _check_unchanged(info, path, fullname, since_ns) -> None:
+    if info.st_ctime_ns > since_ns:
+        raise ImportError(
+            f"module {fullname!r} ({path}) changed inside the sandbox after its guest started; "
+            "the guest does not run standard-library code the agent may have written",
+            name=fullname,
+            path=path,
+        )
+
+
+def _guard_imports(since_ns) -> None:
+    """Route path imports through :class:`_GuardedPaths` for the directories now on the path."""
+    guarded = _GuardedPaths(list(sys.path), since_ns)
+    sys.meta_path[:] = [
+        guarded if f is importlib.machinery.PathFinder else f for f in sys.meta_path
+    ]
+    sys.path_importer_cache.clear()
+
+
+def _add_site_packages() -> None:
+    """Put the interpreter's site-packages on the path without running their ``.pth`` files.
+
+    Under ``-S`` importing ``site`` changes nothing by itself; it only says where
+    the directories are, so installed packages stay importable by calls.
+    """
+    import site
+
+    for directory in site.getsitepackages():
+        if os.path.isdir(directory) and directory not in sys.path:
+            sys.path.append(directory)
+
+
 def main() -> None:
     """Serve requests until stdin closes."""
+    started = time.time_ns()
     _SEALED.append(seal())
     if "" in sys.path:  # a call's imports never come from the directory the agent writes
         sys.path.remove("")
+    sys.dont_write_bytecode = True
+    _guard_imports(started)
+    _add_site_packages()
     read = _take_stdin()
     channel = os.fdopen(os.dup(1), "wb", buffering=0)
     null = os.open(os.devnull, os.O_RDWR)

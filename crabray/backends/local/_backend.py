@@ -59,7 +59,7 @@ from typing_extensions import override
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import DisplayHook
-from crabray.backends.guest import BOOTSTRAP, Guest, GuestChannel
+from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._enter import entry_env
 from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
@@ -217,7 +217,7 @@ class LocalBackend(Backend):
         one (the used directory is removed in that thread).
         """
         sandbox = self._require_started("reset")
-        self._guest.close()
+        self._guest.renew()  # every process of the sandbox dies below: the next guest is clean
         self._groups.kill_all()
         if self._reset_in_place():
             return
@@ -351,9 +351,10 @@ class LocalBackend(Backend):
                 exit_code=126,
                 stderr=f"cannot run in {shown}: no such directory\n",
             )
-        if self._guest.running and self._holder is not None:
+        if self._guest.trusted and self._holder is not None:
             # Started by a Python call: commands share it (no entry per command). Unconfined,
-            # a direct spawn is cheaper than the round trip, so commands keep it.
+            # a direct spawn is cheaper than the round trip, so commands keep it. A guest
+            # started after the agent acted may have been reached by it: commands bypass it.
             return self._guest.exec(
                 raw_argv, cwd=shown, env=run_env, clear_env=True, timeout_sec=timeout_sec
             )
@@ -409,18 +410,36 @@ class LocalBackend(Backend):
         self._require_started("start its guest")
         return self._guest.check()
 
+    @override
+    def agent_begins(self) -> None:
+        self._guest.vouch()
+
+    @override
+    def grader_trusted(self, *, ran_commands: bool) -> bool:
+        """Confined, grading is trusted unless a guest was started after the agent acted.
+
+        The system directories (the interpreter, its standard library, the
+        programs commands run) are read-only in the sandbox, the guest runs
+        isolated from ``/`` (see ``GUEST_ARGV``), commands get a made
+        environment, and files are read on the host side. Unconfined, the agent
+        is the host user: nothing is trusted.
+        """
+        return self._holder is not None and self._guest.untrusted_starts == 0
+
     def _launch_guest(self) -> GuestChannel:
-        """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it."""
+        """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it.
+
+        It starts in ``/`` (isolated, see ``GUEST_ARGV``), never in the working
+        directory the agent writes; each call changes into its own directory.
+        """
         sandbox = self._require_started("start its guest")
-        argv = ["python3", "-c", BOOTSTRAP]
+        argv = list(GUEST_ARGV)
         # The guest's own environment is made like a command's: nothing of the driver's.
         env = self._command_env(sandbox)
         if self._holder is not None:
-            argv = self._holder.command(argv, cwd=SANDBOX_WORKDIR)
+            argv = self._holder.command(argv, cwd="/")
             env = entry_env(env)
-        return launch_guest(
-            [*self._bound, *argv], sandbox / WORK_DIR, env, self._groups, self.config.name
-        )
+        return launch_guest([*self._bound, *argv], Path("/"), env, self._groups, self.config.name)
 
     def _command_env(self, sandbox: Path) -> dict[str, str]:
         """The environment every process of the sandbox starts with: made, never the driver's."""

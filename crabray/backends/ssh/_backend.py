@@ -53,7 +53,7 @@ from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.confinement import WORK_DIR, check_real, confine_lexically
 from crabray.backends.guest import (
-    BOOTSTRAP,
+    GUEST_ARGV,
     Guest,
     GuestChannel,
     NoPythonError,
@@ -399,6 +399,12 @@ class SshBackend(Backend):
         self._require_started("start its guest")
         return self._guest.check()
 
+    @override
+    def agent_begins(self) -> None:
+        """Trust the guest running now (grading stays untrusted: the remote login's dotfiles
+        run with every command, and its Python may be the login user's to change)."""
+        self._guest.vouch()
+
     # -- helpers -----------------------------------------------------------
 
     def _exec_in_guest(
@@ -429,7 +435,7 @@ class SshBackend(Backend):
         marker = uuid.uuid4().hex
         script = exec_script(
             root,
-            ["python3", "-c", BOOTSTRAP],
+            list(GUEST_ARGV),
             None,
             {},
             marker,

@@ -204,6 +204,10 @@ class VmBackend(Backend):
         return self._require_ssh("start its guest").check_python()
 
     @override
+    def agent_begins(self) -> None:
+        self._require_ssh("trust its guest").agent_begins()
+
+    @override
     def put_file(self, path: str, data: bytes) -> None:
         """Write ``data`` to ``path`` in the guest's sandbox directory (over SFTP).
 

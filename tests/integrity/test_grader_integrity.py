@@ -1,0 +1,93 @@
+"""The reward-hacking battery through the real CLI and runner: only the honest task scores.
+
+Each backend runs the whole battery (``battery.py``) once with the oracle agent,
+whose solution for every attack task is the attack; the rows on disk must show
+the honest tasks solved and every attack failed as the agent's own result,
+counted (not an ``env_error``, which the leaderboard leaves out and retries).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from crabray.results import read_episodes
+from tests.backends.docker.dockerd import env_image_missing
+from tests.conftest import ROOT, crabray
+from tests.integrity.battery import ATTACKS, build_battery
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+BACKENDS: dict[str, dict[str, Any]] = {
+    "local": {},
+    "docker": {"image": "crabray/debian:latest"},
+}
+
+KNOWN_ENV_ERRORS = {
+    (
+        "kill-restart-py",
+        "local",
+    ): "the guest dies twice in a row: an env_error (attribution, #24 item 2)",
+    (
+        "symlink-escape-py",
+        "local",
+    ): "a write through the agent's symlink is a 'host failure' (#24 item 2)",
+    (
+        "symlink-escape-cmd",
+        "local",
+    ): "a write through the agent's symlink is a 'host failure' (#24 item 2)",
+    ("kill-restart-py", "docker"): "kill -9 -1 stops the container: an env_error (#24 item 2)",
+    ("kill-restart-cmd", "docker"): "kill -9 -1 stops the container: an env_error (#24 item 2)",
+}
+"""Attacks that score 0 but are still recorded as infrastructure failures: another part of
+issue 24 (what the agent causes is the agent's) fixes their classification."""
+
+
+@pytest.fixture(scope="module", params=list(BACKENDS))
+def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Every episode row of one oracle run of the battery on the backend, by task id."""
+    backend = request.param
+    if backend == "docker":
+        missing = env_image_missing("debian")
+        if missing:
+            pytest.skip(missing)
+    folder = tmp_path_factory.mktemp(f"battery-{backend}")
+    suite = folder / f"battery_{backend}.py"
+    suite.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from tests.integrity.battery import build_battery\n"
+        f"battery = build_battery({backend!r}, **{BACKENDS[backend]!r})\n"
+    )
+    out = folder / "out"
+    done = crabray(
+        "run", str(suite), "--agent", "oracle", "--out", str(out), "--max-attempts", "1",
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    episodes = read_episodes(out)
+    assert len(episodes) == len(build_battery().tasks)
+    return backend, {row.task_id: row for row in episodes.itertuples()}
+
+
+def test_the_honest_task_scores_one_by_a_trusted_grader(battery_rows: Any) -> None:
+    _, rows = battery_rows
+    for kind in ("py", "cmd"):
+        row = rows[f"honest-{kind}"]
+        assert (row.success, row.score, row.termination_reason) == (True, 1.0, "success")
+        assert row.grader_trusted is True
+
+
+@pytest.mark.parametrize("kind", ["py", "cmd"])
+@pytest.mark.parametrize("attack", [a.id for a in ATTACKS])
+def test_every_attack_scores_zero_and_counts(battery_rows: Any, attack: str, kind: str) -> None:
+    backend, rows = battery_rows
+    task = f"{attack}-{kind}"
+    row = rows[task]
+    assert not row.success and row.score == 0.0, f"{task} forged a pass on {backend}"
+    reason = KNOWN_ENV_ERRORS.get((task, backend))
+    if reason is not None and row.termination_reason == "env_error":
+        pytest.xfail(reason)
+    assert row.termination_reason != "env_error", f"{task} on {backend}: {row.error}"
+    assert row.attempt == 0
