@@ -5,6 +5,7 @@
 #   xvfb xdotool x11-apps x11-utils          desktops: virtual screen, input, xwd, xmessage
 #   openssh-server                           the SSH backend (a real sshd on loopback)
 #   bubblewrap                               the confined local backend
+#   passt iproute2                           its network: true (pasta; ip for the tests' namespaces)
 #   docker.io busybox-static                 the Docker backend (images built from busybox)
 #   debootstrap                              crabray/debian and the images on it (envs/debian)
 #   qemu-system-x86 qemu-utils dropbear-bin cpio   the VM backend (envs/vm/build.sh)
@@ -14,7 +15,7 @@
 # without it, it prints what to install and the tests that need those packages
 # skip with the same hint (outside CI, where they fail instead).
 set -euo pipefail
-packages=(chromium xvfb xdotool x11-apps x11-utils openssh-server bubblewrap
+packages=(chromium xvfb xdotool x11-apps x11-utils openssh-server bubblewrap passt iproute2
   docker.io busybox-static debootstrap qemu-system-x86 qemu-utils dropbear-bin cpio python3)
 start_dockerd() {
   # Runs on exit, whatever was installed: dockerd may be installed but not running.

@@ -5,7 +5,8 @@ a set of fresh namespaces: user, mount (the host's system directories
 read-only, an ``/etc`` made for the sandbox (:mod:`crabray.backends.local._etc`),
 the sandbox directories at ``/home/user``, ``/home/user/work`` and ``/tmp``,
 see :mod:`crabray.backends.local._paths`), pid (with its own ``/proc``), ipc,
-uts, cgroup, and network unless the sandbox asks for the host's. Every command
+uts, cgroup and network (with ``network: true``, connected to the outside but
+not to the host by :mod:`crabray.backends.local._network`). Every command
 joins those namespaces and drops every privilege (its capability sets, the
 bounding set included, its groups; no_new_privs) before it runs, through
 :mod:`crabray.backends.local._enter`, so processes a command leaves behind
@@ -66,6 +67,7 @@ from crabray.backends.local._enter import (
 )
 from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
 from crabray.backends.local._inplace import Fresh, record, reset_command, reset_in_place
+from crabray.backends.local._network import Uplink
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -199,7 +201,8 @@ class Holder:
     Args:
         root: The sandbox root on the host (holding ``work``, ``home``, ``tmp``).
         label: Who it serves, for messages (the environment name).
-        network: Share the host's network instead of an empty network namespace.
+        network: Connect the sandbox's network namespace to the outside (never to the host's
+            own addresses) instead of leaving it with only its loopback.
         extra_binds: Host paths made visible at the same path inside (an X socket).
         bound: Command prefix the holder starts through (a ``prlimit`` memory bound).
     """
@@ -225,6 +228,7 @@ class Holder:
         self._stage: Path | None = None
         self._root_fd: int | None = None
         self.pid_namespace: int | None = None
+        self._uplink: Uplink | None = None
         self._fresh: Fresh | None = None
         """A root driver's: how the sandbox looked at start, for :meth:`reset_in_place`."""
 
@@ -243,7 +247,7 @@ class Holder:
         for path in self.extra_binds:
             argv += ["--bind", path, path]
         argv += ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
-        argv += ["--unshare-cgroup-try", *([] if self.network else ["--unshare-net"])]
+        argv += ["--unshare-cgroup-try", "--unshare-net"]
         if me.as_root:
             argv += ["--uid", str(me.uid), "--gid", str(me.gid)]
         argv += ["--hostname", SANDBOX_HOSTNAME, "--clearenv"]
@@ -311,6 +315,9 @@ class Holder:
             info = self._wait_ready(proc, read_fd)
             self._pid1 = int(info["child-pid"])
             self._root_fd = os.open(f"/proc/{self._pid1}/root", os.O_PATH | os.O_DIRECTORY)
+            if self.network:
+                self._uplink = Uplink(self.label, self.identity.host_uid, self.identity.host_gid)
+                self._uplink.start(self._pid1)
             if self.identity.as_root:
                 self._fresh = record(self._root_fd)
         except (SandboxError, OSError) as exc:
@@ -419,7 +426,7 @@ class Holder:
         """
         if self._fresh is None or self._entry is None:
             return "only a root driver's sandbox resets in place"
-        argv = self.command(reset_command(own_network=not self.network), cwd="/")
+        argv = self.command(reset_command(own_network=True), cwd="/")
         return reset_in_place(argv, self.root_fd, self._fresh, self.root)
 
     def _gone(self) -> SandboxError:
@@ -436,6 +443,9 @@ class Holder:
         root_fd, self._root_fd = self._root_fd, None
         if root_fd is not None:
             os.close(root_fd)
+        uplink, self._uplink = self._uplink, None
+        if uplink is not None:
+            uplink.stop()
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.poll() is None and self._pid1 is not None:

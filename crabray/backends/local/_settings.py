@@ -37,7 +37,9 @@ class LocalSettings(BackendSettings):
     )
     network: bool = Field(
         default=False,
-        description="Confined sandboxes only: share the host's network. Without it a confined "
+        description="Confined sandboxes only: outbound network access through a network "
+        "namespace of the sandbox's own, connected by pasta (package 'passt'), which never "
+        "reaches the host's own addresses or its loopback services. Without it a confined "
         "sandbox has only its own loopback. Unconfined sandboxes always have the host's.",
     )
     memory_mb: int | None = Field(
