@@ -41,7 +41,7 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
 
 
 def test_evaluate_refuses_a_job_api_address_with_the_command_that_submits() -> None:
-    with pytest.raises(ConfigError, match="crabray run .* --address http://head:8265"):
+    with pytest.raises(ConfigError, match=r"crabray run .* --address http://head:8265"):
         crabray.evaluate(DEMO, ["oracle"], address="http://head:8265")
 
 

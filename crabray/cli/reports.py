@@ -10,9 +10,10 @@ import typer
 from rich.markup import escape
 
 from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt
-from crabray.cli.roots import no_runs, readable_root, resolve_run, shown_root
+from crabray.cli.roots import no_runs, resolve_run, shown_root
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import CrabrayError
+from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def leaderboard(
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
     print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
     if html is not None:
-        with readable_root(out, whole=True) as root:
+        with ResultsRoot.parse(out).readable(whole=True) as root:
             _write_site(root, html, run_id, title, description)
 
 
@@ -213,7 +214,7 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
-    with readable_root(out_arg, whole=True) as out:
+    with ResultsRoot.parse(out_arg).readable(whole=True) as out:
         shown = shown_root(out_arg, out)
         if not has_results(out):
             raise no_runs(shown, "view")
