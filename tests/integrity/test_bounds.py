@@ -251,3 +251,26 @@ def test_reset_and_close_survive_a_tree_deeper_than_any_recursion_limit(
     root = jail.root
     jail.close()
     assert not root.exists()
+
+
+def test_a_killed_guest_is_the_agents_doing_in_a_container_too(tmp_path: Path) -> None:
+    require_kind("docker-python")
+    from crabray.backends import create_backend
+
+    config = EnvironmentConfig(
+        name="boxed", backend="docker", backend_settings={"image": "crabray/debian:latest"}
+    )
+    backend = create_backend(config)
+    backend.start()
+    try:
+        backend.check_python()
+        assert backend.exec("truncate -s 1536M big").ok
+        with pytest.raises(FileTooLargeError):
+            backend.get_file("big", max_bytes=1024)
+        # As root, `kill -9 -1` ends the container's main process: the container stops (now,
+        # or while the next command starts); the engine still answers, so it is the agent's.
+        with pytest.raises(SandboxBrokenError, match="something inside the sandbox killed it"):
+            backend.exec("kill -9 -1")
+            backend.exec("true")
+    finally:
+        backend.close()

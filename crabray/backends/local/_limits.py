@@ -95,6 +95,17 @@ def controllers() -> Controllers | None:
             "space) bounds them",
         )
         return None
+    found = _find()
+    if found is None:
+        return None
+    why = _probe(found)
+    if why is not None:
+        _warn_once("probe", "local sandboxes get no cgroup: a process cannot join one: %s", why)
+        return None
+    return found
+
+
+def _find() -> Controllers | None:
     if (CGROUP_FS / "cgroup.controllers").is_file():
         return _v2()
     memory, pids = CGROUP_FS / "memory", CGROUP_FS / "pids"
@@ -108,6 +119,23 @@ def controllers() -> Controllers | None:
         return Controllers(memory / GROUP, pids / GROUP, v2=False)
     _warn_once("none", "local sandboxes get no cgroup: no memory and pids controllers here")
     return None
+
+
+def _probe(found: Controllers) -> str | None:
+    """Why a process cannot join a cgroup made here (a container's cgroup namespace may
+    refuse), or None: checked once, so that no sandbox's every command fails on it."""
+    name = f"probe-{os.getpid()}"
+    try:
+        make_cgroup(found, name, None, None)
+        done = subprocess.run(
+            [*join_prefix(found, name), "true"], capture_output=True, text=True, check=False
+        )
+        return None if done.returncode == 0 else done.stderr.strip() or f"exit {done.returncode}"
+    except OSError as exc:
+        return str(exc)
+    finally:
+        with contextlib.suppress(OSError):
+            remove_cgroup(found, name)
 
 
 def _v2() -> Controllers | None:
