@@ -299,13 +299,14 @@ class Scheduler:
         limit = self._time_limit(flight.item) + self.settings.timeout_grace_sec
         flight.deadline = time.monotonic() + limit
 
-    def _discard(self, actor: Any) -> None:
-        """Retire a broken actor; the episode queued behind its running one goes back to
-        the queue with the same attempt (it never ran)."""
+    def _discard(self, actor: Any, *, close: bool = False) -> None:
+        """Retire a broken actor (closing its sandbox first with ``close``); the episode
+        queued behind its running one goes back to the queue with the same attempt (it
+        never ran)."""
         follower = self.followers.drop(actor)
         if follower is not None:
             self._requeue(follower.item)
-        self.pool.discard(actor)
+        self.pool.discard(actor, close=close)
 
     def _requeue(self, item: SweepItem) -> None:
         self._queue.appendleft(item)
@@ -488,7 +489,7 @@ class Scheduler:
             return None
         for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
-                self._discard(actor)
+                self._discard(actor, close=True)
             elif self.followers.has(actor):
                 self._promote(actor, outcome.record)
             else:

@@ -17,11 +17,14 @@ are translated at the boundary with ``raise ... from exc``.
     ├── EvaluatorError           an evaluator that raised or returned a non-bool
     ├── GraphError               an invalid evaluator graph (cycle, several sinks, empty)
     ├── SandboxError             a sandbox (backend) failed: infrastructure, retried
+    │   ├── SandboxBrokenError   it failed of what was done inside it (its guest killed, its
+    │   │                        memory exhausted): the agent's failure, never retried
     │   ├── SandboxTimeoutError  a sandbox operation outlived its timeout
     │   └── SandboxConfigError   a sandbox cannot be made as configured (an image that does
     │                            not exist): deterministic, a setup error, never retried
     ├── SandboxFileError         a file operation was refused or the file is missing:
-    │                            the caller's mistake, a result, never retried
+    │   │                        the caller's mistake, a result, never retried
+    │   └── FileTooLargeError    a file is larger than its reader's cap: never read at all
     ├── AgentError               the agent itself failed (not a bad action call)
     │   └── ModelAPIError        the model API failed a request (after any retries)
     │       └── AuthenticationError  the API refused the credentials (401/403): never retried
@@ -142,6 +145,23 @@ class SandboxError(CrabrayError):
     """
 
 
+class SandboxBrokenError(SandboxError):
+    """A sandbox stopped working because of something done inside it, not around it.
+
+    The rule of who caused a sandbox failure is decided where it arises: the
+    backend raises this only after seeing the sandbox itself still there (its
+    holder, container or connection alive) while what runs inside it is not
+    (the guest killed by ``kill -9 -1``, the OOM killer of the sandbox's own
+    memory limit). The agent did it, so the episode ends as its failure
+    (``sandbox_error``): counted in every denominator, never retried. A
+    failure outside the sandbox (the engine unreachable, the node lost, the
+    host's disk full) stays a plain :class:`SandboxError`: infrastructure.
+
+    Args:
+        message: What broke, and where it arose.
+    """
+
+
 class SandboxConfigError(SandboxError):
     """A sandbox cannot be made as it is configured (a base image that does not exist here).
 
@@ -160,6 +180,25 @@ class SandboxFileError(CrabrayError):
     Not a ``SandboxError``: the sandbox works, the request was wrong. When an
     agent's action causes it, it is the agent's action error.
     """
+
+
+class FileTooLargeError(SandboxFileError):
+    """A file is larger than the most its reader takes; nothing of it was read.
+
+    The size is the one of the file that was opened, checked before a byte of it
+    crosses to the host, so no path spelling (``a/../big``) can make the check and
+    the read see different files.
+
+    Args:
+        message: What was refused.
+        size: The file's size in bytes.
+        limit: The most the reader takes.
+    """
+
+    def __init__(self, message: str, *, size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class AgentError(CrabrayError):

@@ -14,15 +14,21 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, model_validator
 
+from crabray.core.errors import SandboxBrokenError, SandboxConfigError
+
 
 class TerminationReason(StrEnum):
     """Why an episode ended.
 
-    ``env_error`` is an infrastructure failure (the sandbox broke): the episode
+    ``env_error`` is an infrastructure failure (the sandbox broke from outside:
+    the engine unreachable, the node lost, the host's disk full): the episode
     may be retried as a new attempt. Every other reason is a final result;
-    ``sandbox_error`` among them: the worker running the episode died on a live
-    node, of something its own sandbox did (a command killed it, or the output
-    or memory it caused), so retrying would only repeat it.
+    ``sandbox_error`` among them: the sandbox broke of what was done inside it
+    (:class:`~crabray.core.errors.SandboxBrokenError`: its guest killed, its
+    memory exhausted), or the worker running the episode died on a live node of
+    something its own sandbox did (a command killed it, or the output or memory
+    it caused), so retrying would only repeat it. :func:`sandbox_failure_reason`
+    is the one rule that tells them apart for a sandbox's exception.
     """
 
     SUCCESS = "success"
@@ -43,6 +49,23 @@ class TerminationReason(StrEnum):
     def is_infra(self) -> bool:
         """True when the failure is the infrastructure's, not the agent's: retry it."""
         return self is TerminationReason.ENV_ERROR
+
+
+def sandbox_failure_reason(error: BaseException) -> TerminationReason:
+    """How an episode ends when a sandbox operation raised ``error``: who caused it.
+
+    Decided by where the failure arose, as the backend saw it: inside the
+    sandbox (:class:`~crabray.core.errors.SandboxBrokenError`) is the agent's
+    ``sandbox_error``; a configuration that cannot work
+    (:class:`~crabray.core.errors.SandboxConfigError`) is the benchmark's
+    ``setup_error``; anything else around the sandbox is infrastructure,
+    ``env_error``, retried.
+    """
+    if isinstance(error, SandboxBrokenError):
+        return TerminationReason.SANDBOX_ERROR
+    if isinstance(error, SandboxConfigError):
+        return TerminationReason.SETUP_ERROR
+    return TerminationReason.ENV_ERROR
 
 
 def utcnow() -> datetime:

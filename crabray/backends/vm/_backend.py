@@ -218,14 +218,14 @@ class VmBackend(Backend):
         self._require_ssh(f"write '{path}'").put_file(path, data)
 
     @override
-    def get_file(self, path: str) -> bytes:
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """Read ``path`` from the guest's sandbox directory (over SFTP).
 
         Raises:
             SandboxFileError: The path is outside the sandbox, missing, or a directory.
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
-        return self._require_ssh(f"read '{path}'").get_file(path)
+        return self._require_ssh(f"read '{path}'").get_file(path, max_bytes=max_bytes)
 
     @override
     def close(self) -> None:
