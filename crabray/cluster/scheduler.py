@@ -33,7 +33,7 @@ from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError
+from crabray.core.errors import CrabrayError, HostError, SandboxHostError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -202,6 +202,7 @@ class Scheduler:
         self._unwritten_since = math.inf
         self._count(finished, retries, progress)
         self.on_progress(progress)
+        _stop_on_host_error([record for _, record in finished])
 
     def _specs_of(self, task_id: str) -> list[SandboxSpec]:
         if task_id not in self._specs:
@@ -501,6 +502,25 @@ class Scheduler:
         self.pool.stats.failed_resets += 1
         self._discard(flight.host)
         self._requeue(flight.item)
+
+
+def _stop_on_host_error(records: list[EpisodeRecord]) -> None:
+    """End the run when an episode found that this host cannot start its sandboxes.
+
+    A ``SandboxHostError`` (``bwrap`` or an image missing) fails every episode
+    of its kind the same way; the records so far are on disk.
+
+    Raises:
+        HostError: Naming the task and the fix.
+    """
+    for record in records:
+        result = record.result
+        if result.error_type == SandboxHostError.__name__:
+            raise HostError(
+                f"task {result.task_id} could not start its sandbox, and no other episode "
+                f"here would: {result.error}. The run stopped; what finished is recorded: "
+                f"fix the host, then resume with --resume {result.run_id}"
+            )
 
 
 def _pop(ready: list[Any], in_flight: dict[Any, InFlight]) -> list[tuple[Any, InFlight]]:
