@@ -180,6 +180,11 @@ class Scheduler:
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
         self._unwritten += finished
+        stop = _host_error([record for _, record in finished])
+        if stop is not None:
+            # No episode here would start either: what finished goes to disk, nothing more runs.
+            self._flush(progress, force=True)
+            raise stop
         # Keep the sandboxes busy before this batch goes to disk.
         self._refill(queue, in_flight)
         progress.in_flight = len(in_flight)
@@ -202,7 +207,6 @@ class Scheduler:
         self._unwritten_since = math.inf
         self._count(finished, retries, progress)
         self.on_progress(progress)
-        _stop_on_host_error([record for _, record in finished])
 
     def _specs_of(self, task_id: str) -> list[SandboxSpec]:
         if task_id not in self._specs:
@@ -504,23 +508,22 @@ class Scheduler:
         self._requeue(flight.item)
 
 
-def _stop_on_host_error(records: list[EpisodeRecord]) -> None:
-    """End the run when an episode found that this host cannot start its sandboxes.
+def _host_error(records: list[EpisodeRecord]) -> HostError | None:
+    """The error that ends the run when an episode found its host cannot start its sandboxes.
 
-    A ``SandboxHostError`` (``bwrap`` or an image missing) fails every episode
-    of its kind the same way; the records so far are on disk.
-
-    Raises:
-        HostError: Naming the task and the fix.
+    A ``SandboxHostError`` (``bwrap`` or an image missing) would fail every
+    episode of its kind the same way, each one costing a sandbox start: the run
+    stops instead, naming the task and the fix.
     """
     for record in records:
         result = record.result
         if result.error_type == SandboxHostError.__name__:
-            raise HostError(
-                f"task {result.task_id} could not start its sandbox, and no other episode "
-                f"here would: {result.error}. The run stopped; what finished is recorded: "
-                f"fix the host, then resume with --resume {result.run_id}"
+            return HostError(
+                f"task {result.task_id} found that this host cannot run its sandboxes, and no "
+                f"other episode here could: {result.error}. The run stopped; what finished is "
+                f"recorded: fix the host, then resume with --resume {result.run_id}"
             )
+    return None
 
 
 def _pop(ready: list[Any], in_flight: dict[Any, InFlight]) -> list[tuple[Any, InFlight]]:
