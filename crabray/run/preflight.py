@@ -114,9 +114,8 @@ def _message(problems: list[tuple[SandboxSpec, str]], tasks: dict[str, list[str]
         f"{spec.backend} environment '{spec.name}' ({_tasks(tasks[_key(spec)])}): {error}"
         for spec, error in problems
     ]
-    return "the sandboxes this run needs cannot start here, so nothing ran:\n" + "\n".join(
-        f"  - {line}" for line in lines
-    )
+    # One paragraph, as every error of the command line (crabray.cli.errors).
+    return "the sandboxes this run needs cannot start here, so nothing ran: " + "; ".join(lines)
 
 
 def _tasks(task_ids: list[str]) -> str:
