@@ -274,6 +274,29 @@ class Backend(ABC):
             parse_settings(cls.settings_model, settings, cls.kind)
 
     @classmethod
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that this host can start a sandbox with these settings, before a run starts.
+
+        Called once per distinct (backend, settings) a run needs, on a host of the
+        kind (:mod:`crabray.run.preflight`), before the first episode, so that a
+        missing tool, an engine that does not answer or a missing image stops the
+        run at once with its fix, instead of failing every episode. Cheap: it
+        asks (is ``bwrap`` usable, does the engine answer, is the image there)
+        and makes nothing that outlives the call. The default checks nothing.
+
+        Args:
+            settings: The ``backend_settings`` of an environment of this kind.
+            env_name: That environment's name, for messages.
+
+        Raises:
+            ConfigError: The settings do not validate, or refuse this host (an SSH
+                host key that is not known).
+            SandboxError: This host cannot start such a sandbox; the message says how
+                to fix it.
+        """
+        return None
+
+    @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
         """Remove sandboxes of this kind on this host whose owner process is gone.
 

@@ -33,7 +33,7 @@ from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError
+from crabray.core.errors import CrabrayError, HostError, SandboxHostError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -180,6 +180,11 @@ class Scheduler:
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
         self._unwritten += finished
+        stop = _host_error([record for _, record in finished])
+        if stop is not None:
+            # No episode here would start either: what finished goes to disk, nothing more runs.
+            self._flush(progress, force=True)
+            raise stop
         # Keep the sandboxes busy before this batch goes to disk.
         self._refill(queue, in_flight)
         progress.in_flight = len(in_flight)
@@ -502,6 +507,24 @@ class Scheduler:
         self.pool.stats.failed_resets += 1
         self._discard(flight.host)
         self._requeue(flight.item)
+
+
+def _host_error(records: list[EpisodeRecord]) -> HostError | None:
+    """The error that ends the run when an episode found its host cannot start its sandboxes.
+
+    A ``SandboxHostError`` (``bwrap`` or an image missing) would fail every
+    episode of its kind the same way, each one costing a sandbox start: the run
+    stops instead, naming the task and the fix.
+    """
+    for record in records:
+        result = record.result
+        if result.error_type == SandboxHostError.__name__:
+            return HostError(
+                f"task {result.task_id} found that this host cannot run its sandboxes, and no "
+                f"other episode here could: {result.error}. The run stopped; what finished is "
+                f"recorded: fix the host, then resume with --resume {result.run_id}"
+            )
+    return None
 
 
 def _pop(ready: list[Any], in_flight: dict[Any, InFlight]) -> list[tuple[Any, InFlight]]:

@@ -11,7 +11,10 @@ are translated at the boundary with ``raise ... from exc``.
     │   ├── SuiteLoadError       a suite that cannot be imported or parsed
     │   ├── UnknownNameError     a registry has no entry of that name (lists the known ones)
     │   ├── MissingDependencyError  a registered entry needs a package that is not installed
-    │   └── DuplicateNameError   two different objects claim one name in a registry
+    │   ├── DuplicateNameError   two different objects claim one name in a registry
+    │   └── HostError            this host cannot make the sandboxes a run needs (bubblewrap
+    │                            missing, an engine that does not answer, an image not there):
+    │                            found before the first episode, or by an episode; the run stops
     ├── ActionError              an action that cannot be built, combined or called
     │   └── ActionParameterError bad parameters for an action call (names action, parameter)
     ├── EvaluatorError           an evaluator that raised or returned a non-bool
@@ -21,7 +24,9 @@ are translated at the boundary with ``raise ... from exc``.
     │   │                        memory exhausted): the agent's failure, never retried
     │   ├── SandboxTimeoutError  a sandbox operation outlived its timeout
     │   └── SandboxConfigError   a sandbox cannot be made as configured (an image that does
-    │                            not exist): deterministic, a setup error, never retried
+    │       │                    not exist): deterministic, a setup error, never retried
+    │       └── SandboxHostError a tool or image every sandbox of its kind needs is missing on
+    │                            this host: no episode there can start, so the run stops
     ├── SandboxFileError         a file operation was refused or the file is missing:
     │   │                        the caller's mistake, a result, never retried
     │   └── FileTooLargeError    a file is larger than its reader's cap: never read at all
@@ -56,6 +61,15 @@ class ConfigError(CrabrayError):
     def _render(self) -> str:
         where = ": ".join(part for part in (self.file, self.field) if part)
         return f"{where}: {self.reason}" if where else self.reason
+
+
+class HostError(ConfigError):
+    """This host (or a node of the cluster) cannot make the sandboxes a run needs.
+
+    Found by the preflight before the first episode (``crabray.run.preflight``),
+    or by an episode whose sandbox failed with a ``SandboxHostError``; either way
+    the run stops (exit 2) and the message says what to install or fix.
+    """
 
 
 class SuiteLoadError(ConfigError):
@@ -167,6 +181,16 @@ class SandboxConfigError(SandboxError):
 
     Deterministic: trying again fails the same way, so the episode ends as a
     ``setup_error`` and is not retried. The message names the option that fixes it.
+    """
+
+
+class SandboxHostError(SandboxConfigError):
+    """This host lacks what every sandbox of the kind needs (``bwrap``, an image, QEMU).
+
+    Raised by a backend when a sandbox cannot start for a reason no other task
+    or attempt on this host would avoid. The episode is recorded as a
+    ``setup_error`` and the run stops with a ``HostError`` carrying the message
+    (which says how to fix the host), instead of failing every episode the same way.
     """
 
 

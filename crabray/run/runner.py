@@ -55,6 +55,7 @@ from crabray.results import (
     write_manifest,
 )
 from crabray.results.store.root import ResultsRoot
+from crabray.run.preflight import preflight
 from crabray.run.settings import RunSettings
 
 logger = logging.getLogger(__name__)
@@ -162,6 +163,7 @@ def _run_suite(
         widest = max((len(task_envs) for task_envs in envs.values()), default=1)
         cpus = local_cpus(widest, len(items), options.concurrency)
         hosts = {kind: slots for kind, _ in needs}
+        preflight(suite, envs, options.agents, options.address)
         connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
         specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]

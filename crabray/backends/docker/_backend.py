@@ -67,12 +67,13 @@ from crabray.backends.docker._engine import (
     LABEL_RUN,
     LABEL_SANDBOX,
     LABEL_SNAPSHOT,
+    check_image,
     connect,
     ensure_image,
     prune,
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
-from crabray.backends.docker._settings import DockerSettings
+from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
@@ -420,6 +421,22 @@ class DockerBackend(Backend):
             "reset_mode": self.settings.reset,
             "workdir": self._workdir,
         }
+
+    @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that the engine answers and has the image (or can build it), building nothing.
+
+        Raises:
+            ConfigError: The settings do not validate.
+            SandboxError: The engine does not answer, or the image is missing (with the fix).
+        """
+        parsed = parse_docker_settings(settings)
+        client = connect()
+        try:
+            check_image(client, parsed, env_name)
+        finally:
+            client.close()
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

@@ -57,7 +57,8 @@ from typing_extensions import override
 
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
-from crabray.backends.display import DisplayHook
+from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
+from crabray.backends.display import DisplayHook, missing_tools
 from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._enter import entry_env
@@ -75,6 +76,7 @@ from crabray.backends.local._limits import (
     mount_disk,
     release,
 )
+from crabray.backends.local._network import require_pasta
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -93,7 +95,7 @@ from crabray.backends.local._spare import Built, SpareSandbox
 from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import SandboxError, SandboxFileError
+from crabray.core.errors import SandboxError, SandboxFileError, SandboxHostError
 
 logger = logging.getLogger(__name__)
 
@@ -186,12 +188,7 @@ class LocalBackend(Backend):
             raise SandboxError(
                 f"local sandbox of '{self.config.name}' is already started at {self._root}"
             )
-        shell = shutil.which(self.settings.shell)
-        if shell is None:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}': shell '{self.settings.shell}' "
-                "(backend_settings.shell) is not an executable on this host"
-            )
+        shell = _shell(self.settings, self.config.name)
         self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
         sandbox = self._new_dir(confined=isolation == "bwrap")
@@ -693,6 +690,32 @@ class LocalBackend(Backend):
         write_owner(sandbox)
 
     @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check the shell, ``prlimit`` for ``memory_mb``, that bubblewrap confines a sandbox
+        (a real one runs ``true``, once per process), ``pasta`` for ``network`` and Xvfb
+        for ``display``.
+
+        Raises:
+            ConfigError: The settings do not validate.
+            SandboxHostError: What is missing here, and how to install it.
+        """
+        parsed = parse_local_settings(settings)
+        _shell(parsed, env_name)
+        memory_prefix(parsed.memory_mb, env_name)
+        isolation = choose_isolation(parsed.isolation, env_name)
+        if isolation == "bwrap" and parsed.network:
+            require_pasta(env_name)
+        if parsed.display:
+            missing = missing_tools()
+            if missing:
+                raise SandboxHostError(
+                    f"the screen of '{env_name}' (backend_settings.display) needs "
+                    f"{', '.join(missing)}, not installed on this host; install with: "
+                    f"{DISPLAY_INSTALL_HINT}"
+                )
+
+    @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
         """Remove local sandboxes under the root directory whose owner process is gone."""
         root = (parse_local_settings(settings).root_dir or Path(tempfile.gettempdir())).expanduser()
@@ -790,6 +813,21 @@ def _discard(sandbox: Path) -> None:
     """
     release(sandbox)
     _remove(sandbox)
+
+
+def _shell(settings: LocalSettings, name: str) -> str:
+    """The absolute path of the sandbox's shell (``backend_settings.shell``).
+
+    Raises:
+        SandboxHostError: It is not an executable on this host.
+    """
+    shell = shutil.which(settings.shell)
+    if shell is None:
+        raise SandboxHostError(
+            f"local sandbox of '{name}': shell '{settings.shell}' "
+            "(backend_settings.shell) is not an executable on this host"
+        )
+    return shell
 
 
 def _remove(path: Path) -> None:

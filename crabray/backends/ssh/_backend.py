@@ -90,6 +90,10 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+_PREFLIGHT_ATTEMPTS = 2
+"""Tries the preflight gives a host to answer: a host down stops the run at once."""
+
+
 @register_backend("ssh")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
@@ -383,6 +387,22 @@ class SshBackend(Backend):
             "root": self._root,
             "workdir": posixpath.join(self._root, WORK_DIR) if self._root else None,
         }
+
+    @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that the host answers and accepts the login (at most two tries).
+
+        Raises:
+            ConfigError: The settings do not validate, the login or the host key is refused.
+            SandboxError: The host does not answer.
+        """
+        parsed = parse_ssh_settings(settings)
+        retry = parsed.retry.model_copy(
+            update={"max_attempts": min(parsed.retry.max_attempts, _PREFLIGHT_ATTEMPTS)}
+        )
+        parsed = parsed.model_copy(update={"retry": retry})
+        connect(parsed, load_key(parsed), f"sandbox '{env_name}' (preflight)").close()
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
