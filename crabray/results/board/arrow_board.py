@@ -28,6 +28,7 @@ from crabray.results.board._columns import (
     LEADERBOARD_INPUT_COLUMNS,
     STAT_COLUMNS,
     TAG,
+    TASK_CLUSTER,
     TASK_SAMPLE,
 )
 from crabray.results.board.stats import DEFAULT_CONFIDENCE
@@ -92,6 +93,14 @@ def labels(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
+def _tasks(episodes: pa.Table, keys: Sequence[str]) -> list[Codes]:
+    """Codes of each row's task, the clusters of its group's interval; none (independent
+    episodes) when a group is one task: its epochs are then the draws its rate is about."""
+    if "task_id" in keys:
+        return []
+    return [codes(episodes.column(name)) for name in TASK_CLUSTER]
+
+
 def _stat_array(name: str, values: np.ndarray) -> pa.Array:
     return to_arrow(values.astype(np.int64) if name in INT_COLUMNS else values)
 
@@ -135,7 +144,9 @@ def leaderboard_table(
             cache[name] = floats(episodes, name)
         return cache[name]
 
-    stats = summary(ids, groups, verdict, values, confidence, full=True)
+    stats = summary(
+        ids, groups, verdict, values, confidence, full=True, tasks=_tasks(episodes, keys)
+    )
     passes = pass_columns(
         ids,
         groups,
@@ -226,7 +237,10 @@ def breakdown_table(
             cache[name] = floats(episodes, name)[rows]
         return cache[name]
 
-    stats = summary(ids, len(first), graded(episodes)[rows], numbers, confidence, full=False)
+    tasks = [(values[rows], size) for values, size in _tasks(episodes, [*keys, group])]
+    stats = summary(
+        ids, len(first), graded(episodes)[rows], numbers, confidence, full=False, tasks=tasks
+    )
     stats["share"] = (stats["episodes"] + stats["infra_errors"]) / totals[owner[rows[first]]]
     columns = {name: labels(episodes.column(name), rows[first]) for name in keys}
     columns[group] = labels(values, first)
