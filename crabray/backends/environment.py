@@ -15,7 +15,7 @@ from typing import Any
 
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.guest import NoPythonError, python_call
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from crabray.core.action import KEPT_PARAMS, Action, build_action
+from crabray.core.actions import KEPT_PARAMS, Action, build_action
 from crabray.core.errors import ActionError, EvaluatorError
 
 
