@@ -30,7 +30,7 @@ from crabray.agents.base import (
     TaskBrief,
 )
 from crabray.backends.base import Backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core import (
     ROOT_ENV,
     Action,
@@ -40,6 +40,7 @@ from crabray.core import (
     Evaluator,
     Task,
 )
+from crabray.core.env import AgentSignals
 from crabray.core.errors import (
     ActionError,
     AgentError,
@@ -160,8 +161,8 @@ class _Episode:
     ) -> None:
         self.benchmark, self.task, self.agent, self.settings = benchmark, task, agent, settings
         self.signals = AgentSignals()
-        self.envs = {name: Environment(name, b, self.signals) for name, b in backends.items()}
-        self.envs[ROOT_ENV] = Environment(ROOT_ENV, None, self.signals)
+        self.envs = {name: EpisodeEnv(name, b, self.signals) for name, b in backends.items()}
+        self.envs[ROOT_ENV] = EpisodeEnv(ROOT_ENV, None, self.signals)
         for config in benchmark.task_environments(task):
             for key, value in config.extra_attributes.items():
                 setattr(self.envs[config.name], key, value)
@@ -467,7 +468,7 @@ class _Episode:
                 TimeoutError(f"time limit of {self.time_limit:g} s reached"),
             )
 
-    def _env_for(self, act: Action) -> Environment:
+    def _env_for(self, act: Action) -> EpisodeEnv:
         return self.envs[self.benchmark.resolve_env(act, self.task)]
 
     def _score(self) -> None:
@@ -511,7 +512,7 @@ class _Episode:
         finally:
             env.grading = False
 
-    def _sandbox_envs(self) -> list[Environment]:
+    def _sandbox_envs(self) -> list[EpisodeEnv]:
         return [env for name, env in self.envs.items() if name != ROOT_ENV]
 
     def _record_grader_trust(self) -> None:

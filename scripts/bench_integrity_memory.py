@@ -30,9 +30,10 @@ sys.path.insert(0, str(REPO))
 
 from crabray.actions import file_contains, file_equals  # noqa: E402
 from crabray.backends import Backend, create_backend  # noqa: E402
-from crabray.backends.environment import AgentSignals, Environment  # noqa: E402
+from crabray.backends.episode_env import EpisodeEnv  # noqa: E402
 from crabray.backends.guest import python_call  # noqa: E402
 from crabray.core import action  # noqa: E402
+from crabray.core.env import AgentSignals  # noqa: E402
 from crabray.core.environment import EnvironmentConfig  # noqa: E402
 from crabray.core.errors import ActionError, CrabrayError  # noqa: E402
 
@@ -56,20 +57,20 @@ def peak_mb(work: Callable[[], Any]) -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-def grade(env: Environment, path: str) -> None:
+def grade(env: EpisodeEnv, path: str) -> None:
     """Both shipped file checks on ``path``; the answer is "42"."""
     file_equals(path=path, content="42").evaluate(env, None)
     file_contains(path=path, text="42").evaluate(env, None)
 
 
-def call(env: Environment, megabytes: int) -> None:
+def call(env: EpisodeEnv, megabytes: int) -> None:
     """A plain-Python call returning ``megabytes`` MiB; refused past the cap (an action error)."""
     with contextlib.suppress(ActionError):
         env.backend.call_python(python_call(large_value, {"megabytes": megabytes}))
 
 
 def measure(backend: Backend, value_mb: int) -> dict[str, float]:
-    env = Environment("bench", backend, AgentSignals())
+    env = EpisodeEnv("bench", backend, AgentSignals())
     backend.exec(f"echo 42 > tiny.txt && {SPARSE}")
     backend.check_python()
     call(env, 1)  # the guest and the call's source are warm before any figure

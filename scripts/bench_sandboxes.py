@@ -19,7 +19,7 @@ episode (actor and sandbox start), and the steady rate after it.
 
 Then, per backend whose sandbox has python3, the guest rows: one command
 through the sandbox's guest process and one in-sandbox Python call (the
-seed's ``check_file_exist``, run through ``Environment`` as an episode runs
+seed's ``check_file_exist``, run through ``EpisodeEnv`` as an episode runs
 it), each beside one plain exec of ``true`` (crabray's own exec before the
 guest is up on local; the docker SDK's ``exec_run`` on docker; a paramiko
 ``exec_command`` on ssh), and the one-off cost of starting the guest. Docker
@@ -631,8 +631,9 @@ def check_file_exist(file_path: str) -> bool:
 def bench_guest(label: str, n: int) -> list[Row]:
     """A command through the guest and a Python call, each beside one plain exec of ``true``."""
     from crabray.backends import create_backend
-    from crabray.backends.environment import AgentSignals, Environment
+    from crabray.backends.episode_env import EpisodeEnv
     from crabray.core import evaluator
+    from crabray.core.env import AgentSignals
     from crabray.core.environment import EnvironmentConfig
 
     with contextlib.ExitStack() as stack:
@@ -654,7 +655,7 @@ def bench_guest(label: str, n: int) -> list[Row]:
         plain_times = [timed(plain) for _ in range(5 * n)] if plain else []
         if local:
             guest_start = timed(backend.check_python)
-        env = Environment("bench", backend, AgentSignals())
+        env = EpisodeEnv("bench", backend, AgentSignals())
         check = evaluator(check_file_exist)(file_path="made.txt")
         execs, calls, plains = [], [], []
         for _ in range(5 * n):

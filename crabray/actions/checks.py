@@ -12,12 +12,13 @@ from typing import Any
 
 from crabray.actions.limits import MAX_CHECKED_BYTES
 from crabray.core import evaluator
+from crabray.core.env import Env
 from crabray.core.errors import FileTooLargeError, SandboxFileError
 
 logger = logging.getLogger(__name__)
 
 
-def _read(env: Any, path: str) -> str | None:
+def _read(env: Env, path: str) -> str | None:
     """The file's text, or None when there is no file to check: the check fails.
 
     None for a missing file, one that is not regular, or one past
@@ -34,7 +35,7 @@ def _read(env: Any, path: str) -> str | None:
 
 
 @evaluator
-def path_exists(path: str, env: Any) -> bool:
+def path_exists(path: str, env: Env) -> bool:
     """The file or directory exists in the sandbox.
 
     Args:
@@ -46,7 +47,7 @@ def path_exists(path: str, env: Any) -> bool:
 
 
 @evaluator
-def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
+def file_equals(path: str, content: str, env: Env, strip: bool = True) -> bool:
     """The file's text equals the expected content.
 
     A file over 16 MiB (``MAX_CHECKED_BYTES``) is not read and fails the check.
@@ -64,7 +65,7 @@ def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
 
 
 @evaluator
-def file_contains(path: str, text: str, env: Any) -> bool:
+def file_contains(path: str, text: str, env: Env) -> bool:
     """The file exists and contains the text.
 
     A file over 16 MiB (``MAX_CHECKED_BYTES``) is not read and fails the check.
@@ -79,7 +80,7 @@ def file_contains(path: str, text: str, env: Any) -> bool:
 
 
 @evaluator
-def command_succeeds(command: str, env: Any) -> bool:
+def command_succeeds(command: str, env: Env) -> bool:
     """The shell command exits 0 in the sandbox.
 
     Args:
@@ -91,7 +92,7 @@ def command_succeeds(command: str, env: Any) -> bool:
 
 
 @evaluator
-def command_output_contains(command: str, text: str, env: Any) -> bool:
+def command_output_contains(command: str, text: str, env: Env) -> bool:
     """The shell command exits 0 and its standard output contains the text.
 
     Args:

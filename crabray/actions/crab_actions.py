@@ -10,17 +10,18 @@ its content.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Protocol
 
 from crabray.actions.root import complete, submit
 from crabray.core import ROOT_ENV, action, evaluator
+from crabray.core.env import Env
 
 WAIT_SEC = 5.0
 """How long ``wait`` lets the environment work; CRAB's value."""
 
 
 @evaluator(env_name=ROOT_ENV)
-def check_submit(text: str, env: Any) -> bool:
+def check_submit(text: str, env: Env) -> bool:
     """Whether the agent's last root action submitted content containing ``text``.
 
     Args:
@@ -39,7 +40,14 @@ def wait() -> None:
     time.sleep(WAIT_SEC)
 
 
-def get_element_position(element_id: int, env: Any) -> tuple[int, int]:
+class VisualEnv(Env, Protocol):
+    """An environment whose visual-prompt observation labelled the screen's elements."""
+
+    element_position_map: dict[int, tuple[int, int, int, int]]
+    """Element id -> its box ``(x1, y1, x2, y2)``, as CRAB keeps it."""
+
+
+def get_element_position(element_id: int, env: VisualEnv) -> tuple[int, int]:
     """The centre of the screen element ``element_id`` that a visual prompt labelled.
 
     Reads ``env.element_position_map`` (element id -> ``(x1, y1, x2, y2)``), which
@@ -52,4 +60,12 @@ def get_element_position(element_id: int, env: Any) -> tuple[int, int]:
     return round((box[0] + box[2]) / 2), round((box[1] + box[3]) / 2)
 
 
-__all__ = ["WAIT_SEC", "check_submit", "complete", "get_element_position", "submit", "wait"]
+__all__ = [
+    "WAIT_SEC",
+    "VisualEnv",
+    "check_submit",
+    "complete",
+    "get_element_position",
+    "submit",
+    "wait",
+]

@@ -28,6 +28,7 @@ from pydantic import Field
 
 from crabray.actions.limits import TimeoutSec
 from crabray.core import action, evaluator
+from crabray.core.env import Env
 from crabray.core.errors import ActionError
 from crabray.core.images import downscale_png
 
@@ -50,7 +51,7 @@ _screens: weakref.WeakKeyDictionary[Any, tuple[int, int]] = weakref.WeakKeyDicti
 """Screen size per environment object, read once with ``xdotool getdisplaygeometry``."""
 
 
-def _xdotool(env: Any, *args: str) -> str:
+def _xdotool(env: Env, *args: str) -> str:
     result = env.exec(["xdotool", *args], timeout_sec=XDOTOOL_TIMEOUT_SEC)
     if not result.ok:
         why = "timed out" if result.timed_out else f"exit code {result.exit_code}"
@@ -65,7 +66,7 @@ def _xdotool(env: Any, *args: str) -> str:
     return stdout
 
 
-def screen_size(env: Any) -> tuple[int, int]:
+def screen_size(env: Env) -> tuple[int, int]:
     """The sandbox screen's width and height in pixels (asked once per environment).
 
     Raises:
@@ -91,18 +92,18 @@ def screen_size(env: Any) -> tuple[int, int]:
     return width, height
 
 
-def to_pixels(env: Any, x: float, y: float) -> tuple[int, int]:
+def to_pixels(env: Env, x: float, y: float) -> tuple[int, int]:
     """The pixel at fractions ``(x, y)`` of the screen: ``fraction * size``, kept on screen."""
     width, height = screen_size(env)
     return min(int(x * width), width - 1), min(int(y * height), height - 1)
 
 
-def _point(env: Any, x: float, y: float) -> tuple[str, str, str]:
+def _point(env: Env, x: float, y: float) -> tuple[str, str, str]:
     px, py = to_pixels(env, x, y)
     return str(px), str(py), f"({px}, {py})"
 
 
-def _click_at(env: Any, x: float, y: float, button: str, repeat: int = 1) -> str:
+def _click_at(env: Env, x: float, y: float, button: str, repeat: int = 1) -> str:
     """Move to fractions ``(x, y)``, click X ``button`` ``repeat`` times; the pixel clicked."""
     px, py, at = _point(env, x, y)
     times = ("--repeat", str(repeat)) if repeat > 1 else ()
@@ -111,7 +112,7 @@ def _click_at(env: Any, x: float, y: float, button: str, repeat: int = 1) -> str
 
 
 @action
-def mouse_move(x: Fraction, y: Fraction, env: Any) -> str:
+def mouse_move(x: Fraction, y: Fraction, env: Env) -> str:
     """Move the mouse pointer without clicking.
 
     Args:
@@ -125,7 +126,7 @@ def mouse_move(x: Fraction, y: Fraction, env: Any) -> str:
 
 
 @action
-def click(x: Fraction, y: Fraction, env: Any) -> str:
+def click(x: Fraction, y: Fraction, env: Env) -> str:
     """Left-click at a point of the screen.
 
     Args:
@@ -137,7 +138,7 @@ def click(x: Fraction, y: Fraction, env: Any) -> str:
 
 
 @action
-def double_click(x: Fraction, y: Fraction, env: Any) -> str:
+def double_click(x: Fraction, y: Fraction, env: Env) -> str:
     """Double-click with the left button at a point of the screen.
 
     Args:
@@ -149,7 +150,7 @@ def double_click(x: Fraction, y: Fraction, env: Any) -> str:
 
 
 @action
-def right_click(x: Fraction, y: Fraction, env: Any) -> str:
+def right_click(x: Fraction, y: Fraction, env: Env) -> str:
     """Right-click at a point of the screen (usually opens a context menu).
 
     Args:
@@ -161,7 +162,7 @@ def right_click(x: Fraction, y: Fraction, env: Any) -> str:
 
 
 @action
-def drag(from_x: Fraction, from_y: Fraction, to_x: Fraction, to_y: Fraction, env: Any) -> str:
+def drag(from_x: Fraction, from_y: Fraction, to_x: Fraction, to_y: Fraction, env: Env) -> str:
     """Press the left button at one point, move to another with it held, release there.
 
     Args:
@@ -185,7 +186,7 @@ def drag(from_x: Fraction, from_y: Fraction, to_x: Fraction, to_y: Fraction, env
 def scroll(
     x: Fraction,
     y: Fraction,
-    env: Any,
+    env: Env,
     direction: Literal["up", "down", "left", "right"] = "down",
     amount: Annotated[int, Field(ge=1, le=50)] = 3,
 ) -> str:
@@ -203,7 +204,7 @@ def scroll(
 
 
 @action
-def type_text(text: Annotated[str, Field(min_length=1, max_length=10_000)], env: Any) -> str:
+def type_text(text: Annotated[str, Field(min_length=1, max_length=10_000)], env: Env) -> str:
     """Type text with the keyboard into the focused window, as a person would.
 
     Args:
@@ -215,7 +216,7 @@ def type_text(text: Annotated[str, Field(min_length=1, max_length=10_000)], env:
 
 
 @action
-def key_press(key: KeyName, env: Any) -> str:
+def key_press(key: KeyName, env: Env) -> str:
     """Press and release one key.
 
     Args:
@@ -228,7 +229,7 @@ def key_press(key: KeyName, env: Any) -> str:
 
 
 @action
-def hotkey(keys: Annotated[list[KeyName], Field(min_length=1, max_length=6)], env: Any) -> str:
+def hotkey(keys: Annotated[list[KeyName], Field(min_length=1, max_length=6)], env: Env) -> str:
     """Press keys together, e.g. ["ctrl", "c"] to copy or ["alt", "F4"] to close a window.
 
     Args:
@@ -242,7 +243,7 @@ def hotkey(keys: Annotated[list[KeyName], Field(min_length=1, max_length=6)], en
 
 
 @action
-def screenshot(env: Any, max_width: Annotated[int, Field(ge=16)] | None = None) -> bytes:
+def screenshot(env: Env, max_width: Annotated[int, Field(ge=16)] | None = None) -> bytes:
     """A PNG picture of the whole screen.
 
     Use it as an observation: the episode keeps each picture as a file and
@@ -262,7 +263,7 @@ def screenshot(env: Any, max_width: Annotated[int, Field(ge=16)] | None = None) 
 @action
 def launch_app(
     command: str,
-    env: Any,
+    env: Env,
     window_title: str | None = None,
     timeout_sec: TimeoutSec = 20.0,
 ) -> str:
@@ -291,7 +292,7 @@ def launch_app(
 
 @evaluator
 def pointer_within(
-    left: Fraction, top: Fraction, right: Fraction, bottom: Fraction, env: Any
+    left: Fraction, top: Fraction, right: Fraction, bottom: Fraction, env: Env
 ) -> bool:
     """The mouse pointer is inside a rectangle of the screen (edges included).
 
@@ -310,7 +311,7 @@ def pointer_within(
 
 
 @evaluator
-def window_exists(title: str, env: Any) -> bool:
+def window_exists(title: str, env: Env) -> bool:
     """A window whose title matches the regular expression is open on the screen.
 
     Args:

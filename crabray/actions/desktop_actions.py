@@ -17,8 +17,9 @@ import time
 from enum import Enum
 from typing import Any
 
-from crabray.actions.crab_actions import get_element_position
+from crabray.actions.crab_actions import VisualEnv, get_element_position
 from crabray.core import action
+from crabray.core.env import Env
 
 DURATION = 0.8
 """Seconds a pointer movement takes."""
@@ -51,7 +52,7 @@ def _value(key: Any) -> str:
     return str(key.value) if isinstance(key, Enum) else str(key)
 
 
-def _take(env: Any, act: Any, arguments: dict[str, Any]) -> None:
+def _take(env: Env, act: Any, arguments: dict[str, Any]) -> None:
     env.take_action(act, arguments)
 
 
@@ -70,7 +71,7 @@ def click_position(x: int, y: int) -> None:
 
 
 @action(local=True)
-def click(element: int, env: Any) -> None:
+def click(element: int, env: VisualEnv) -> None:
     """Click a UI element shown on the screen; e.g. element 5 is the one labelled 5.
 
     Args:
@@ -95,7 +96,7 @@ def right_click_position(x: int, y: int) -> None:
 
 
 @action(local=True)
-def right_click(element: int, env: Any) -> None:
+def right_click(element: int, env: VisualEnv) -> None:
     """Right-click a UI element shown on the screen, usually to open its menu.
 
     Args:
@@ -121,7 +122,7 @@ def double_click_position(x: int, y: int) -> None:
 
 
 @action(local=True)
-def double_click(element: int, env: Any) -> None:
+def double_click(element: int, env: VisualEnv) -> None:
     """Double-click a UI element shown on the screen, usually to open a folder or a file.
 
     Args:

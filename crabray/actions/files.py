@@ -8,15 +8,15 @@ file transfer.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from crabray.actions.limits import MAX_READ_BYTES
 from crabray.core import action
+from crabray.core.env import Env
 from crabray.core.errors import FileTooLargeError, SandboxFileError
 
 
 @action
-def read_file(path: str, env: Any) -> str:
+def read_file(path: str, env: Env) -> str:
     """Read a text file from the sandbox; past 1 MB it is cut, with a line saying so.
 
     Args:
@@ -37,7 +37,7 @@ def read_file(path: str, env: Any) -> str:
     return _cut(data.decode("utf-8", errors="replace"), path, len(data))
 
 
-def _head(env: Any, path: str, size: int | None) -> str:
+def _head(env: Env, path: str, size: int | None) -> str:
     """The first ``MAX_READ_BYTES`` of a file too big, or not regular, read in the sandbox.
 
     No more than that (and a command's output cap) reaches the worker.
@@ -48,7 +48,7 @@ def _head(env: Any, path: str, size: int | None) -> str:
     return _cut(head.stdout, path, size, cut=True)
 
 
-def _stat(env: Any, path: str) -> tuple[bool, int] | None:
+def _stat(env: Env, path: str) -> tuple[bool, int] | None:
     """Whether ``path`` is a regular file (after symlinks) and its size; None if stat fails."""
     result = env.exec(["stat", "-L", "-c", "%s %F", "--", path])
     size, _, kind = result.stdout.strip().partition(" ")
@@ -68,7 +68,7 @@ def _cut(text: str, path: str, size: int | None, *, cut: bool = False) -> str:
 
 
 @action
-def write_file(path: str, content: str, env: Any) -> str:
+def write_file(path: str, content: str, env: Env) -> str:
     """Write a text file in the sandbox, creating parent directories; replaces an existing file.
 
     Args:
@@ -81,7 +81,7 @@ def write_file(path: str, content: str, env: Any) -> str:
 
 
 @action
-def list_files(env: Any, path: str = ".") -> list[str]:
+def list_files(env: Env, path: str = ".") -> list[str]:
     """List the entries of a directory in the sandbox, sorted; directories end with '/'.
 
     Args:
@@ -95,7 +95,7 @@ def list_files(env: Any, path: str = ".") -> list[str]:
 
 
 @action
-def file_exists(path: str, env: Any) -> bool:
+def file_exists(path: str, env: Env) -> bool:
     """Whether a file or directory exists in the sandbox.
 
     Args:

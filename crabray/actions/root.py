@@ -6,13 +6,12 @@ the shared ``AgentSignals`` the episode loop reads after every step.
 
 from __future__ import annotations
 
-from typing import Any
-
 from crabray.core import ROOT_ENV, Action, Task, action
+from crabray.core.env import Env
 
 
 @action(env_name=ROOT_ENV)
-def submit(content: str, env: Any) -> str:
+def submit(content: str, env: Env) -> str:
     """Submit the answer the task asks for. Evaluators that wait for a submission run after it.
 
     Args:
@@ -25,14 +24,14 @@ def submit(content: str, env: Any) -> str:
 
 
 @action(env_name=ROOT_ENV)
-def complete(env: Any) -> str:
+def complete(env: Env) -> str:
     """Declare the task done. The episode ends and is evaluated as it stands."""
     env.signals.completed = True
     return "completed"
 
 
 @action(env_name=ROOT_ENV)
-def fail(reason: str, env: Any) -> str:
+def fail(reason: str, env: Env) -> str:
     """Give up on the task: it cannot be done. The episode ends.
 
     Args:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from crabray.actions.limits import TimeoutSec
 from crabray.core import action
+from crabray.core.env import Env
 
 DEFAULT_TIMEOUT_SEC = 60.0
 _MAX_OUTPUT_CHARS = 10_000
 
 
 @action
-def run_command(command: str, env: Any, timeout_sec: TimeoutSec = DEFAULT_TIMEOUT_SEC) -> str:
+def run_command(command: str, env: Env, timeout_sec: TimeoutSec = DEFAULT_TIMEOUT_SEC) -> str:
     """Run a shell command in the sandbox and return its exit code and output.
 
     Args:

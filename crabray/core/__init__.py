@@ -12,6 +12,7 @@ from crabray.core.lazy import lazy_getattr
 if TYPE_CHECKING:
     from crabray.core.actions import KEPT_PARAMS, Action, action
     from crabray.core.benchmark import BenchmarkConfig, BoundAction, create_benchmark
+    from crabray.core.env import AgentSignals, Env
     from crabray.core.environment import (
         ROOT_ENV,
         Environment,
@@ -39,6 +40,8 @@ _LAZY = {
     "BenchmarkConfig": "crabray.core.benchmark",
     "BoundAction": "crabray.core.benchmark",
     "create_benchmark": "crabray.core.benchmark",
+    "AgentSignals": "crabray.core.env",
+    "Env": "crabray.core.env",
     "ROOT_ENV": "crabray.core.environment",
     "Environment": "crabray.core.environment",
     "EnvironmentConfig": "crabray.core.environment",
@@ -62,10 +65,12 @@ __all__ = [
     "KEPT_PARAMS",
     "ROOT_ENV",
     "Action",
+    "AgentSignals",
     "BenchmarkConfig",
     "BoundAction",
     "CheckpointScore",
     "ClosedAction",
+    "Env",
     "Environment",
     "EnvironmentConfig",
     "Evaluator",

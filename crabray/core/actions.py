@@ -34,6 +34,7 @@ from typing import Any, Self
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, create_model
 
+from crabray.core.env import Env
 from crabray.core.errors import ActionError, ActionParameterError
 
 KEPT_PARAMS: tuple[str, ...] = ("env", "submission", "trajectory")
@@ -199,7 +200,7 @@ class Action(BaseModel):
             raise ActionParameterError(self.name, problems) from exc
         return {name: getattr(model, name) for name in self.parameters.model_fields}
 
-    def run(self, env: Any = None, /, **arguments: Any) -> Any:
+    def run(self, env: Env | None = None, /, **arguments: Any) -> Any:
         """Validate ``arguments`` and run the action in ``env``.
 
         Raises:

@@ -8,17 +8,17 @@ gives actions its own environment objects, with the same ``trajectory``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from crabray.core.actions import Action
+from crabray.core.env import AgentSignals, TrajectoryEntry
 from crabray.core.errors import ActionError
 from crabray.core.naming import check_identifier
 
 logger = logging.getLogger(__name__)
 
-TrajectoryEntry = tuple[str, dict[str, Any], Any]
 """One step as CRAB records it: the action's name, its arguments, its return value."""
 
 ROOT_ENV = "root"
@@ -171,6 +171,7 @@ class Environment:
         self.name = name
         self.description = description
         self.trajectory: list[TrajectoryEntry] = []
+        self.signals = AgentSignals()
         self.observation_history: list[dict[str, Any]] = []
         self._origin_action_space = list(action_space)
         self._action_map = {a.name: a for a in action_space}
@@ -235,6 +236,52 @@ class Environment:
         self._action_map = {a.name: a for a in self._origin_action_space}
         for action in self._reset:
             self.take_action(action)
+
+    def exec(
+        self,
+        command: str | list[str],
+        *,
+        timeout_sec: float | None = None,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> NoReturn:
+        """Refused: this environment has no sandbox to run a command in.
+
+        Raises:
+            ActionError: Always, naming how to get a sandbox.
+        """
+        raise self._no_sandbox("run a command")
+
+    def put_file(self, path: str, data: bytes) -> NoReturn:
+        """Refused: this environment has no sandbox to write a file in.
+
+        Raises:
+            ActionError: Always, naming how to get a sandbox.
+        """
+        raise self._no_sandbox(f"write {path}")
+
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> NoReturn:
+        """Refused: this environment has no sandbox to read a file from.
+
+        Raises:
+            ActionError: Always, naming how to get a sandbox.
+        """
+        raise self._no_sandbox(f"read {path}")
+
+    def screenshot(self) -> NoReturn:
+        """Refused: this environment has no screen.
+
+        Raises:
+            ActionError: Always, naming how to get a sandbox.
+        """
+        raise self._no_sandbox("take a screenshot")
+
+    def _no_sandbox(self, what: str) -> ActionError:
+        return ActionError(
+            f"environment '{self.name}' runs in this process and has no sandbox to {what} in: "
+            "give its EnvironmentConfig a backend and run the task with `crabray run` (or "
+            "crabray.evaluate)"
+        )
 
     def __repr__(self) -> str:
         """The class and the name, e.g. ``Environment('root')``."""

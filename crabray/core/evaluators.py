@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, create_model
 
 from crabray.core.actions import KEPT_PARAMS, Action, build_action
+from crabray.core.env import Env
 from crabray.core.errors import ActionError, EvaluatorError
 
 
@@ -26,7 +27,7 @@ class Evaluator(Action):
 
     require_submit: bool = False
 
-    def evaluate(self, env: Any = None, submission: Any = None) -> bool:
+    def evaluate(self, env: Env | None = None, submission: Any = None) -> bool:
         """Run the (closed) evaluator and return its verdict.
 
         Raises:

@@ -14,13 +14,13 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from crabray.agents.base import AgentSpec
 from crabray.agents.scripted import NoopAgent
 from crabray.backends import create_backend
 from crabray.backends.base import Backend
 from crabray.core import Action
+from crabray.core.env import Env
 from crabray.core.errors import ActionError, ConfigError
 from crabray.core.result import EpisodeRecord
 from crabray.episode import EpisodeSettings, run_episode
@@ -127,7 +127,7 @@ def _hand_in(result: ResultFile, default_env: str) -> Action:
     env_name = result.env or default_env
     executable = os.access(result.local_file, os.X_OK)
 
-    def put(env: Any) -> str:
+    def put(env: Env) -> str:
         env.put_file(result.sandbox_path, data)
         if executable:  # a program handed in (an installed tool) stays one
             done = env.exec(["chmod", "+x", result.sandbox_path], timeout_sec=30)

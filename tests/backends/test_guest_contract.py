@@ -15,8 +15,9 @@ import pytest
 
 from crabray.backends import Backend
 from crabray.backends.base import MAX_OUTPUT_BYTES, OUTPUT_CUT_MARKER
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.guest import GuestCallError
+from crabray.core.env import AgentSignals
 from tests.backends.conftest import require_kind
 from tests.backends.guest_fixtures.seed_actions import (
     check_file_exist,
@@ -40,8 +41,8 @@ def contract_kind(request: pytest.FixtureRequest) -> str:
     return require_kind(kind)
 
 
-def _env(backend: Backend) -> Environment:
-    return Environment(backend.config.name, backend, AgentSignals())
+def _env(backend: Backend) -> EpisodeEnv:
+    return EpisodeEnv(backend.config.name, backend, AgentSignals())
 
 
 PROBE = r"""

@@ -14,8 +14,9 @@ from crabray import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.actions import SHELL_ACTIONS, run_command
 from crabray.agents import AgentSpec, OracleAgent
 from crabray.backends import Backend, create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.guest import NoPythonError, python_call
+from crabray.core.env import AgentSignals
 from crabray.core.errors import ConfigError
 from crabray.core.result import TerminationReason
 from crabray.episode import EpisodeSettings, run_episode
@@ -42,7 +43,7 @@ def test_no_python3_names_the_action_the_environment_and_what_is_missing(
     backend = create_backend(busybox)
     backend.start()
     try:
-        env = Environment("tiny", backend, AgentSignals())
+        env = EpisodeEnv("tiny", backend, AgentSignals())
         with pytest.raises(ConfigError) as caught:
             env.check_python(check_file_exist)
         message = str(caught.value)

@@ -78,6 +78,7 @@ def test_public_exports_are_exactly_the_authoring_api_and_evaluate() -> None:
             "BenchmarkConfig",
             "ClosedAction",
             "CrabrayError",
+            "Env",
             "Environment",
             "EnvironmentConfig",
             "Evaluator",

@@ -16,9 +16,10 @@ import pytest
 
 from crabray.backends import create_backend
 from crabray.backends.display import INSTALL_HINT, missing_tools
-from crabray.backends.environment import AgentSignals, Environment
 from crabray.backends.envs import build_env
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.local import LocalBackend
+from crabray.core.env import AgentSignals
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError
 from tests.backends.docker.dockerd import docker_missing
@@ -60,9 +61,9 @@ def desktop(tmp_path: Path) -> Iterator[LocalBackend]:
 
 
 @pytest.fixture
-def desk_env(desktop: LocalBackend) -> Environment:
+def desk_env(desktop: LocalBackend) -> EpisodeEnv:
     """What desktop actions receive as ``env``."""
-    return Environment("desk", desktop, AgentSignals())
+    return EpisodeEnv("desk", desktop, AgentSignals())
 
 
 CRAB_DESKTOP_HINT = (

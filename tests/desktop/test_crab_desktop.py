@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from crabray.actions import desktop_actions
-from crabray.backends.environment import Environment
 from crabray.backends.envs import build_env
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core.images import png_size
 from tests.backends.docker.dockerd import desktop_backend, started
 from tests.desktop.crab_ubuntu import ubuntu_actions as crab
@@ -25,7 +25,7 @@ WIDTH, HEIGHT = 1024, 768
 
 
 @pytest.fixture
-def ubuntu(crab_desktop_image: str) -> Iterator[Environment]:
+def ubuntu(crab_desktop_image: str) -> Iterator[EpisodeEnv]:
     """A fresh crab-desktop container, as CRAB's Ubuntu environment receives actions."""
     screen = f"{WIDTH}x{HEIGHT}x24"
     with started(desktop_backend("ubuntu", "crab-desktop", screen, memory_mb=2048)) as env:
@@ -36,7 +36,7 @@ def _unique(name: str) -> str:
     return f"/root/{name}-{uuid.uuid4().hex[:8]}"
 
 
-def test_the_image_has_what_crab_ubuntu_actions_and_subtasks_use(ubuntu: Environment) -> None:
+def test_the_image_has_what_crab_ubuntu_actions_and_subtasks_use(ubuntu: EpisodeEnv) -> None:
     programs = "xdotool xclip xsel xterm gnome-terminal vim gimp soffice lowriter localc openbox"
     done = ubuntu.exec(
         f"for p in {programs}; do command -v $p >/dev/null || echo missing $p; done; "
@@ -55,7 +55,7 @@ def test_the_image_has_what_crab_ubuntu_actions_and_subtasks_use(ubuntu: Environ
     assert done.stdout.strip() == "copied", done.stderr
 
 
-def test_the_seeds_click_and_check_file_exist_act_on_the_container(ubuntu: Environment) -> None:
+def test_the_seeds_click_and_check_file_exist_act_on_the_container(ubuntu: EpisodeEnv) -> None:
     """The seed's ``click`` (pyautogui) lands on the container's screen; its
     ``check_file_exist`` looks at the container's files, not the worker's."""
     path = _unique("clicked")
@@ -68,7 +68,7 @@ def test_the_seeds_click_and_check_file_exist_act_on_the_container(ubuntu: Envir
     assert not Path(path).exists(), "the click pad wrote inside the container only"
 
 
-def test_crabs_desktop_actions_drive_a_terminal(ubuntu: Environment) -> None:
+def test_crabs_desktop_actions_drive_a_terminal(ubuntu: EpisodeEnv) -> None:
     """CRAB's search_application (Super+A, the launcher), key_press, write_text and
     press_hotkey, unchanged, open xterm, run a command in it and close it."""
     path = _unique("typed")
@@ -86,7 +86,7 @@ def test_crabs_desktop_actions_drive_a_terminal(ubuntu: Environment) -> None:
     assert crab.is_process_open.run(ubuntu, process_name="xterm") is False
 
 
-def test_crabs_terminal_check_sees_gnome_terminal(ubuntu: Environment) -> None:
+def test_crabs_terminal_check_sees_gnome_terminal(ubuntu: EpisodeEnv) -> None:
     """crab-benchmark-v0's terminal subtasks check that the focused window belongs to
     ``gnome-terminal-server``: GNOME Terminal starts from the search on the session bus."""
     assert crab.check_current_window_process.run(ubuntu, name="gnome-terminal-server") is False

@@ -17,32 +17,32 @@ from crabray.actions.desktop import (
     scroll,
     type_text,
 )
-from crabray.backends.environment import Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core.errors import ActionError, ActionParameterError
 from crabray.core.images import png_size
 from tests.desktop.conftest import HEIGHT, WIDTH
 
 
-def _pointer(env: Environment) -> tuple[int, int]:
+def _pointer(env: EpisodeEnv) -> tuple[int, int]:
     out = env.exec(["xdotool", "getmouselocation", "--shell"]).stdout
     where = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return int(where["X"]), int(where["Y"])
 
 
 @pytest.mark.parametrize("act", [click, double_click, right_click, mouse_move])
-def test_pointer_lands_on_fraction_times_size(desk_env: Environment, act) -> None:
+def test_pointer_lands_on_fraction_times_size(desk_env: EpisodeEnv, act) -> None:
     act.run(desk_env, x=0.25, y=0.75)
     assert _pointer(desk_env) == (int(0.25 * WIDTH), int(0.75 * HEIGHT))
 
 
-def test_edges_stay_on_screen(desk_env: Environment) -> None:
+def test_edges_stay_on_screen(desk_env: EpisodeEnv) -> None:
     mouse_move.run(desk_env, x=1.0, y=1.0)
     assert _pointer(desk_env) == (WIDTH - 1, HEIGHT - 1)
     mouse_move.run(desk_env, x=0.0, y=0.0)
     assert _pointer(desk_env) == (0, 0)
 
 
-def test_drag_and_scroll_end_where_asked(desk_env: Environment) -> None:
+def test_drag_and_scroll_end_where_asked(desk_env: EpisodeEnv) -> None:
     assert "to (480, 360)" in drag.run(desk_env, from_x=0.1, from_y=0.1, to_x=0.75, to_y=0.75)
     assert _pointer(desk_env) == (480, 360)
     scroll.run(desk_env, x=0.5, y=0.5, direction="up", amount=2)
@@ -61,7 +61,7 @@ def test_drag_and_scroll_end_where_asked(desk_env: Environment) -> None:
     ],
 )
 def test_bad_arguments_are_action_errors_naming_the_parameter(
-    desk_env: Environment, act, arguments, param
+    desk_env: EpisodeEnv, act, arguments, param
 ) -> None:
     with pytest.raises(ActionParameterError, match=f"parameter '{param}'"):
         act.run(desk_env, **arguments)
@@ -75,12 +75,12 @@ def test_schema_tells_agents_the_range() -> None:
     assert screenshot not in DESKTOP_ACTIONS
 
 
-def test_unknown_key_is_an_action_error(desk_env: Environment) -> None:
+def test_unknown_key_is_an_action_error(desk_env: EpisodeEnv) -> None:
     with pytest.raises(ActionError, match="NoSuchKey"):
         key_press.run(desk_env, key="NoSuchKey")
 
 
-def test_keyboard_reaches_the_focused_window(desk_env: Environment) -> None:
+def test_keyboard_reaches_the_focused_window(desk_env: EpisodeEnv) -> None:
     """Return activates an xmessage's default button: the window goes away."""
     launch_app.run(
         desk_env,
@@ -95,26 +95,26 @@ def test_keyboard_reaches_the_focused_window(desk_env: Environment) -> None:
     assert window_exists.run(desk_env, title="kb-test") is False
 
 
-def test_launch_app_that_shows_no_window_is_an_action_error(desk_env: Environment) -> None:
+def test_launch_app_that_shows_no_window_is_an_action_error(desk_env: EpisodeEnv) -> None:
     with pytest.raises(ActionError, match="did not appear"):
         launch_app.run(desk_env, command="true", window_title="never", timeout_sec=1)
 
 
-def test_pointer_within(desk_env: Environment) -> None:
+def test_pointer_within(desk_env: EpisodeEnv) -> None:
     mouse_move.run(desk_env, x=0.95, y=0.95)
     assert pointer_within.run(desk_env, left=0.9, top=0.9, right=1, bottom=1) is True
     assert pointer_within.run(desk_env, left=0, top=0, right=0.5, bottom=0.5) is False
 
 
-def test_screenshot_action_returns_png_bytes(desk_env: Environment) -> None:
+def test_screenshot_action_returns_png_bytes(desk_env: EpisodeEnv) -> None:
     png = screenshot.run(desk_env)
     assert isinstance(png, bytes) and png_size(png) == (WIDTH, HEIGHT)
     assert png_size(screenshot.run(desk_env, max_width=160)) == (160, 120)
 
 
 def test_no_screen_is_a_clear_action_error(tmp_path) -> None:
-    from crabray.backends.environment import AgentSignals
     from crabray.backends.local import LocalBackend
+    from crabray.core.env import AgentSignals
     from crabray.core.environment import EnvironmentConfig
 
     backend = LocalBackend(
@@ -122,7 +122,7 @@ def test_no_screen_is_a_clear_action_error(tmp_path) -> None:
     )
     backend.start()
     try:
-        env = Environment("plain", backend, AgentSignals())
+        env = EpisodeEnv("plain", backend, AgentSignals())
         with pytest.raises(ActionError, match="no usable screen"):
             click.run(env, x=0.5, y=0.5)
     finally:

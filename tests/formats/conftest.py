@@ -11,19 +11,20 @@ from pathlib import Path
 import pytest
 
 from crabray.backends import create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core import EnvironmentConfig
+from crabray.core.env import AgentSignals
 from crabray.formats.task_json import TaskContext
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> Iterator[Environment]:
+def env(tmp_path: Path) -> Iterator[EpisodeEnv]:
     backend = create_backend(
         EnvironmentConfig(name="box", backend_settings={"root_dir": str(tmp_path / "sandboxes")})
     )
     backend.start()
     try:
-        yield Environment("box", backend, AgentSignals())
+        yield EpisodeEnv("box", backend, AgentSignals())
     finally:
         backend.close()
 
@@ -36,7 +37,7 @@ def task_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ctx(env: Environment, task_dir: Path) -> TaskContext:
+def ctx(env: EpisodeEnv, task_dir: Path) -> TaskContext:
     return TaskContext(env, task_dir)
 
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from crabray.backends import create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core import EnvironmentConfig, Task
+from crabray.core.env import AgentSignals
 from crabray.core.errors import ActionError, EvaluatorError
 from crabray.core.result import CheckpointScore, Score
 from crabray.formats import load_suite, resolve_suite
@@ -41,7 +42,7 @@ TRAJECTORY = json.dumps(
 
 
 @pytest.fixture(scope="module")
-def sandbox() -> Iterator[Environment]:
+def sandbox() -> Iterator[EpisodeEnv]:
     """A task-base container, reset before each use by the ``env`` fixture."""
     require_env_image("task-base")
     config = EnvironmentConfig(
@@ -52,13 +53,13 @@ def sandbox() -> Iterator[Environment]:
     backend = create_backend(config)
     backend.start()
     try:
-        yield Environment("sandbox", backend, AgentSignals())
+        yield EpisodeEnv("sandbox", backend, AgentSignals())
     finally:
         backend.close()
 
 
 @pytest.fixture
-def env(sandbox: Environment) -> Environment:
+def env(sandbox: EpisodeEnv) -> EpisodeEnv:
     sandbox.backend.reset()
     return sandbox
 
@@ -67,18 +68,18 @@ def load_task(folder: Path) -> Task:
     return load_suite(resolve_suite(folder)).entry(folder.name).task
 
 
-def set_up(task: Task, env: Environment) -> None:
+def set_up(task: Task, env: EpisodeEnv) -> None:
     for step in task.setup:
         step.run(env)
 
 
-def score(task: Task, env: Environment, trajectory: str = "[]") -> Score:
+def score(task: Task, env: EpisodeEnv, trajectory: str = "[]") -> Score:
     assert task.scorer is not None
     return task.scorer.invoke({"env": env, "trajectory": trajectory}, {})
 
 
 def test_setup_puts_the_files_and_runs_init_scripts_in_order(
-    tmp_path: Path, env: Environment
+    tmp_path: Path, env: EpisodeEnv
 ) -> None:
     task = load_task(write_task_folder(tmp_path / "hello"))
     set_up(task, env)
@@ -97,7 +98,7 @@ def test_setup_puts_the_files_and_runs_init_scripts_in_order(
     assert env.exec("test -d /outputs").ok
 
 
-def test_solution_earns_every_point(tmp_path: Path, env: Environment) -> None:
+def test_solution_earns_every_point(tmp_path: Path, env: EpisodeEnv) -> None:
     task = load_task(write_task_folder(tmp_path / "hello"))
     set_up(task, env)
     for step in task.solution:
@@ -112,7 +113,7 @@ def test_solution_earns_every_point(tmp_path: Path, env: Environment) -> None:
     assert env.get_file("/outputs/trajectory.json").decode() == TRAJECTORY
 
 
-def test_doing_nothing_earns_partial_credit(tmp_path: Path, env: Environment) -> None:
+def test_doing_nothing_earns_partial_credit(tmp_path: Path, env: EpisodeEnv) -> None:
     task = load_task(write_task_folder(tmp_path / "hello"))
     set_up(task, env)
     result = score(task, env)
@@ -121,7 +122,7 @@ def test_doing_nothing_earns_partial_credit(tmp_path: Path, env: Environment) ->
     assert result.explanation == "1/4 points; checkpoints 1/1, 0/1, 0/2"
 
 
-def test_agent_edits_to_the_grading_modules_do_not_count(tmp_path: Path, env: Environment) -> None:
+def test_agent_edits_to_the_grading_modules_do_not_count(tmp_path: Path, env: EpisodeEnv) -> None:
     task = load_task(write_task_folder(tmp_path / "hello"))
     set_up(task, env)
     env.put_file("/utils/scoring.py", b"raise SystemExit('tampered')\n")
@@ -129,7 +130,7 @@ def test_agent_edits_to_the_grading_modules_do_not_count(tmp_path: Path, env: En
     assert score(task, env).value == pytest.approx(0.125)
 
 
-def test_evaluator_that_raises_gives_eval_py_message(tmp_path: Path, env: Environment) -> None:
+def test_evaluator_that_raises_gives_eval_py_message(tmp_path: Path, env: EpisodeEnv) -> None:
     evaluator = "def grade_checkpoints(trajectory=''):\n    raise RuntimeError('rubric broke')\n"
     task = load_task(write_task_folder(tmp_path / "raises", files={"evaluator.py": evaluator}))
     set_up(task, env)
@@ -138,7 +139,7 @@ def test_evaluator_that_raises_gives_eval_py_message(tmp_path: Path, env: Enviro
     assert str(caught.value) == "eval.py: grade_checkpoints raised RuntimeError: rubric broke"
 
 
-def test_empty_checkpoint_list_is_malformed(tmp_path: Path, env: Environment) -> None:
+def test_empty_checkpoint_list_is_malformed(tmp_path: Path, env: EpisodeEnv) -> None:
     evaluator = (
         "from scoring import Result\n\ndef grade_checkpoints(trajectory=''):\n"
         "    return Result([])\n"
@@ -149,7 +150,7 @@ def test_empty_checkpoint_list_is_malformed(tmp_path: Path, env: Environment) ->
         score(task, env)
 
 
-def test_failing_init_script_names_it(tmp_path: Path, env: Environment) -> None:
+def test_failing_init_script_names_it(tmp_path: Path, env: EpisodeEnv) -> None:
     failing = "import sys\nprint('seeding')\nsys.exit('database seed missing')\n"
     task = load_task(write_task_folder(tmp_path / "bad", files={"populate_data.py": failing}))
     with pytest.raises(ActionError) as caught:
@@ -161,7 +162,7 @@ def test_failing_init_script_names_it(tmp_path: Path, env: Environment) -> None:
 
 
 def test_llm_judge_settings_reach_eval_py(
-    tmp_path: Path, env: Environment, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, env: EpisodeEnv, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     evaluator = (
         "import os\nfrom scoring import Checkpoint, Result\n\n"
@@ -190,7 +191,7 @@ def test_base_image_option_builds_on_the_given_image(tmp_path: Path) -> None:
     backend = create_backend(config)
     backend.start()
     try:
-        env = Environment("sandbox", backend, AgentSignals())
+        env = EpisodeEnv("sandbox", backend, AgentSignals())
         assert env.get_file("/built.txt") == b"built\n"
         assert env.exec("pwd").stdout.strip() == "/workspace"
         set_up(entry.task, env)

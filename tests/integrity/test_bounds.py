@@ -19,11 +19,12 @@ import pytest
 
 from crabray.actions import file_contains, file_equals, read_file
 from crabray.actions.limits import MAX_READ_BYTES
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.guest import GuestCallError, python_call
 from crabray.backends.local import LocalBackend
 from crabray.backends.local import _limits as limits
 from crabray.core import action
+from crabray.core.env import AgentSignals
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import FileTooLargeError, SandboxBrokenError, SandboxFileError
 from tests.backends.conftest import require_kind
@@ -210,7 +211,7 @@ def test_sandbox_memory_processes_and_disk_are_bounded(jail: LocalBackend) -> No
 
 
 def test_big_files_are_refused_before_a_byte_is_read(jail: LocalBackend) -> None:
-    env = Environment("jail", jail, AgentSignals())
+    env = EpisodeEnv("jail", jail, AgentSignals())
     assert jail.exec("truncate -s 1536M answer.txt && mkdir a && ln -s /tmp b").ok
     with pytest.raises(FileTooLargeError) as caught:
         jail.get_file("answer.txt", max_bytes=1024)

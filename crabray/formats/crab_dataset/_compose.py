@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.core import ROOT_ENV, Action, Evaluator, SubTask, Task, evaluator
+from crabray.core.env import Env
 from crabray.core.errors import ConfigError, GraphError
 from crabray.core.graph import GraphEvaluator
 from crabray.core.task_generator import compose_evaluators, parse_order, unique_actions
@@ -430,7 +431,7 @@ class _Builder:
         reason = "; ".join(dict.fromkeys(self.unavailable))
         message = f"task '{self.doc.id}' cannot run here: {reason}"
 
-        def refuse(env: Any) -> None:
+        def refuse(env: Env) -> None:
             raise MissingModuleError(message, file=str(self.file))
 
         return Task(

@@ -13,11 +13,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.core import Action
+from crabray.core.env import Env
 from crabray.core.errors import EvaluatorError, SandboxFileError
 from crabray.core.result import CheckpointScore, Score
 from crabray.formats.steps import closed_action
@@ -61,7 +61,7 @@ def checkpoint_score(final: CheckpointScore) -> float:
 def grading_action(folder: Path) -> Action:
     """The task's scorer: runs ``eval.py`` on ``folder``'s ``evaluator.py`` in the sandbox."""
 
-    def entry(env: Any, trajectory: str | None) -> Score:
+    def entry(env: Env, trajectory: str | None) -> Score:
         if trajectory is None:
             raise EvaluatorError(
                 "no trajectory was passed to the scorer: crabray's episode passes it as the "
@@ -77,7 +77,7 @@ def grading_action(folder: Path) -> Action:
     )
 
 
-def grade(env: Any, folder: Path, trajectory: str) -> Score:
+def grade(env: Env, folder: Path, trajectory: str) -> Score:
     """Run ``eval.py`` in ``env`` on the trajectory and read the score it wrote.
 
     Raises:
@@ -113,7 +113,7 @@ def _failure(code: int, stdout: str, stderr: str) -> str:
     return f"eval.py exited {code} without an explanation{output_tail(stdout + stderr)}"
 
 
-def _read_result(env: Any) -> EvalResult:
+def _read_result(env: Env) -> EvalResult:
     try:
         raw = env.get_file(RESULT_PATH)
     except SandboxFileError as exc:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from crabray.actions import run_command
 from crabray.actions.limits import MAX_TIMEOUT_SEC
 from crabray.core import Action
 from crabray.core.commands import command_failure
+from crabray.core.env import Env
 from crabray.core.errors import ActionError
 from crabray.formats.steps import closed_action
 from crabray.formats.task_folder._checks import DEPENDENCIES, INIT_SCRIPTS, TASK_MD, TaskFiles
@@ -81,7 +81,7 @@ def teardown_actions(files: TaskFiles, registry: ServiceRegistry | None) -> list
         return []
     names = sorted(files.dependencies)
 
-    def entry(env: Any) -> None:
+    def entry(env: Env) -> None:
         for name in names:
             unlock_service(registry, name)
 
@@ -97,14 +97,14 @@ def solution_actions(files: TaskFiles) -> list[Action]:
     return [run_command(command=files.solution, timeout_sec=SOLUTION_TIMEOUT_SEC)]
 
 
-def put_sandbox_modules(env: Any) -> None:
+def put_sandbox_modules(env: Env) -> None:
     """Write crabray's sandbox modules to ``/utils`` (again at grading, undoing any edit)."""
     for name, data in sandbox_modules().items():
         env.put_file(f"{UTILS_DIR}/{name}", data)
 
 
 def _service_step(registry: ServiceRegistry, name: str) -> Action:
-    def entry(env: Any) -> None:
+    def entry(env: Env) -> None:
         lock_service(registry, name)
         prepare_service(registry, name)
 
@@ -118,7 +118,7 @@ def _service_step(registry: ServiceRegistry, name: str) -> Action:
 
 
 def _put_files_step(folder: Path) -> Action:
-    def entry(env: Any) -> None:
+    def entry(env: Env) -> None:
         made = env.exec(["mkdir", "-p", *SANDBOX_DIRS], timeout_sec=60)
         if not made.ok:
             raise ActionError(
@@ -142,7 +142,7 @@ def _put_files_step(folder: Path) -> Action:
 def _init_step(folder: Path, script: str) -> Action:
     command = f"cd {UTILS_DIR} && python3 {UTILS_DIR}/{script}"
 
-    def entry(env: Any) -> None:
+    def entry(env: Env) -> None:
         done = env.exec(command, timeout_sec=INIT_TIMEOUT_SEC)
         if done.timed_out or done.exit_code != 0:
             raise ActionError(

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, complete, fail, submit
 from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, Task
+from crabray.core.env import Env
 from crabray.core.environment import SettingsSource
 from crabray.core.errors import ActionError, ConfigError
 from crabray.core.task import graded_by_scorer
@@ -403,7 +404,7 @@ class _TaskBuilder:
         )
         self.warnings.append(warning)
 
-        def run(env: Any) -> str:
+        def run(env: Env) -> str:
             logger.warning("%s", warning)
             return warning
 
@@ -423,7 +424,7 @@ class _TaskBuilder:
             return None
         task_dir = self.task_dir
 
-        def run(env: Any) -> Any:
+        def run(env: Env) -> Any:
             return function.func(TaskContext(env, task_dir), **values)
 
         return closed_action(name, f"{kind} step {name}({json.dumps(arguments, default=str)})", run)
@@ -455,7 +456,7 @@ class _TaskBuilder:
         self.problems += [(f"evaluator.{f}", m) for f, m in bad]
         task_dir = self.task_dir
 
-        def run(env: Any) -> float:
+        def run(env: Env) -> float:
             for step in post:
                 if step is not None:
                     step.run(env)

@@ -40,6 +40,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from crabray.core.env import Env
 from crabray.core.errors import ActionError, SandboxFileError
 from crabray.core.registry import Registry
 
@@ -68,7 +69,7 @@ class TaskContext:
         task_dir: The folder holding the task's JSON file and its sibling files.
     """
 
-    def __init__(self, env: Any, task_dir: Path) -> None:
+    def __init__(self, env: Env, task_dir: Path) -> None:
         self.env = env
         self.task_dir = task_dir
 

@@ -23,6 +23,7 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from crabray.core.env import Env
 from crabray.core.environment import SettingsSource
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeFiles
@@ -101,7 +102,7 @@ def load_snapshot_settings(root: Path, backend: str) -> SnapshotSettings:
     return SnapshotSettings(file, data.get(backend, {}))
 
 
-def collect_shared_folder(env: Any) -> EpisodeFiles:
+def collect_shared_folder(env: Env) -> EpisodeFiles:
     """The files of the sandbox's ``/mnt/container`` (none when it has none), handed back as
     the episode's artifacts under ``mnt-container/``: the GUI-OS VM's shared folder, where
     its ``init.sh`` scripts write their logs. At most 50 files of 10 MiB each."""

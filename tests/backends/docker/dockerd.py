@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from crabray.backends import Backend, create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
+from crabray.core.env import AgentSignals
 from crabray.core.environment import EnvironmentConfig
 
 logger = logging.getLogger(__name__)
@@ -182,10 +183,10 @@ def desktop_backend(name: str, build: str, screen: str, **settings: Any) -> Back
 
 
 @contextlib.contextmanager
-def started(backend: Backend) -> Iterator[Environment]:
+def started(backend: Backend) -> Iterator[EpisodeEnv]:
     """``backend`` started, as actions receive it (``env``); closed afterwards."""
     backend.start()
     try:
-        yield Environment(backend.config.name, backend, AgentSignals())
+        yield EpisodeEnv(backend.config.name, backend, AgentSignals())
     finally:
         backend.close()

@@ -25,7 +25,7 @@ from crabray.actions.desktop import (
     window_exists,
 )
 from crabray.backends import Backend, create_backend
-from crabray.backends.environment import Environment
+from crabray.backends.episode_env import EpisodeEnv
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError
 from crabray.core.images import png_size
@@ -44,13 +44,13 @@ def _backend(**settings: Any) -> Backend:
 
 
 @pytest.fixture
-def desk() -> Iterator[Environment]:
+def desk() -> Iterator[EpisodeEnv]:
     require_env_image("desktop")
     with started(_backend()) as env:
         yield env
 
 
-def _pointer(env: Environment) -> tuple[int, int]:
+def _pointer(env: EpisodeEnv) -> tuple[int, int]:
     out = env.exec(["xdotool", "getmouselocation", "--shell"]).stdout
     where = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     return int(where["X"]), int(where["Y"])
@@ -61,7 +61,7 @@ def _colours(png: bytes) -> int:
         return len(image.convert("RGB").getcolors(maxcolors=1 << 20) or [])
 
 
-def test_screenshot_of_a_window_is_a_png_of_the_screen(desk: Environment) -> None:
+def test_screenshot_of_a_window_is_a_png_of_the_screen(desk: EpisodeEnv) -> None:
     blank = screenshot.run(desk)
     assert blank.startswith(b"\x89PNG\r\n\x1a\n")
     assert png_size(blank) == (WIDTH, HEIGHT)
@@ -74,12 +74,12 @@ def test_screenshot_of_a_window_is_a_png_of_the_screen(desk: Environment) -> Non
 
 
 @pytest.mark.parametrize("act", [mouse_move, click])
-def test_pointer_lands_on_fraction_times_size(desk: Environment, act: Any) -> None:
+def test_pointer_lands_on_fraction_times_size(desk: EpisodeEnv, act: Any) -> None:
     act.run(desk, x=0.25, y=0.75)
     assert _pointer(desk) == (int(0.25 * WIDTH), int(0.75 * HEIGHT))
 
 
-def test_keyboard_reaches_the_window(desk: Environment) -> None:
+def test_keyboard_reaches_the_window(desk: EpisodeEnv) -> None:
     """Return activates an xmessage's default button: the window goes away."""
     launch_app.run(
         desk, command="xmessage -center -title kb-test -default okay hello", window_title="kb-test"

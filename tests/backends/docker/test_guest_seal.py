@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 from crabray.backends import Backend, create_backend
-from crabray.backends.environment import AgentSignals, Environment
+from crabray.backends.episode_env import EpisodeEnv
+from crabray.core.env import AgentSignals
 from crabray.core.environment import EnvironmentConfig
 from tests.backends.docker.dockerd import env_image_missing
 from tests.backends.guest_fixtures.seed_actions import guest_pid
@@ -67,8 +68,8 @@ def as_user() -> Iterator[Backend]:
     yield from _sandbox(user="user", workdir="/tmp")
 
 
-def _env(backend: Backend) -> Environment:
-    return Environment(backend.config.name, backend, AgentSignals())
+def _env(backend: Backend) -> EpisodeEnv:
+    return EpisodeEnv(backend.config.name, backend, AgentSignals())
 
 
 def test_what_the_guest_starts_holds_nothing_of_it(as_root: Backend) -> None:

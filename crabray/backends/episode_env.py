@@ -1,4 +1,4 @@
-"""``Environment``: what an action receives as ``env`` during an episode.
+"""``EpisodeEnv``: what an action receives as ``env`` during an episode (an ``Env``).
 
 It names one sandbox of the episode and forwards the backend interface to it,
 so action libraries see the same object whether the sandbox lives in this
@@ -10,30 +10,19 @@ environments of an episode share.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.guest import NoPythonError, python_call
 from crabray.core.actions import Action
+from crabray.core.env import AgentSignals, TrajectoryEntry
 from crabray.core.errors import ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class AgentSignals:
-    """What the agent declared through the root actions during an episode."""
-
-    submitted: bool = False
-    submission: Any = None
-    completed: bool = False
-    failed: bool = False
-    reason: str | None = None
-
-
-class Environment:
-    """One named environment of a running episode.
+class EpisodeEnv:
+    """One named environment of a running episode; it is what ``crabray.core.env.Env`` types.
 
     Args:
         name: The environment's name (``root`` for the sandbox-less root).
@@ -49,7 +38,7 @@ class Environment:
         """Set by the episode while an evaluator or scorer runs here."""
         self.graded_by_command = False
         """Whether an evaluator or scorer ran a command here (see ``Backend.grader_trusted``)."""
-        self.trajectory: list[tuple[str, dict[str, Any], Any]] = []
+        self.trajectory: list[TrajectoryEntry] = []
         """The agent's calls in this environment, as CRAB records them: (action name,
         arguments, return value); CRAB's evaluators read the root environment's."""
 
@@ -130,4 +119,4 @@ class Environment:
         return self.backend.screenshot()
 
     def __repr__(self) -> str:
-        return f"Environment({self.name!r})"
+        return f"EpisodeEnv({self.name!r})"
