@@ -7,6 +7,7 @@
 #   bubblewrap                               the confined local backend
 #   passt iproute2                           its network: true (pasta; ip for the tests' namespaces)
 #   docker.io busybox-static                 the Docker backend (images built from busybox)
+#   iptables                                 its network crabray-net (host rule; docker.io pulls it in)
 #   debootstrap                              crabray/debian and the images on it (envs/debian)
 #   qemu-system-x86 qemu-utils dropbear-bin cpio   the VM backend (envs/vm/build.sh)
 #   python3                                  Debian's interpreter, copied into the test VM
@@ -16,7 +17,7 @@
 # skip with the same hint (outside CI, where they fail instead).
 set -euo pipefail
 packages=(chromium xvfb xdotool x11-apps x11-utils openssh-server bubblewrap passt iproute2
-  docker.io busybox-static debootstrap qemu-system-x86 qemu-utils dropbear-bin cpio python3)
+  docker.io iptables busybox-static debootstrap qemu-system-x86 qemu-utils dropbear-bin cpio python3)
 start_dockerd() {
   # Runs on exit, whatever was installed: dockerd may be installed but not running.
   command -v dockerd >/dev/null 2>&1 || return 0

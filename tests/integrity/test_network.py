@@ -31,25 +31,15 @@ from crabray.backends.local import _network as network
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxConfigError
 from tests.backends.conftest import host_pid_alive, wait_until
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _require(missing: str | None) -> None:
-    """Skip with how to get the component, or fail under CI=true."""
-    if missing is None:
-        return
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(missing)
-    pytest.skip(missing)
+from tests.integrity.hostnet import REPO, connect_from, host_addresses, ray_ports, require
 
 
 def _require_networking() -> None:
     usable, why = bwrap.probe()
-    _require(None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}")
+    require(None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}")
     hint = f"pasta is not installed: {network.INSTALL_HINT} (or bash scripts/system-deps.sh)"
-    _require(None if network.pasta_path() else hint)
-    _require(None if network.outbound_interface() else "this host has no IPv4 default route")
+    require(None if network.pasta_path() else hint)
+    require(None if network.outbound_interface() else "this host has no IPv4 default route")
 
 
 def _config(tmp_path: Path, **settings: object) -> EnvironmentConfig:
@@ -85,31 +75,6 @@ def host_server() -> Iterator[int]:
         yield server.getsockname()[1]
 
 
-def _connect(backend: LocalBackend, address: str, port: int) -> str:
-    """What a connection from the sandbox to ``address:port`` gives: 'connected' or the error."""
-    probe = textwrap.dedent(
-        f"""
-        import socket
-        try:
-            socket.create_connection(({address!r}, {port}), timeout=3).close()
-            print("connected")
-        except OSError as exc:
-            print(type(exc).__name__, exc)
-        """
-    )
-    done = backend.exec(["python3", "-c", probe], timeout_sec=30)
-    assert done.exit_code == 0, done.stderr
-    return done.stdout.strip()
-
-
-def _host_addresses() -> list[str]:
-    """Every IPv4 address of the host's interfaces, loopback included (``ip -o -4 addr``)."""
-    done = subprocess.run(
-        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True
-    )
-    return [line.split()[3].split("/")[0] for line in done.stdout.splitlines()]
-
-
 def _gateway() -> str | None:
     """The host's IPv4 default gateway (the address pasta gives the sandbox as its router)."""
     for line in Path("/proc/net/route").read_text().splitlines()[1:]:
@@ -131,10 +96,10 @@ def test_the_sandbox_has_an_interface_a_default_route_and_dns(networked: LocalBa
 
 def test_no_host_address_reaches_a_host_server(networked: LocalBackend, host_server: int) -> None:
     # The server answers the host itself on each address: the test can fail.
-    addresses = sorted({*_host_addresses(), _gateway() or "127.0.0.1"})
-    for address in _host_addresses():
+    addresses = sorted({*host_addresses(), _gateway() or "127.0.0.1"})
+    for address in host_addresses():
         socket.create_connection((address, host_server), timeout=5).close()
-    reached = {address: _connect(networked, address, host_server) for address in addresses}
+    reached = {address: connect_from(networked, address, host_server) for address in addresses}
     assert not [a for a, seen in reached.items() if seen == "connected"], reached
 
 
@@ -144,46 +109,20 @@ def test_the_host_loopback_is_not_mapped(networked: LocalBackend) -> None:
         server.bind(("127.0.0.1", 0))
         server.listen()
         port = server.getsockname()[1]
-        seen = _connect(networked, "127.0.0.1", port)
+        seen = connect_from(networked, "127.0.0.1", port)
     assert seen.startswith("ConnectionRefusedError"), seen
 
 
 def test_no_ray_port_is_reachable(networked: LocalBackend) -> None:
     """A real local Ray instance, as a run starts it: none of its ports from the sandbox."""
-    script = textwrap.dedent(
-        """
-        import json, re, subprocess, sys
-        from crabray.cluster.ray_runtime import connect, disconnect
-        connect(num_cpus=1, hosts={"local": 1})
-        import ray
-        ray.get(ray.remote(lambda: 1).remote())
-        listening = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-        ports = sorted({int(line.split()[3].rsplit(":", 1)[1]) for line in listening.splitlines()
-                        if re.search(r'"(gcs_server|raylet|ray::[^"]*)"', line)})
-        print(json.dumps(ports), flush=True)
-        sys.stdin.read()
-        disconnect()
-        """
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    ray_proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-    )
-    try:
-        assert ray_proc.stdout is not None
-        ports = json.loads(ray_proc.stdout.readline())
-        assert ports, "the Ray instance listens on no port"
+    with ray_ports() as ports:
         gcs = ports[0]
         socket.create_connection(("127.0.0.1", gcs), timeout=5).close()  # the host reaches it
         reached = {
-            f"{address}:{port}": _connect(networked, address, port)
-            for address in sorted({"127.0.0.1", *_host_addresses()})
+            f"{address}:{port}": connect_from(networked, address, port)
+            for address in sorted({"127.0.0.1", *host_addresses()})
             for port in ports
         }
-    finally:
-        if ray_proc.stdin is not None:
-            ray_proc.stdin.close()
-        ray_proc.wait(timeout=60)
     assert not [where for where, seen in reached.items() if seen == "connected"], reached
 
 
@@ -203,7 +142,7 @@ def test_without_pasta_network_true_fails_naming_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     usable, why = bwrap.probe()
-    _require(None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}")
+    require(None if usable else f"bubblewrap does not work here ({why}): {bwrap.INSTALL_HINT}")
     monkeypatch.setattr(network, "pasta_path", lambda: None)  # a host without passt
     backend = LocalBackend(_config(tmp_path))
     with pytest.raises(SandboxConfigError, match=r"apt-get install passt"):

@@ -1,6 +1,7 @@
 """``DockerBackend``: one container per environment, through the docker SDK.
 
-Isolation is the default: no network (``network="none"``), CPU, memory and
+Isolation is the default: no network (``network="none"``; ``"crabray-net"`` reaches
+the outside but never the host, see :mod:`crabray.backends.docker._network`), CPU, memory and
 process limits, ``no-new-privileges``, never privileged, every capability
 dropped but the few root needs to manage its own files and users
 (``DEFAULT_CAPABILITIES``), no host mounts unless the settings list them; a
@@ -73,7 +74,12 @@ from crabray.backends.docker._engine import (
     prune,
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
-from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.docker._network import ensure_isolated_network, warn_if_host_reachable
+from crabray.backends.docker._settings import (
+    ISOLATED_NETWORK,
+    DockerSettings,
+    parse_docker_settings,
+)
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
@@ -144,6 +150,7 @@ class DockerBackend(Backend):
         if self._container is not None:
             raise SandboxError(f"docker sandbox of '{self.config.name}' is already started")
         self._client = connect()
+        self._prepare_network()
         self._ensure_image()
         if self.settings.die_with_owner:
             watch_owner()
@@ -420,6 +427,7 @@ class DockerBackend(Backend):
             "snapshot": self._snapshot,
             "reset_mode": self.settings.reset,
             "workdir": self._workdir,
+            "network": self.settings.network,
         }
 
     @classmethod
@@ -494,6 +502,14 @@ class DockerBackend(Backend):
         if self.settings.workdir is None:
             config = image.attrs.get("Config") or {}
             self._workdir = posixpath.normpath(config.get("WorkingDir") or "/")
+
+    def _prepare_network(self) -> None:
+        """Make ``crabray-net`` and its host rules when asked for; warn of a network that
+        reaches the host."""
+        if self.settings.network == ISOLATED_NETWORK:
+            ensure_isolated_network(self._client, self.config.name)
+        else:
+            warn_if_host_reachable(self.settings.network, self.config.name)
 
     def _launch(self, image: str | None, *, run_init: bool) -> Container:
         """Create and start one clean container; on any failure nothing is left behind."""

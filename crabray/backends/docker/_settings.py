@@ -13,6 +13,12 @@ from crabray.backends.base import RUN_ID_VAR
 from crabray.backends.envs import env_image
 from crabray.backends.settings import BackendSettings, parse_settings
 
+ISOLATED_NETWORK = "crabray-net"
+"""The ``network`` that reaches the outside but never the host (see ``_network``)."""
+
+NO_IPV6 = {"net.ipv6.conf.all.disable_ipv6": "1"}
+"""Sysctls of a container on ``crabray-net``: no IPv6, not even link-local, inside."""
+
 KEEP_ALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
 """The container's main process: does nothing, forever, with busybox alone."""
 
@@ -85,8 +91,11 @@ class DockerSettings(BackendSettings):
     network: str = Field(
         default="none",
         min_length=1,
-        description="Docker network; 'none' = no network at all, 'host' = the host's own "
-        "(loopback services included).",
+        description=f"Docker network; 'none' = no network at all, '{ISOLATED_NETWORK}' = "
+        "outbound access that never reaches the host's services (a bridge network crabray "
+        "makes, with a host firewall rule: needs root and iptables), 'host' = the host's own "
+        "(loopback services included); any other name is that engine network as it is, which "
+        "reaches the host's services through its gateway (Docker's 'bridge' does).",
     )
     cpus: float | None = Field(default=1.0, gt=0, description="CPU limit; None = unlimited.")
     memory_mb: int | None = Field(
@@ -249,6 +258,8 @@ class DockerSettings(BackendSettings):
             options["network_mode"] = self.network
         else:
             options["network"] = self.network
+        if self.network == ISOLATED_NETWORK:
+            options["sysctls"] = dict(NO_IPV6)
         if self.cpus is not None:
             options["nano_cpus"] = int(self.cpus * 1e9)
         if self.memory_mb is not None:
