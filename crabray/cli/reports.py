@@ -78,8 +78,10 @@ def leaderboard(
 ) -> None:
     """Per agent and model: success rate with its 95% interval, score, cost, pass@k.
 
-    Infrastructure failures (env_error) are counted apart in 'infra_errors' and
-    left out of every other number. With several epochs per task, pass@k and
+    Only episodes attributed to the agent count: benchmark errors (failing setup,
+    evaluator errors, no solution for the oracle) and infrastructure errors are
+    counted apart in 'benchmark_errors' and 'infra_errors' and left out of every
+    other number. With several epochs per task, pass@k and
     pass^k columns follow. --by and --compare show a breakdown or a run
     comparison instead of the leaderboard.
     """

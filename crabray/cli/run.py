@@ -8,6 +8,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import typer
 from rich.markup import escape
 
 from crabray.cli.options import (
@@ -38,6 +39,7 @@ from crabray.cli.options import (
 from crabray.cli.options import (
     suite_format as chosen_format,
 )
+from crabray.cli.outcomes import print_causes
 from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import submit_run
 from crabray.cli.terminal import console, errors
@@ -149,6 +151,9 @@ def run(
     print_leaderboard(options.out_dir, summary.run_id, "table")
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
     _print_next_steps(options.out_dir, summary.run_id)
+    code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
+    if code:
+        raise typer.Exit(code)
 
 
 def _as_str(value: object) -> object:

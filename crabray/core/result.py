@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, computed_field, model_validator
+
+from crabray.core.errors import AuthenticationError, ModelUnreachableError, NoSolutionError
 
 
 class TerminationReason(StrEnum):
@@ -66,6 +68,67 @@ class GraphStats(BaseModel):
         description="Nodes on the longest path of the graph that has not passed yet."
     )
     success: bool = Field(description="Whether the sink node has passed.")
+
+
+class Attribution(StrEnum):
+    """Whose doing an episode's outcome is: what a leaderboard may count against the agent.
+
+    ``agent``: the agent's own result, success or failure, including whatever it
+    caused inside its sandbox; counted in every denominator. ``benchmark``: the
+    suite's own fault (a failing setup script, an image it names that does not
+    exist, an evaluator that raises or gets bad arguments, no solution for the
+    oracle); never retried, counted apart. ``infrastructure``: outside the
+    sandbox (engine unreachable, node lost, worker killed, model API
+    unreachable); retried where a retry can help, counted apart.
+    """
+
+    AGENT = "agent"
+    BENCHMARK = "benchmark"
+    INFRASTRUCTURE = "infrastructure"
+
+
+ATTRIBUTION_BY_REASON: dict[TerminationReason, Attribution] = {
+    TerminationReason.SUCCESS: Attribution.AGENT,
+    TerminationReason.AGENT_COMPLETE: Attribution.AGENT,
+    TerminationReason.AGENT_FAIL: Attribution.AGENT,
+    TerminationReason.MAX_STEPS: Attribution.AGENT,
+    TerminationReason.TIMEOUT: Attribution.AGENT,
+    TerminationReason.SETUP_ERROR: Attribution.BENCHMARK,
+    TerminationReason.ACTION_ERROR: Attribution.AGENT,
+    TerminationReason.AGENT_ERROR: Attribution.AGENT,
+    TerminationReason.ENV_ERROR: Attribution.INFRASTRUCTURE,
+    TerminationReason.SANDBOX_ERROR: Attribution.AGENT,
+    TerminationReason.EVALUATOR_ERROR: Attribution.BENCHMARK,
+    TerminationReason.TOKEN_LIMIT: Attribution.AGENT,
+    TerminationReason.COST_LIMIT: Attribution.AGENT,
+}
+"""Who a termination reason is attributed to, before the error's evidence
+(:data:`AGENT_ERROR_EVIDENCE`) is read; docs/reference/termination.md has it as a table."""
+
+AGENT_ERROR_EVIDENCE: dict[str, Attribution] = {
+    NoSolutionError.__name__: Attribution.BENCHMARK,
+    ModelUnreachableError.__name__: Attribution.INFRASTRUCTURE,
+    AuthenticationError.__name__: Attribution.INFRASTRUCTURE,
+}
+"""An ``agent_error`` whose ``error_type`` is one of these was not the agent's doing:
+the oracle had no solution to replay, or the model's API could not be used."""
+
+
+def attribution_of(reason: TerminationReason | str, error_type: str | None) -> Attribution:
+    """Whose doing an episode's outcome is, from its termination reason and error type.
+
+    The one rule: every reader of results (leaderboard, site, run summary, exit
+    code) and the ``attribution`` column come from it. Rows written before the
+    column existed get it from here when read.
+
+    Example:
+        >>> attribution_of("agent_error", "ModelUnreachableError").value
+        'infrastructure'
+    """
+    reason = TerminationReason(reason)
+    if reason is TerminationReason.AGENT_ERROR and error_type in AGENT_ERROR_EVIDENCE:
+        return AGENT_ERROR_EVIDENCE[error_type]
+    return ATTRIBUTION_BY_REASON[reason]
 
 
 def new_episode_id() -> str:
@@ -287,6 +350,18 @@ class EpisodeResult(BaseModel):
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Whose doing the outcome is: 'agent' (its score counts), 'benchmark' "
+        "(the suite's fault: setup, evaluator, no solution; not retried) or 'infrastructure' "
+        "(outside the sandbox: engine, node, worker, model API). Derived from "
+        "termination_reason and error_type (docs/reference/termination.md); only 'agent' "
+        "rows are in a leaderboard's denominators."
+    )
+    @property
+    def attribution(self) -> Attribution:
+        """Whose doing the outcome is (:func:`attribution_of`): never out of step with it."""
+        return attribution_of(self.termination_reason, self.error_type)
 
     @property
     def key(self) -> tuple[str, str, str, int]:

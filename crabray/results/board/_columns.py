@@ -26,6 +26,7 @@ STAT_COLUMNS = (
     "cost_usd",
     "cost_per_success",
     "mean_wall_time_sec",
+    "benchmark_errors",
     "infra_errors",
 )
 """Statistics of every leaderboard row, in order (after the ``by`` columns)."""
@@ -41,6 +42,7 @@ LEADERBOARD_INPUT_COLUMNS = (
     "agent",
     "model",
     "termination_reason",
+    "attribution",
     "success",
     "score",
     "completeness",
@@ -51,7 +53,8 @@ LEADERBOARD_INPUT_COLUMNS = (
     "cost_usd",
     "wall_time_sec",
 )
-"""Episode columns that ``leaderboard`` and ``compare_runs`` read: pass these as
+"""Episode columns that ``leaderboard`` and ``compare_runs`` read (``attribution`` may be
+missing from rows made by hand: it is then derived from ``termination_reason``): pass these as
 ``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
 breakdown by tag)."""
 
@@ -64,18 +67,34 @@ BREAKDOWN_STATS = (
     "mean_score",
     "mean_steps",
     "cost_usd",
+    "benchmark_errors",
     "infra_errors",
     "share",
 )
 """Statistics of every breakdown row (after the ``by`` columns and the group column)."""
 
-BREAKDOWN_INPUT_COLUMNS = ("termination_reason", "success", "score", "steps", "cost_usd")
+BREAKDOWN_INPUT_COLUMNS = (
+    "termination_reason",
+    "attribution",
+    "success",
+    "score",
+    "steps",
+    "cost_usd",
+)
 """Episode columns a breakdown reads besides its ``by`` columns and the column it breaks down."""
 
 TAG = "tag"
 """Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
 
-INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors")
+INT_COLUMNS = (
+    "episodes",
+    "successes",
+    "tokens_in",
+    "tokens_out",
+    "model_calls",
+    "benchmark_errors",
+    "infra_errors",
+)
 """Statistics that are counts (int64); the others are float64."""
 
 TASK_SAMPLE = ("run_id", "suite", "task_id")
