@@ -39,7 +39,6 @@ from crabray.cli.options import (
 from crabray.cli.options import (
     suite_format as chosen_format,
 )
-from crabray.cli.outcomes import print_causes
 from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import submit_run
 from crabray.cli.terminal import console, errors
@@ -128,6 +127,7 @@ def run(
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.cli.outcomes import print_causes
     from crabray.cluster.ray_runtime import disconnect
     from crabray.run.runner import RunOptions, run_suite
 

@@ -69,7 +69,8 @@ def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
     write_task_folder(suite / "absent", files={"Dockerfile": "FROM example.org/absent:1\n"})
     out = tmp_path / "out"
     done = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), timeout=900)
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    assert done.returncode == 1, f"{done.stdout}\n{done.stderr}"  # the image is the suite's
+    assert "1 benchmark errors" in done.stdout and "example.org/absent:1" in done.stdout
     episodes = read_episodes(out)
     rows = {r.task_id: r for r in episodes.itertuples()}
     assert len(episodes) == 2, "the missing base image must not be retried"
@@ -78,6 +79,7 @@ def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
     assert [(int(c["total"]), int(c["result"])) for c in solved.checkpoints] == [(1, 1), (1, 1)]
     absent = rows["absent"]
     assert (absent.termination_reason, absent.attempt) == ("setup_error", 0)
+    assert absent.attribution == "benchmark"
     assert "example.org/absent:1" in absent.error and "--base-image" in absent.error
 
 
