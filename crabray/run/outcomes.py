@@ -34,11 +34,9 @@ class Cause(BaseModel):
     @property
     def label(self) -> str:
         """How the cause reads in one line: the reason, and the error's type when there is one."""
-        return (
-            f"{self.termination_reason} ({self.error_type})"
-            if self.error_type
-            else (self.termination_reason)
-        )
+        if self.error_type is None:
+            return self.termination_reason
+        return f"{self.termination_reason} ({self.error_type})"
 
 
 def causes_not_the_agents(out_dir: str | Path, run_id: str) -> list[Cause]:

@@ -63,6 +63,15 @@ def test_an_image_typo_is_a_benchmark_error_shown_and_not_retried(tmp_path: Path
     (entry,) = json.loads(board.stdout)
     assert (entry["episodes"], entry["benchmark_errors"], entry["infra_errors"]) == (0, 1, 0)
 
+    # The site shows it as the suite's error, never as the agent's red 0.00.
+    site = tmp_path / "site"
+    crabray("leaderboard", str(out), "--html", str(site), check=True)
+    index = (site / "index.html").read_text(encoding="utf-8")
+    assert ">benchmark error</a>" in index
+    assert ">0.00</a>" not in index
+    page = (site / "episodes" / f"{row['episode_id']}.html").read_text(encoding="utf-8")
+    assert "benchmark error, not the agent's (not scored): setup_error" in page
+
 
 def test_an_unreachable_engine_is_an_infrastructure_error_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
