@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from crabray.core.result import Attribution, TerminationReason, attribution_of
-from crabray.results import ResultSink, leaderboard, read_episodes
+from crabray.results import ResultSink, finished_keys, leaderboard, read_episodes
 from crabray.run.outcomes import causes_not_the_agents
 from tests.results.conftest import build_record
 
@@ -69,3 +69,21 @@ def test_rows_written_before_the_column_get_it_when_read(tmp_path: Path) -> None
         (Attribution.INFRASTRUCTURE, "agent_error", 1),
     ]
     assert causes[1].first_error is not None and "ConnectError" in causes[1].first_error
+
+
+def test_a_resume_runs_the_infrastructures_episodes_again_not_the_benchmarks(
+    tmp_path: Path,
+) -> None:
+    ResultSink(tmp_path, "run-a").write(
+        [
+            build_record("solved"),
+            build_record("failed", reason=TerminationReason.AGENT_FAIL),
+            build_record("typo", reason=TerminationReason.SETUP_ERROR),
+            build_record("lost", reason=TerminationReason.ENV_ERROR),
+            build_record(
+                "outage", reason=TerminationReason.AGENT_ERROR, error_type="ModelUnreachableError"
+            ),
+        ]
+    )
+    done = {task for _, task, _ in finished_keys(tmp_path, "run-a")}
+    assert done == {"solved", "failed", "typo"}
