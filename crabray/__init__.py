@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         evaluator,
     )
     from crabray.core.errors import CrabrayError
+    from crabray.run import evaluate
 
     __version__: str
 
@@ -66,11 +67,13 @@ __all__ = [
     "action",
     "create_benchmark",
     "create_environment",
+    "evaluate",
     "evaluator",
 ]
 
+_ELSEWHERE = {"CrabrayError": "crabray.core.errors", "evaluate": "crabray.run.api"}
 _authoring = lazy_getattr(
     __name__,
-    {name: "crabray.core" for name in __all__ if name not in ("CrabrayError", "__version__")}
-    | {"CrabrayError": "crabray.core.errors"},
+    {name: "crabray.core" for name in __all__ if name not in (*_ELSEWHERE, "__version__")}
+    | _ELSEWHERE,
 )

@@ -46,7 +46,6 @@ from crabray.core.errors import (
     ConfigError,
     CrabrayError,
     EvaluatorError,
-    SandboxConfigError,
     SandboxError,
     SandboxFileError,
 )
@@ -62,6 +61,7 @@ from crabray.core.result import (
     StepRecord,
     TerminationReason,
     conversation_json,
+    sandbox_failure_reason,
     utcnow,
 )
 from crabray.formats.validate import solution_bindings
@@ -93,6 +93,12 @@ class EpisodeSettings(BaseModel):
     max_cost_usd: float | None = Field(
         default=None, gt=0, description="Ends the episode (cost_limit) past this model cost."
     )
+
+
+def _sandbox_end(error: SandboxError, context: str | None = None) -> _End:
+    """The end of an episode whose sandbox failed: the agent's, the benchmark's or the
+    infrastructure's, as :func:`sandbox_failure_reason` decides (the one rule)."""
+    return _End(sandbox_failure_reason(error), error, context)
 
 
 class _End(Exception):
@@ -218,12 +224,8 @@ class _Episode:
         for act, env_name in steps:
             try:
                 act.run(self.envs[env_name])
-            except SandboxConfigError as exc:
-                raise _End(
-                    TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
-                ) from exc
             except SandboxError as exc:
-                raise _End(TerminationReason.ENV_ERROR, exc) from exc
+                raise _sandbox_end(exc, f"setup '{act.name}' failed") from exc
             except Exception as exc:
                 raise _End(
                     TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
@@ -336,7 +338,7 @@ class _Episode:
             output = _short(returned)
             self.consecutive_errors = 0
         except SandboxError as exc:
-            raise _End(TerminationReason.ENV_ERROR, exc) from exc
+            raise _sandbox_end(exc) from exc
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             self.result.action_errors += 1
@@ -397,7 +399,7 @@ class _Episode:
         try:
             self.stats = self.progress.step(self._judge, self.actions_taken)
         except SandboxError as exc:
-            raise _End(TerminationReason.ENV_ERROR, exc) from exc
+            raise _sandbox_end(exc) from exc
         except EvaluatorError as exc:
             raise _End(TerminationReason.EVALUATOR_ERROR, exc) from exc
 
@@ -422,7 +424,7 @@ class _Episode:
                 try:
                     value = obs.run(self.envs[env.name])
                 except SandboxError as exc:
-                    raise _End(TerminationReason.ENV_ERROR, exc) from exc
+                    raise _sandbox_end(exc, f"observation '{obs.name}'") from exc
                 except (ActionError, SandboxFileError) as exc:
                     value = f"observation failed: {exc}"
                 if isinstance(value, bytes):
@@ -477,10 +479,16 @@ class _Episode:
         and, if it asks for ``trajectory``, the steps so far as JSON text; it
         returns a number in [0, 1] or a ``Score`` (with checkpoints). A scorer
         that raises scores 0 and ends the episode as evaluator_error with the
-        error recorded; a sandbox failure while scoring is an env_error (retried).
+        error recorded; a sandbox failure while scoring ends it as
+        :func:`sandbox_failure_reason` says (env_error, retried, unless the
+        sandbox broke of what the agent did).
         """
         scorer = self.task.scorer
-        skipped = (TerminationReason.SETUP_ERROR, TerminationReason.ENV_ERROR)
+        skipped = (
+            TerminationReason.SETUP_ERROR,
+            TerminationReason.ENV_ERROR,
+            TerminationReason.SANDBOX_ERROR,
+        )
         if scorer is None or self.result.termination_reason in skipped:
             return
         self.score = 0.0
@@ -498,7 +506,7 @@ class _Episode:
                 raise EvaluatorError(f"returned {value!r}, not a score in [0, 1]")
             self.score = float(value)
         except SandboxError as exc:
-            self._end(TerminationReason.ENV_ERROR, exc, f"scoring with '{scorer.name}'")
+            self._end(sandbox_failure_reason(exc), exc, f"scoring with '{scorer.name}'")
         except Exception as exc:
             logger.info("scorer '%s' of task %s failed: %s", scorer.name, self.task.id, exc)
             self._end(TerminationReason.EVALUATOR_ERROR, exc, f"evaluation '{scorer.name}'")

@@ -171,6 +171,8 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
             "started_at": pa.array(started, TIMESTAMP),
             "finished_at": pa.array(started + (wall * 1e6).astype(np.int64), TIMESTAMP),
         }
+        for field in EPISODES_SCHEMA:  # columns added to the schema since: null
+            columns.setdefault(field.name, pa.nulls(rows, field.type))
         table = pa.Table.from_pydict(columns, schema=EPISODES_SCHEMA)
         directory = out / "episodes" / f"run_id={run_id}"
         directory.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_cluster.py": (["--smoke"], "1 node, pooled"),
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
     "bench_local_episode.py": (["--smoke"], "CPU per episode, this checkout"),
+    "bench_integrity_memory.py": (["--smoke"], "grade a 1.5 GiB sparse file"),
 }
 """Per script: its smoke-mode arguments and a line of the table it prints at the end."""
 

@@ -29,7 +29,7 @@ app(prog_name="crabray")
 """
 """``crabray ARGS`` in a process that reports, as it exits, every module it loaded."""
 
-AUTHORING = ("crabray.core.action", "crabray.core.evaluator", "docstring_parser", "networkx")
+AUTHORING = ("crabray.core.actions", "crabray.core.evaluators", "docstring_parser", "networkx")
 RAY = ("ray",)
 
 
@@ -93,7 +93,7 @@ def test_the_authoring_api_still_loads_on_first_use() -> None:
     done = subprocess.run(
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.split() == ["True", "True", "crabray.core.evaluator", "Action"]
+    assert done.stdout.split() == ["True", "True", "crabray.core.evaluators", "Action"]
 
 
 PLAIN_SUITE = """

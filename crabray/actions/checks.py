@@ -7,18 +7,30 @@ Bind their arguments where a task declares them, e.g.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from crabray.actions.limits import MAX_CHECKED_BYTES
 from crabray.core import evaluator
-from crabray.core.errors import SandboxFileError
+from crabray.core.errors import FileTooLargeError, SandboxFileError
+
+logger = logging.getLogger(__name__)
 
 
 def _read(env: Any, path: str) -> str | None:
+    """The file's text, or None when there is no file to check: the check fails.
+
+    None for a missing file, one that is not regular, or one past
+    :data:`~crabray.actions.limits.MAX_CHECKED_BYTES`.
+    """
     try:
-        data: bytes = env.get_file(path)
-        return data.decode("utf-8", errors="replace")
+        data: bytes = env.get_file(path, max_bytes=MAX_CHECKED_BYTES)
+    except FileTooLargeError as exc:
+        logger.info("check of '%s' fails: %s", path, exc)
+        return None
     except SandboxFileError:
         return None
+    return data.decode("utf-8", errors="replace")
 
 
 @evaluator
@@ -37,6 +49,8 @@ def path_exists(path: str, env: Any) -> bool:
 def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
     """The file's text equals the expected content.
 
+    A file over 16 MiB (``MAX_CHECKED_BYTES``) is not read and fails the check.
+
     Args:
         path: The file.
         content: The expected text.
@@ -52,6 +66,8 @@ def file_equals(path: str, content: str, env: Any, strip: bool = True) -> bool:
 @evaluator
 def file_contains(path: str, text: str, env: Any) -> bool:
     """The file exists and contains the text.
+
+    A file over 16 MiB (``MAX_CHECKED_BYTES``) is not read and fails the check.
 
     Args:
         path: The file.

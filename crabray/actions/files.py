@@ -12,7 +12,7 @@ from typing import Any
 
 from crabray.actions.limits import MAX_READ_BYTES
 from crabray.core import action
-from crabray.core.errors import SandboxFileError
+from crabray.core.errors import FileTooLargeError, SandboxFileError
 
 
 @action
@@ -23,17 +23,29 @@ def read_file(path: str, env: Any) -> str:
         path: Path of the file, absolute or relative to the working directory.
         env: The sandbox the action runs in, injected at run time (not part of the schema).
     """
-    found = _stat(env, path)
-    if found is None or (found[0] and found[1] <= MAX_READ_BYTES):
-        # A small file, or one stat cannot see (the backend's get_file says why).
-        data: bytes = env.get_file(path)
-        return _cut(data.decode("utf-8", errors="replace"), path, len(data))
-    # Too big, or not a regular file (a device, a pipe): read no more than the cap
-    # inside the sandbox, so a huge file never crosses into the worker's memory.
+    # The backend checks the size of the file it opened: no spelling of the path
+    # (``a/../big``) makes the check and the read see different files.
+    try:
+        data: bytes = env.get_file(path, max_bytes=MAX_READ_BYTES)
+    except FileTooLargeError as exc:
+        return _head(env, path, exc.size)
+    except SandboxFileError:
+        found = _stat(env, path)
+        if found is None or found[0]:
+            raise  # missing, refused, or a regular file: the backend's answer stands
+        return _head(env, path, None)  # a device, a pipe
+    return _cut(data.decode("utf-8", errors="replace"), path, len(data))
+
+
+def _head(env: Any, path: str, size: int | None) -> str:
+    """The first ``MAX_READ_BYTES`` of a file too big, or not regular, read in the sandbox.
+
+    No more than that (and a command's output cap) reaches the worker.
+    """
     head = env.exec(["head", "-c", str(MAX_READ_BYTES), "--", path])
     if not head.ok:
         raise SandboxFileError(f"cannot read '{path}': {head.stderr.strip()}")
-    return _cut(head.stdout, path, found[1] if found[0] else None, cut=True)
+    return _cut(head.stdout, path, size, cut=True)
 
 
 def _stat(env: Any, path: str) -> tuple[bool, int] | None:

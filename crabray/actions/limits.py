@@ -20,3 +20,10 @@ TimeoutSec = Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SEC)]
 
 MAX_READ_BYTES = 1_000_000
 """Most bytes ``read_file`` returns of one file (1 MB); the rest is cut, with a marker."""
+
+MAX_CHECKED_BYTES = 16 * 1024 * 1024
+"""Largest file the shipped file evaluators (``file_equals``, ``file_contains``) read: 16 MiB.
+
+A larger file fails the check without a byte of it being read (the size is the one
+of the file the backend opened), so whatever the agent leaves in its sandbox (a
+sparse file of terabytes) the worker grading it holds at most this much of it."""

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from crabray.backends.settings import BackendSettings, parse_settings
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import SandboxError
+from crabray.core.errors import FileTooLargeError, SandboxError
 
 RUN_ID_VAR = "CRABRAY_RUN_ID"
 """Environment variable holding the run a sandbox serves: the scheduler sets it on
@@ -32,6 +32,32 @@ kept part ends with :data:`OUTPUT_CUT_MARKER`."""
 
 OUTPUT_CUT_MARKER = "\n[crabray: output cut at 10 MiB]\n"
 """Appended to a stream that was cut at :data:`MAX_OUTPUT_BYTES`."""
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""The most ``get_file`` reads of one file when its caller names no smaller cap: 64 MiB.
+
+Whatever the sandbox holds (a sparse file of terabytes costs it nothing), the
+worker's memory stays bounded: a larger file is refused with
+:class:`~crabray.core.errors.FileTooLargeError` before any of it is read."""
+
+
+def check_file_size(path: str, size: int, max_bytes: int | None) -> None:
+    """Refuse a file of ``size`` bytes past ``max_bytes`` (``MAX_FILE_BYTES`` when None).
+
+    Every backend calls it with the size of the file it opened (or is about to
+    stream), never of a path looked up separately.
+
+    Raises:
+        FileTooLargeError: The file is larger than the cap.
+    """
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    if size > limit:
+        raise FileTooLargeError(
+            f"cannot read '{path}': it holds {size} bytes, more than the {limit} bytes "
+            "a read takes; nothing of it was read",
+            size=size,
+            limit=limit,
+        )
 
 
 def output_text(data: bytes, cut: bool) -> str:
@@ -210,10 +236,14 @@ class Backend(ABC):
         """
 
     @abstractmethod
-    def get_file(self, path: str) -> bytes:
-        """Read the whole file at ``path`` in the sandbox.
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Read the whole file at ``path`` in the sandbox, if it holds at most ``max_bytes``.
+
+        The size checked is the one of the file opened for the read (see
+        :func:`check_file_size`); ``max_bytes`` None means :data:`MAX_FILE_BYTES`.
 
         Raises:
+            FileTooLargeError: The file is larger than ``max_bytes``; nothing was read.
             SandboxFileError: The path is outside the sandbox, missing, or not a file.
         """
 
@@ -242,6 +272,29 @@ class Backend(ABC):
         """
         if cls.settings_model is not None:
             parse_settings(cls.settings_model, settings, cls.kind)
+
+    @classmethod
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that this host can start a sandbox with these settings, before a run starts.
+
+        Called once per distinct (backend, settings) a run needs, on a host of the
+        kind (:mod:`crabray.run.preflight`), before the first episode, so that a
+        missing tool, an engine that does not answer or a missing image stops the
+        run at once with its fix, instead of failing every episode. Cheap: it
+        asks (is ``bwrap`` usable, does the engine answer, is the image there)
+        and makes nothing that outlives the call. The default checks nothing.
+
+        Args:
+            settings: The ``backend_settings`` of an environment of this kind.
+            env_name: That environment's name, for messages.
+
+        Raises:
+            ConfigError: The settings do not validate, or refuse this host (an SSH
+                host key that is not known).
+            SandboxError: This host cannot start such a sandbox; the message says how
+                to fix it.
+        """
+        return None
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 from crabray.backends.base import Backend, ExecResult
 from crabray.backends.guest import NoPythonError, python_call
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
@@ -121,9 +121,9 @@ class Environment:
         """Write a file in the sandbox (see ``Backend.put_file``)."""
         self.backend.put_file(path, data)
 
-    def get_file(self, path: str) -> bytes:
-        """Read a file from the sandbox (see ``Backend.get_file``)."""
-        return self.backend.get_file(path)
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Read a file from the sandbox, if at most ``max_bytes`` (see ``Backend.get_file``)."""
+        return self.backend.get_file(path, max_bytes=max_bytes)
 
     def screenshot(self) -> bytes:
         """A PNG of the sandbox's screen (see ``Backend.screenshot``)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -10,25 +11,29 @@ import typer
 from rich.markup import escape
 
 from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt
-from crabray.cli.roots import no_runs, readable_root, resolve_run, shown_root
+from crabray.cli.roots import no_runs, resolve_run, shown_root
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import CrabrayError
+from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+logger = logging.getLogger(__name__)
 
 LEADERBOARD_EXAMPLES = """Examples:
 
-  crabray leaderboard                          # every run under results/
+  crabray leaderboard                          # per suite; per task the latest run's episodes
 
   crabray leaderboard --run latest --format md
 
   crabray leaderboard --by tag
 
   crabray leaderboard --compare RUN_A RUN_B
+
+  crabray leaderboard --all-runs               # every run's episodes summed, per suite
 
   crabray leaderboard --html site              # a static site of every run
 
@@ -58,7 +63,19 @@ def leaderboard(
         ),
     ] = None,
     per_suite: Annotated[
-        bool, typer.Option("--per-suite", help="A leaderboard row per agent, model and suite.")
+        bool,
+        typer.Option(
+            "--per-suite",
+            help="With --run: a suite column too (without --run every table is of one suite).",
+        ),
+    ] = False,
+    all_runs: Annotated[
+        bool,
+        typer.Option(
+            "--all-runs",
+            help="Count every run's episodes, a task run twice counting twice (still one "
+            "table per suite). Default without --run: per task, only the latest run's.",
+        ),
     ] = False,
     compare: Annotated[
         tuple[str, str] | None,
@@ -78,17 +95,24 @@ def leaderboard(
 ) -> None:
     """Per agent and model: success rate with its 95% interval, score, cost, pass@k.
 
-    Only episodes attributed to the agent count: benchmark errors (failing setup,
-    evaluator errors, no solution for the oracle) and infrastructure errors are
-    counted apart in 'benchmark_errors' and 'infra_errors' and left out of every
-    other number. With several epochs per task, pass@k and
-    pass^k columns follow. --by and --compare show a breakdown or a run
-    comparison instead of the leaderboard.
+    Without --run: one table per suite, counting per task only the episodes of
+    the latest run that ran it (a re-run replaces, never adds); each table
+    names the runs it counts. Only episodes attributed to the agent count:
+    benchmark errors (failing setup, evaluator errors, no solution for the
+    oracle) and infrastructure errors are counted apart in 'benchmark_errors'
+    and 'infra_errors' and left out of every other number. With several
+    epochs per task, the interval is clustered by task and pass@k and pass^k
+    columns follow. --by and --compare show a breakdown or a run comparison
+    instead of the leaderboard.
     """
     if fmt not in ("table", "md", "csv", "json"):
         raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
-    if compare is not None and (run_id is not None or by is not None):
-        raise CrabrayError("--compare names its two runs; use it without --run and --by")
+    if compare is not None and (run_id is not None or by is not None or all_runs):
+        raise CrabrayError(
+            "--compare names its two runs; use it without --run, --by and --all-runs"
+        )
+    if all_runs and run_id is not None:
+        raise CrabrayError("--all-runs counts every run; use it without --run")
     if html is not None:
         import importlib
 
@@ -102,10 +126,12 @@ def leaderboard(
         compare = (first or compare[0], second or compare[1])
         if compare[0] == compare[1]:
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
-    print_leaderboard(out, run_id, fmt, by=by, per_suite=per_suite, compare=compare)
+    print_leaderboard(
+        out, run_id, fmt, by=by, per_suite=per_suite, compare=compare, all_runs=all_runs
+    )
     if html is not None:
-        with readable_root(out, whole=True) as root:
-            _write_site(root, html, run_id, title, description)
+        with ResultsRoot.parse(out).readable(whole=True) as root:
+            _write_site(root, html, run_id, title, description, all_runs=all_runs)
 
 
 def print_leaderboard(
@@ -116,10 +142,13 @@ def print_leaderboard(
     by: str | None = None,
     per_suite: bool = False,
     compare: tuple[str, str] | None = None,
+    all_runs: bool = False,
 ) -> None:
     """Print the leaderboard of OUT (or a breakdown, or a comparison) in ``fmt``.
 
     Reads only the columns the table needs, so it stays fast on large datasets.
+    Without ``run_id`` the rows are those ``latest_per_task`` keeps (every run's
+    with ``all_runs``), summarised per suite; each table names the runs it counts.
     """
     from crabray.results import (
         EPISODES_SCHEMA,
@@ -156,16 +185,92 @@ def print_leaderboard(
     import pyarrow as pa
 
     episodes = pa.concat_tables(tables)
-    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
     if compare is not None:
         comparison = compare_table(episodes, *compare)
         _show(comparison.table, "changes per task", fmt)
         # csv and json stay machine-readable: the summary goes to stderr there.
         (console if fmt in ("table", "md") else errors).print(comparison.summary, highlight=False)
-    elif by is not None:
-        _show(breakdown_table(episodes, by, keys), f"success by {by}", fmt)
+        return
+    from crabray.results.board.selection import describe_runs, latest_per_task, runs_per_suite
+
+    if run_id is None and not all_runs:
+        episodes = latest_per_task(episodes)
+    suites = runs_per_suite(episodes)
+    per_suite = (per_suite or run_id is None) and by != "suite"
+    keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
+    if by is not None:
+        table, title = breakdown_table(episodes, by, keys), f"success by {by}"
     else:
-        _show(leaderboard_table(episodes, keys), "leaderboard", fmt)
+        table, title = leaderboard_table(episodes, keys), "leaderboard"
+    created = _created(out, [run for runs in suites.values() for run in runs])
+    scope = _scope(run_id, all_runs)
+    if run_id is None and fmt in ("table", "md") and per_suite:
+        _show_per_suite(table, title, fmt, suites, created, scope)
+        return
+    _show(table, title, fmt)
+    # csv and json stay machine-readable: which runs they count goes to stderr there.
+    for suite, runs in suites.items():
+        (console if fmt in ("table", "md") else errors).print(
+            f"{scope}, suite {suite}: {describe_runs(runs, created)}", highlight=False
+        )
+
+
+def _scope(run_id: str | None, all_runs: bool) -> str:
+    """What a report counts, in a few words for the line that names its runs."""
+    if run_id is not None:
+        return f"run {run_id}"
+    if all_runs:
+        return "every run summed (--all-runs: a task run twice counts twice)"
+    return "per task the latest run's episodes"
+
+
+def _show_per_suite(
+    table: pa.Table,
+    title: str,
+    fmt: str,
+    suites: dict[str | None, list[str]],
+    created: dict[str, str],
+    scope: str,
+) -> None:
+    """One table per suite (the suite column dropped), each followed by the runs it counts."""
+    import numpy as np
+
+    from crabray.results import render, to_rich_table
+    from crabray.results._numpy import to_arrow
+    from crabray.results.board.selection import describe_runs
+
+    # A few rows: compared in Python (pyarrow.compute with a Python scalar imports pandas).
+    row_suites = np.array(table.column("suite").to_pylist(), dtype=object)
+    for suite, runs in suites.items():
+        rows = table.filter(to_arrow(row_suites == suite)).drop_columns(["suite"])
+        line = f"{scope}: {describe_runs(runs, created)}"
+        if fmt == "table":
+            console.print(to_rich_table(rows, title=f"{title} · suite {suite}"))
+            console.print(line, highlight=False)
+            console.print()
+        else:
+            sys.stdout.write(f"### {title} · suite {suite}\n\n{line}\n\n")
+            sys.stdout.write(render(rows, "md") + "\n")
+    sys.stdout.flush()
+
+
+def _created(out: str | Path, runs: list[str]) -> dict[str, str]:
+    """When each of ``runs`` was created (from its manifest), as text; runs without a
+    readable manifest are left out (and a broken manifest is logged)."""
+    from crabray.results import list_runs, read_manifest
+    from crabray.results.store.runs import RunManifest
+
+    manifests: dict[str, RunManifest] = {}
+    with ResultsRoot.parse(out).readable(whole=False) as root:
+        known = set(list_runs(root))
+        for run in runs:
+            if run not in known:
+                continue
+            try:
+                manifests[run] = read_manifest(root, run)
+            except CrabrayError as exc:  # the report still counts its episodes
+                logger.warning("cannot say when run %s was created: %s", run, exc)
+    return {run: f"{manifest.created_at:%Y-%m-%d %H:%M} UTC" for run, manifest in manifests.items()}
 
 
 def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
@@ -180,17 +285,25 @@ def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
 
 
 def _write_site(
-    out: Path, site_dir: Path, run_id: str | None, title: str | None, description: str | None
+    out: Path,
+    site_dir: Path,
+    run_id: str | None,
+    title: str | None,
+    description: str | None,
+    *,
+    all_runs: bool = False,
 ) -> None:
     from crabray.results.site import build_site
 
-    index = build_site(out, site_dir, run_id, title=title, description=description)
+    index = build_site(
+        out, site_dir, run_id, title=title, description=description, all_runs=all_runs
+    )
     errors.print(f"site written: {escape(str(index))}", highlight=False)
 
 
 VIEW_EXAMPLES = """Examples:
 
-  crabray view                                 # every run under results/
+  crabray view                                 # per task the latest run's episodes
 
   crabray view --run latest --port 0           # the newest run, on a free port
 
@@ -215,7 +328,7 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
-    with readable_root(out_arg, whole=True) as out:
+    with ResultsRoot.parse(out_arg).readable(whole=True) as out:
         shown = shown_root(out_arg, out)
         if not has_results(out):
             raise no_runs(shown, "view")

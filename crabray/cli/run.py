@@ -43,6 +43,7 @@ from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import submit_run
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import CrabrayError
+from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 RUN_EXAMPLES = """Examples:
@@ -186,7 +187,7 @@ def _print_next_steps(out: Path | str, run_id: str) -> None:
         (f"{prog} leaderboard{where} --html site", "a static site, every run"),
         (f"{prog} runs list{where}", "every run"),
     ]
-    if "://" in str(out):  # a store: the leaderboard reads it, the others a local root
+    if ResultsRoot.parse(out).is_url:  # a store: the leaderboard reads it, the others a folder
         steps = [steps[0], (f"{prog} leaderboard{where} --by task_id", "per task")]
     width = max(len(command) for command, _ in steps)
     console.print("look at it with:", highlight=False)

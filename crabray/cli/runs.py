@@ -7,9 +7,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from crabray.cli.roots import no_runs, readable_root, shown_root
+from crabray.cli.roots import no_runs, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
 from crabray.cli.terminal import console
+from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 runs_app = typer.Typer(
@@ -39,7 +40,7 @@ def runs_list(
     """List the runs recorded in OUT (a folder or a store URI) with their suite and agents."""
     from crabray.results import list_runs, read_manifest
 
-    with readable_root(out_arg, whole=False) as out:
+    with ResultsRoot.parse(out_arg).readable(whole=False) as out:
         manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
     shown = shown_root(out_arg, out)
     if not manifests:

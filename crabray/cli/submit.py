@@ -35,6 +35,7 @@ from rich.markup import escape
 from crabray.cli.terminal import console, errors
 from crabray.cluster.submit import job_client
 from crabray.core.errors import CrabrayError
+from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS, RunConfig
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ AddressOpt = Annotated[
 def remote_out(out: str | Path) -> str:
     """``--out`` as a shell word on the head: relative roots go under ``~/crabray`` there."""
     text = str(out)
-    if "://" in text or Path(text).is_absolute():
+    if ResultsRoot.parse(text).is_url or Path(text).is_absolute():
         return shlex.quote(text)
     return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(text)}'
 
@@ -80,11 +81,11 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
     from crabray.cluster.submit import check_upload_size, submit
-    from crabray.results import check_uri, is_remote
+    from crabray.results import check_uri
 
     if settings.address is None or settings.suite is None:
         raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
-    if is_remote(settings.out_dir):
+    if ResultsRoot.parse(settings.out_dir).is_store:
         check_uri(str(settings.out_dir))
     client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
@@ -133,10 +134,8 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
 
 def _where_results_are(settings: RunConfig, run_id: str) -> str:
     """Where a submitted run's results are, and the command that reads (or fetches) them."""
-    from crabray.results import is_remote
-
     out = str(settings.out_dir)
-    if is_remote(out):
+    if ResultsRoot.parse(out).is_store:
         board = f"crabray leaderboard {shlex.quote(out)} --run {run_id}"
         return f"results are in {escape(out)}; read them with:  {escape(board)}"
     fetch = f"crabray runs fetch {run_id} --address {settings.address}"

@@ -96,10 +96,20 @@ def tasks_list(
   crabray tasks validate tasks/demo
 
   crabray tasks validate my_suite/ --suite-format python
+
+  crabray tasks validate tasks/demo --oracle
 """,
 )
 def tasks_validate(
     suite: SuiteArg,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="Also require a reference solution in every task, as `--agent oracle` "
+            "replays one; each task without is a problem.",
+        ),
+    ] = False,
     suite_format: SuiteFormatOpt = None,
     old_format: OldFormatOpt = None,
     index: IndexOpt = None,
@@ -107,12 +117,16 @@ def tasks_validate(
     services: ServicesOpt = None,
 ) -> None:
     """Check every task of SUITE; print every problem with its file, line and field."""
-    from crabray.formats import resolve_suite
+    from crabray.formats import SuiteErrors, resolve_suite
+    from crabray.formats.validate import oracle_problems
     from crabray.run.runner import load_checked_suite
 
     chosen = chosen_format(suite_format, old_format)
     ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
     loaded = load_checked_suite(ref)
+    missing = oracle_problems(loaded) if oracle else []
+    if missing:
+        raise SuiteErrors(ref.path, missing)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
     for entry in loaded.entries.values():
         for warning in entry.task.metadata.get("warnings", []):

@@ -153,8 +153,8 @@ class EnvironmentActor:
     def put_file(self, path: str, data: bytes) -> None:
         self.backend.put_file(path, data)
 
-    def get_file(self, path: str) -> bytes:
-        return self.backend.get_file(path)
+    def get_file(self, path: str, max_bytes: int | None = None) -> bytes:
+        return self.backend.get_file(path, max_bytes=max_bytes)
 
     def screenshot(self) -> bytes:
         return self.backend.screenshot()

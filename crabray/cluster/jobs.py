@@ -23,8 +23,14 @@ from crabray.agents import AgentSpec, create_agent
 from crabray.backends.base import Backend
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import ActorBackend, SandboxSpec
-from crabray.core.errors import SandboxConfigError, SandboxError
-from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
+from crabray.core.errors import SandboxError
+from crabray.core.result import (
+    EpisodeRecord,
+    EpisodeResult,
+    TerminationReason,
+    sandbox_failure_reason,
+    utcnow,
+)
 from crabray.episode import EpisodeSettings, run_episode
 from crabray.formats import SuiteRef, load_suite
 
@@ -94,8 +100,10 @@ def failed_result(
 ) -> EpisodeResult:
     """The result of an episode whose sandbox could not be made or whose job died.
 
-    ``setup_error`` when its configuration is wrong (``SandboxConfigError``, never
-    retried), else ``env_error`` (the infrastructure failed around it; retried).
+    As :func:`~crabray.core.result.sandbox_failure_reason` says: ``setup_error`` when
+    its configuration is wrong (``SandboxConfigError``, never retried), ``sandbox_error``
+    when it broke of what was done inside it, else ``env_error`` (the infrastructure
+    failed around it; retried).
 
     Args:
         job: The episode (its settings' ``node`` is where it ran, when known).
@@ -115,11 +123,7 @@ def failed_result(
         model=settings.model,
         epoch=settings.epoch,
         attempt=settings.attempt,
-        termination_reason=(
-            TerminationReason.SETUP_ERROR
-            if isinstance(error, SandboxConfigError)
-            else TerminationReason.ENV_ERROR
-        ),
+        termination_reason=sandbox_failure_reason(error),
         node=settings.node,
         error=str(error),
         error_type=type(error).__name__,
@@ -232,7 +236,9 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     # not in the episode's wall time, which they did not delay.
     record.result.setup_time_sec += prepare_sec + sum(spent)
     record.result.wall_time_sec += prepare_sec
-    broken = list(backends) if record.result.termination_reason.is_infra else []
+    # A sandbox the agent broke is not reused either: its actor gets a fresh one.
+    reason = record.result.termination_reason
+    broken = list(backends) if reason.is_infra or reason is TerminationReason.SANDBOX_ERROR else []
     return JobOutcome(record=record, broken_envs=broken)
 
 

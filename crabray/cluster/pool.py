@@ -207,14 +207,24 @@ class EnvironmentPool:
         member = self._members.get(id(actor))
         return None if member is None else member.node
 
-    def discard(self, actor: Any) -> None:
-        """Kill a broken actor; it is never handed out again."""
-        member = self._members.pop(id(actor), None)
+    def discard(self, actor: Any, *, close: bool = False) -> None:
+        """End a broken actor; it is never handed out again.
+
+        With ``close`` (the actor answered: its episode returned), its sandbox is
+        closed before it ends, as a retired one is, so nothing of it is left on
+        its node (a mounted disk, a cgroup); otherwise it is killed at once.
+        """
+        member = self._members.get(id(actor))
         if member is None:
             return
         idle = self._idle[member.spec.pool_key]
         if member in idle:
             idle.remove(member)
+        self._members.pop(id(actor), None)
+        if close:
+            self._retiring.append(actor.close.remote())
+            actor.__ray_terminate__.remote()
+            return
         ray.kill(actor, no_restart=True)
 
     def trim(self, demand: Counter[str]) -> None:

@@ -121,8 +121,8 @@ class ActorBackend(Backend):
     def put_file(self, path: str, data: bytes) -> None:
         self._call("put_file", path, data)
 
-    def get_file(self, path: str) -> bytes:
-        return self._call("get_file", path)
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        return self._call("get_file", path, max_bytes)
 
     def screenshot(self) -> bytes:
         return self._call("screenshot")

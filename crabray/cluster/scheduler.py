@@ -40,7 +40,7 @@ from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError
+from crabray.core.errors import CrabrayError, HostError, SandboxHostError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -187,6 +187,11 @@ class Scheduler:
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
         self._unwritten += finished
+        stop = _host_error([record for _, record in finished])
+        if stop is not None:
+            # No episode here would start either: what finished goes to disk, nothing more runs.
+            self._flush(progress, force=True)
+            raise stop
         # Keep the sandboxes busy before this batch goes to disk.
         self._refill(queue, in_flight)
         progress.in_flight = len(in_flight)
@@ -306,13 +311,14 @@ class Scheduler:
         limit = self._time_limit(flight.item) + self.settings.timeout_grace_sec
         flight.deadline = time.monotonic() + limit
 
-    def _discard(self, actor: Any) -> None:
-        """Retire a broken actor; the episode queued behind its running one goes back to
-        the queue with the same attempt (it never ran)."""
+    def _discard(self, actor: Any, *, close: bool = False) -> None:
+        """Retire a broken actor (closing its sandbox first with ``close``); the episode
+        queued behind its running one goes back to the queue with the same attempt (it
+        never ran)."""
         follower = self.followers.drop(actor)
         if follower is not None:
             self._requeue(follower.item)
-        self.pool.discard(actor)
+        self.pool.discard(actor, close=close)
 
     def _requeue(self, item: SweepItem) -> None:
         self._queue.appendleft(item)
@@ -496,7 +502,7 @@ class Scheduler:
             return None
         for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
-                self._discard(actor)
+                self._discard(actor, close=True)
             elif self.followers.has(actor):
                 self._promote(actor, outcome.record)
             else:
@@ -509,6 +515,24 @@ class Scheduler:
         self.pool.stats.failed_resets += 1
         self._discard(flight.host)
         self._requeue(flight.item)
+
+
+def _host_error(records: list[EpisodeRecord]) -> HostError | None:
+    """The error that ends the run when an episode found its host cannot start its sandboxes.
+
+    A ``SandboxHostError`` (``bwrap`` or an image missing) would fail every
+    episode of its kind the same way, each one costing a sandbox start: the run
+    stops instead, naming the task and the fix.
+    """
+    for record in records:
+        result = record.result
+        if result.error_type == SandboxHostError.__name__:
+            return HostError(
+                f"task {result.task_id} found that this host cannot run its sandboxes, and no "
+                f"other episode here could: {result.error}. The run stopped; what finished is "
+                f"recorded: fix the host, then resume with --resume {result.run_id}"
+            )
+    return None
 
 
 def _pop(ready: list[Any], in_flight: dict[Any, InFlight]) -> list[tuple[Any, InFlight]]:

@@ -5,14 +5,12 @@ Pure Python (pydantic and networkx): nothing here imports Ray or Docker.
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from crabray.core.action import KEPT_PARAMS, Action, action
+    from crabray.core.actions import KEPT_PARAMS, Action, action
     from crabray.core.benchmark import BenchmarkConfig, BoundAction, create_benchmark
     from crabray.core.environment import (
         ROOT_ENV,
@@ -20,7 +18,7 @@ if TYPE_CHECKING:
         EnvironmentConfig,
         create_environment,
     )
-    from crabray.core.evaluator import Evaluator, evaluator
+    from crabray.core.evaluators import Evaluator, evaluator
     from crabray.core.graph import GraphEvaluator, GraphProgress
     from crabray.core.models.action import ClosedAction
     from crabray.core.result import CheckpointScore, Score
@@ -33,11 +31,11 @@ if TYPE_CHECKING:
 # result, retry: every ``crabray`` command does) does not import the authoring
 # model, pydantic's schemas of it, docstring_parser and networkx with it.
 _LAZY = {
-    "KEPT_PARAMS": "crabray.core.action",
-    "Action": "crabray.core.action",
-    "action": "crabray.core.action",
-    "Evaluator": "crabray.core.evaluator",
-    "evaluator": "crabray.core.evaluator",
+    "KEPT_PARAMS": "crabray.core.actions",
+    "Action": "crabray.core.actions",
+    "action": "crabray.core.actions",
+    "Evaluator": "crabray.core.evaluators",
+    "evaluator": "crabray.core.evaluators",
     "BenchmarkConfig": "crabray.core.benchmark",
     "BoundAction": "crabray.core.benchmark",
     "create_benchmark": "crabray.core.benchmark",
@@ -55,29 +53,6 @@ _LAZY = {
     "Task": "crabray.core.task",
     "TaskGenerator": "crabray.core.task_generator",
 }
-
-
-_SHADOWED = frozenset({"action", "evaluator"})
-"""Functions named like the submodule that defines them."""
-
-
-class _Package(types.ModuleType):
-    """This package's module type: the decorators ``action`` and ``evaluator`` keep their names.
-
-    Importing a submodule binds it as an attribute of its package, so once
-    ``crabray.core.action`` is imported (by ``crabray.core.benchmark``, say),
-    ``from crabray.core import action`` would give the module instead of the
-    decorator. The binding of those two submodules is dropped here: they stay
-    reachable under ``sys.modules`` (``from crabray.core.action import ...``).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _SHADOWED and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

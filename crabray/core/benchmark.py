@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.environment import ROOT_ENV, EnvironmentConfig
 from crabray.core.naming import check_identifier, qualify
 from crabray.core.task import Task

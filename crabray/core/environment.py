@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import ActionError
 from crabray.core.naming import check_identifier
 

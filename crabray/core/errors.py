@@ -11,17 +11,25 @@ are translated at the boundary with ``raise ... from exc``.
     │   ├── SuiteLoadError       a suite that cannot be imported or parsed
     │   ├── UnknownNameError     a registry has no entry of that name (lists the known ones)
     │   ├── MissingDependencyError  a registered entry needs a package that is not installed
-    │   └── DuplicateNameError   two different objects claim one name in a registry
+    │   ├── DuplicateNameError   two different objects claim one name in a registry
+    │   └── HostError            this host cannot make the sandboxes a run needs (bubblewrap
+    │                            missing, an engine that does not answer, an image not there):
+    │                            found before the first episode, or by an episode; the run stops
     ├── ActionError              an action that cannot be built, combined or called
     │   └── ActionParameterError bad parameters for an action call (names action, parameter)
     ├── EvaluatorError           an evaluator that raised or returned a non-bool
     ├── GraphError               an invalid evaluator graph (cycle, several sinks, empty)
     ├── SandboxError             a sandbox (backend) failed: infrastructure, retried
+    │   ├── SandboxBrokenError   it failed of what was done inside it (its guest killed, its
+    │   │                        memory exhausted): the agent's failure, never retried
     │   ├── SandboxTimeoutError  a sandbox operation outlived its timeout
     │   └── SandboxConfigError   a sandbox cannot be made as configured (an image that does
-    │                            not exist): deterministic, a setup error, never retried
+    │       │                    not exist): deterministic, a setup error, never retried
+    │       └── SandboxHostError a tool or image every sandbox of its kind needs is missing on
+    │                            this host: no episode there can start, so the run stops
     ├── SandboxFileError         a file operation was refused or the file is missing:
-    │                            the caller's mistake, a result, never retried
+    │   │                        the caller's mistake, a result, never retried
+    │   └── FileTooLargeError    a file is larger than its reader's cap: never read at all
     ├── AgentError               the agent itself failed (not a bad action call)
     │   ├── NoSolutionError      the oracle was asked to replay a task without a solution:
     │   │                        the benchmark's error, not the agent's
@@ -57,6 +65,15 @@ class ConfigError(CrabrayError):
     def _render(self) -> str:
         where = ": ".join(part for part in (self.file, self.field) if part)
         return f"{where}: {self.reason}" if where else self.reason
+
+
+class HostError(ConfigError):
+    """This host (or a node of the cluster) cannot make the sandboxes a run needs.
+
+    Found by the preflight before the first episode (``crabray.run.preflight``),
+    or by an episode whose sandbox failed with a ``SandboxHostError``; either way
+    the run stops (exit 2) and the message says what to install or fix.
+    """
 
 
 class SuiteLoadError(ConfigError):
@@ -146,11 +163,38 @@ class SandboxError(CrabrayError):
     """
 
 
+class SandboxBrokenError(SandboxError):
+    """A sandbox stopped working because of something done inside it, not around it.
+
+    The rule of who caused a sandbox failure is decided where it arises: the
+    backend raises this only after seeing the sandbox itself still there (its
+    holder, container or connection alive) while what runs inside it is not
+    (the guest killed by ``kill -9 -1``, the OOM killer of the sandbox's own
+    memory limit). The agent did it, so the episode ends as its failure
+    (``sandbox_error``): counted in every denominator, never retried. A
+    failure outside the sandbox (the engine unreachable, the node lost, the
+    host's disk full) stays a plain :class:`SandboxError`: infrastructure.
+
+    Args:
+        message: What broke, and where it arose.
+    """
+
+
 class SandboxConfigError(SandboxError):
     """A sandbox cannot be made as it is configured (a base image that does not exist here).
 
     Deterministic: trying again fails the same way, so the episode ends as a
     ``setup_error`` and is not retried. The message names the option that fixes it.
+    """
+
+
+class SandboxHostError(SandboxConfigError):
+    """This host lacks what every sandbox of the kind needs (``bwrap``, an image, QEMU).
+
+    Raised by a backend when a sandbox cannot start for a reason no other task
+    or attempt on this host would avoid. The episode is recorded as a
+    ``setup_error`` and the run stops with a ``HostError`` carrying the message
+    (which says how to fix the host), instead of failing every episode the same way.
     """
 
 
@@ -164,6 +208,25 @@ class SandboxFileError(CrabrayError):
     Not a ``SandboxError``: the sandbox works, the request was wrong. When an
     agent's action causes it, it is the agent's action error.
     """
+
+
+class FileTooLargeError(SandboxFileError):
+    """A file is larger than the most its reader takes; nothing of it was read.
+
+    The size is the one of the file that was opened, checked before a byte of it
+    crosses to the host, so no path spelling (``a/../big``) can make the check and
+    the read see different files.
+
+    Args:
+        message: What was refused.
+        size: The file's size in bytes.
+        limit: The most the reader takes.
+    """
+
+    def __init__(self, message: str, *, size: int = 0, limit: int = 0) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
 
 
 class AgentError(CrabrayError):

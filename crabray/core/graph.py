@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from crabray.core.errors import GraphError
-from crabray.core.evaluator import Evaluator
+from crabray.core.evaluators import Evaluator
 from crabray.core.result import GraphStats
 
 if TYPE_CHECKING:

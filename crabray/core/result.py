@@ -14,17 +14,28 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field, computed_field, model_validator
 
-from crabray.core.errors import AuthenticationError, ModelUnreachableError, NoSolutionError
+from crabray.core.errors import (
+    AuthenticationError,
+    ModelUnreachableError,
+    NoSolutionError,
+    SandboxBrokenError,
+    SandboxConfigError,
+    SandboxHostError,
+)
 
 
 class TerminationReason(StrEnum):
     """Why an episode ended.
 
-    ``env_error`` is an infrastructure failure (the sandbox broke): the episode
+    ``env_error`` is an infrastructure failure (the sandbox broke from outside:
+    the engine unreachable, the node lost, the host's disk full): the episode
     may be retried as a new attempt. Every other reason is a final result;
-    ``sandbox_error`` among them: the worker running the episode died on a live
-    node, of something its own sandbox did (a command killed it, or the output
-    or memory it caused), so retrying would only repeat it.
+    ``sandbox_error`` among them: the sandbox broke of what was done inside it
+    (:class:`~crabray.core.errors.SandboxBrokenError`: its guest killed, its
+    memory exhausted), or the worker running the episode died on a live node of
+    something its own sandbox did (a command killed it, or the output or memory
+    it caused), so retrying would only repeat it. :func:`sandbox_failure_reason`
+    is the one rule that tells them apart for a sandbox's exception.
     """
 
     SUCCESS = "success"
@@ -45,6 +56,23 @@ class TerminationReason(StrEnum):
     def is_infra(self) -> bool:
         """True when the failure is the infrastructure's, not the agent's: retry it."""
         return self is TerminationReason.ENV_ERROR
+
+
+def sandbox_failure_reason(error: BaseException) -> TerminationReason:
+    """How an episode ends when a sandbox operation raised ``error``: who caused it.
+
+    Decided by where the failure arose, as the backend saw it: inside the
+    sandbox (:class:`~crabray.core.errors.SandboxBrokenError`) is the agent's
+    ``sandbox_error``; a configuration that cannot work
+    (:class:`~crabray.core.errors.SandboxConfigError`) is the benchmark's
+    ``setup_error``; anything else around the sandbox is infrastructure,
+    ``env_error``, retried.
+    """
+    if isinstance(error, SandboxBrokenError):
+        return TerminationReason.SANDBOX_ERROR
+    if isinstance(error, SandboxConfigError):
+        return TerminationReason.SETUP_ERROR
+    return TerminationReason.ENV_ERROR
 
 
 def utcnow() -> datetime:
@@ -103,15 +131,18 @@ ATTRIBUTION_BY_REASON: dict[TerminationReason, Attribution] = {
     TerminationReason.COST_LIMIT: Attribution.AGENT,
 }
 """Who a termination reason is attributed to, before the error's evidence
-(:data:`AGENT_ERROR_EVIDENCE`) is read; docs/reference/termination.md has it as a table."""
+(:data:`ERROR_EVIDENCE`) is read; docs/reference/termination.md has it as a table."""
 
-AGENT_ERROR_EVIDENCE: dict[str, Attribution] = {
-    NoSolutionError.__name__: Attribution.BENCHMARK,
-    ModelUnreachableError.__name__: Attribution.INFRASTRUCTURE,
-    AuthenticationError.__name__: Attribution.INFRASTRUCTURE,
+ERROR_EVIDENCE: dict[tuple[TerminationReason, str], Attribution] = {
+    (TerminationReason.AGENT_ERROR, NoSolutionError.__name__): Attribution.BENCHMARK,
+    (TerminationReason.AGENT_ERROR, ModelUnreachableError.__name__): Attribution.INFRASTRUCTURE,
+    (TerminationReason.AGENT_ERROR, AuthenticationError.__name__): Attribution.INFRASTRUCTURE,
+    (TerminationReason.SETUP_ERROR, SandboxHostError.__name__): Attribution.INFRASTRUCTURE,
 }
-"""An ``agent_error`` whose ``error_type`` is one of these was not the agent's doing:
-the oracle had no solution to replay, or the model's API could not be used."""
+"""A termination reason whose ``error_type`` says otherwise than the reason alone: an
+``agent_error`` of an oracle with no solution to replay (the benchmark's) or of a model
+API that could not be used (the infrastructure's); a ``setup_error`` of a host that
+lacks what every sandbox of the kind needs (the infrastructure's)."""
 
 
 def attribution_of(reason: TerminationReason | str, error_type: str | None) -> Attribution:
@@ -126,8 +157,8 @@ def attribution_of(reason: TerminationReason | str, error_type: str | None) -> A
         'infrastructure'
     """
     reason = TerminationReason(reason)
-    if reason is TerminationReason.AGENT_ERROR and error_type in AGENT_ERROR_EVIDENCE:
-        return AGENT_ERROR_EVIDENCE[error_type]
+    if error_type is not None and (reason, error_type) in ERROR_EVIDENCE:
+        return ERROR_EVIDENCE[reason, error_type]
     return ATTRIBUTION_BY_REASON[reason]
 
 

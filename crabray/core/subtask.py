@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from crabray.core.action import Action
+from crabray.core.actions import Action
 
 
 class SubTask(BaseModel):

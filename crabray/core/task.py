@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import GraphError
-from crabray.core.evaluator import Evaluator, evaluator
+from crabray.core.evaluators import Evaluator, evaluator
 from crabray.core.graph import GraphEvaluator, is_digraph
 
 

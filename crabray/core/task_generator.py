@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import ConfigError
-from crabray.core.evaluator import Evaluator
+from crabray.core.evaluators import Evaluator
 from crabray.core.subtask import SubTask
 from crabray.core.task import Task
 

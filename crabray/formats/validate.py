@@ -5,9 +5,10 @@ otherwise find out is checked here, for every task of a loaded suite at once,
 so that a run starts only on a suite without such problems: the agent's
 action space can be built (no two actions under one name), and every step of
 the task's reference solution calls an action the agent can call in the
-environment it names. Checks that need a layer this package must not import
-(a backend's settings) come in as ``check_environment`` from the caller,
-``crabray.run.check_suite``.
+environment it names, and every argument bound to an evaluator, setup step,
+solution step or scorer validates against the action's parameters. Checks
+that need a layer this package must not import (a backend's settings) come
+in as ``check_environment`` from the caller, ``crabray.run.check_suite``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crabray.actions.root import root_actions
-from crabray.core import BenchmarkConfig, BoundAction, EnvironmentConfig, Task
+from crabray.core import Action, BenchmarkConfig, BoundAction, EnvironmentConfig, Task
 from crabray.core.errors import ConfigError
 from crabray.formats.suite import Suite, SuiteErrors
 
@@ -62,6 +63,54 @@ def check_task(benchmark: BenchmarkConfig, task: Task, source: str | None = None
         raise ConfigError(exc.reason, file=source, field=exc.field) from exc
 
 
+def argument_problems(task: Task, source: str | None = None) -> list[ConfigError]:
+    """The arguments bound to the task's evaluators, setup, teardown, solution and scorer
+    that their parameter models refuse (a string where an int is wanted).
+
+    An episode would find each only when it runs the action: an evaluator
+    with such an argument fails at every step as an ``evaluator_error``.
+    Checked against each action's pydantic parameters, as running it does.
+    """
+    groups: list[tuple[str, list[Action]]] = [
+        ("evaluator", list(task.evaluators)),
+        ("setup", task.setup),
+        ("teardown", task.teardown),
+        ("solution", task.solution),
+        ("scorer", [task.scorer] if task.scorer is not None else []),
+    ]
+    problems = []
+    for group, actions in groups:
+        for action in actions:
+            for where, message in action.bound_problems():
+                problems.append(
+                    ConfigError(
+                        f"{action.label}: {message}",
+                        file=source,
+                        field=f"tasks[{task.id}].{group}.{where}",
+                    )
+                )
+    return problems
+
+
+def tasks_without_solution(suite: Suite, task_ids: list[str] | None = None) -> list[str]:
+    """The tasks (of ``task_ids``, else all) without a reference solution for the oracle."""
+    wanted = suite.task_ids if task_ids is None else task_ids
+    return [task_id for task_id in wanted if not suite.entry(task_id).task.solution]
+
+
+def oracle_problems(suite: Suite) -> list[ConfigError]:
+    """One problem per task the oracle agent has nothing to replay for (no ``solution``)."""
+    return [
+        ConfigError(
+            "no reference solution: the oracle agent (`--agent oracle`) has nothing to "
+            "replay; add a `solution` to the task, or leave it out of oracle runs",
+            file=_where(suite.entry(task_id).task, suite.ref.path),
+            field=f"tasks[{task_id}].solution",
+        )
+        for task_id in tasks_without_solution(suite)
+    ]
+
+
 def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = None) -> None:
     """Check every task of a loaded suite as an episode would; report all problems at once.
 
@@ -77,10 +126,12 @@ def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = No
     problems: list[ConfigError] = []
     checked: set[object] = set()
     for entry in suite.entries.values():
+        source = _where(entry.task, suite.ref.path)
         try:
-            check_task(entry.benchmark, entry.task, source=_where(entry.task, suite.ref.path))
+            check_task(entry.benchmark, entry.task, source=source)
         except ConfigError as exc:
             problems.append(exc)
+        problems += argument_problems(entry.task, source)
         if check_environment is None:
             continue
         for env in entry.benchmark.task_environments(entry.task):

@@ -14,56 +14,119 @@ on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
 
 from __future__ import annotations
 
-from crabray.results.board.arrow_board import breakdown_table, leaderboard_table
-from crabray.results.board.compare import (
-    CHANGES,
-    COMPARE_STATS,
-    RunComparison,
-    compare_runs,
-    compare_table,
-)
-from crabray.results.board.leaderboard import (
-    BREAKDOWN_STATS,
-    LEADERBOARD_COLUMNS,
-    LEADERBOARD_INPUT_COLUMNS,
-    STAT_COLUMNS,
-    TAG,
-    breakdown,
-    leaderboard,
-)
-from crabray.results.board.render import render, terminal_view, to_rich_table
-from crabray.results.board.stats import (
-    mean_and_standard_error,
-    mean_pass_at_k,
-    pass_at_k,
-    pass_hat_k,
-    wilson_interval,
-)
-from crabray.results.store._fs import local_path, shown_uri
-from crabray.results.store._layout import check_output_dir
-from crabray.results.store.dataset import (
-    INFRA_REASONS,
-    EpisodeKey,
-    attempts_so_far,
-    finished_keys,
-    read_episode_table,
-    read_episodes,
-    read_steps,
-)
-from crabray.results.store.remote import check_uri, is_remote, staged_output
-from crabray.results.store.runs import (
-    RunManifest,
-    has_results,
-    latest_run,
-    list_runs,
-    nested_roots,
-    new_run_id,
-    read_manifest,
-    write_manifest,
-)
-from crabray.results.store.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
-from crabray.results.store.sink import ResultSink
-from crabray.results.store.transfer import pack_run, unpack_run
+from typing import TYPE_CHECKING
+
+from crabray.core.lazy import lazy_getattr
+
+if TYPE_CHECKING:
+    from crabray.results.board.arrow_board import breakdown_table, leaderboard_table
+    from crabray.results.board.compare import (
+        CHANGES,
+        COMPARE_STATS,
+        RunComparison,
+        compare_runs,
+        compare_table,
+    )
+    from crabray.results.board.leaderboard import (
+        BREAKDOWN_STATS,
+        LEADERBOARD_COLUMNS,
+        LEADERBOARD_INPUT_COLUMNS,
+        STAT_COLUMNS,
+        TAG,
+        breakdown,
+        leaderboard,
+    )
+    from crabray.results.board.render import render, terminal_view, to_rich_table
+    from crabray.results.board.stats import (
+        mean_and_standard_error,
+        mean_pass_at_k,
+        pass_at_k,
+        pass_hat_k,
+        wilson_interval,
+    )
+    from crabray.results.store._layout import check_output_dir
+    from crabray.results.store.dataset import (
+        INFRA_REASONS,
+        EpisodeKey,
+        attempts_so_far,
+        finished_keys,
+        read_episode_table,
+        read_episodes,
+        read_steps,
+    )
+    from crabray.results.store.remote import check_uri
+    from crabray.results.store.root import ResultsRoot, shown_uri
+    from crabray.results.store.runs import (
+        RunManifest,
+        has_results,
+        latest_run,
+        list_runs,
+        nested_roots,
+        new_run_id,
+        read_manifest,
+        write_manifest,
+    )
+    from crabray.results.store.schema import (
+        EPISODES_SCHEMA,
+        STEPS_SCHEMA,
+        episodes_table,
+        steps_table,
+    )
+    from crabray.results.store.sink import ResultSink
+    from crabray.results.store.transfer import pack_run, unpack_run
+
+_NAMES = {
+    "BREAKDOWN_STATS": "crabray.results.board.leaderboard",
+    "CHANGES": "crabray.results.board.compare",
+    "COMPARE_STATS": "crabray.results.board.compare",
+    "EPISODES_SCHEMA": "crabray.results.store.schema",
+    "EpisodeKey": "crabray.results.store.dataset",
+    "INFRA_REASONS": "crabray.results.store.dataset",
+    "LEADERBOARD_COLUMNS": "crabray.results.board.leaderboard",
+    "LEADERBOARD_INPUT_COLUMNS": "crabray.results.board.leaderboard",
+    "ResultSink": "crabray.results.store.sink",
+    "ResultsRoot": "crabray.results.store.root",
+    "RunComparison": "crabray.results.board.compare",
+    "RunManifest": "crabray.results.store.runs",
+    "STAT_COLUMNS": "crabray.results.board.leaderboard",
+    "STEPS_SCHEMA": "crabray.results.store.schema",
+    "TAG": "crabray.results.board.leaderboard",
+    "attempts_so_far": "crabray.results.store.dataset",
+    "breakdown": "crabray.results.board.leaderboard",
+    "breakdown_table": "crabray.results.board.arrow_board",
+    "check_output_dir": "crabray.results.store._layout",
+    "check_uri": "crabray.results.store.remote",
+    "compare_runs": "crabray.results.board.compare",
+    "compare_table": "crabray.results.board.compare",
+    "episodes_table": "crabray.results.store.schema",
+    "finished_keys": "crabray.results.store.dataset",
+    "has_results": "crabray.results.store.runs",
+    "latest_run": "crabray.results.store.runs",
+    "leaderboard": "crabray.results.board.leaderboard",
+    "leaderboard_table": "crabray.results.board.arrow_board",
+    "list_runs": "crabray.results.store.runs",
+    "mean_and_standard_error": "crabray.results.board.stats",
+    "mean_pass_at_k": "crabray.results.board.stats",
+    "nested_roots": "crabray.results.store.runs",
+    "new_run_id": "crabray.results.store.runs",
+    "pack_run": "crabray.results.store.transfer",
+    "pass_at_k": "crabray.results.board.stats",
+    "pass_hat_k": "crabray.results.board.stats",
+    "read_episode_table": "crabray.results.store.dataset",
+    "read_episodes": "crabray.results.store.dataset",
+    "read_manifest": "crabray.results.store.runs",
+    "read_steps": "crabray.results.store.dataset",
+    "render": "crabray.results.board.render",
+    "shown_uri": "crabray.results.store.root",
+    "steps_table": "crabray.results.store.schema",
+    "terminal_view": "crabray.results.board.render",
+    "to_rich_table": "crabray.results.board.render",
+    "unpack_run": "crabray.results.store.transfer",
+    "wilson_interval": "crabray.results.board.stats",
+    "write_manifest": "crabray.results.store.runs",
+}
+# Loaded on first use (PEP 562): a command that only parses a results root pays for no pyarrow.
+__getattr__ = lazy_getattr(__name__, _NAMES)
 
 __all__ = [
     "BREAKDOWN_STATS",
@@ -78,6 +141,7 @@ __all__ = [
     "TAG",
     "EpisodeKey",
     "ResultSink",
+    "ResultsRoot",
     "RunComparison",
     "RunManifest",
     "attempts_so_far",
@@ -90,12 +154,10 @@ __all__ = [
     "episodes_table",
     "finished_keys",
     "has_results",
-    "is_remote",
     "latest_run",
     "leaderboard",
     "leaderboard_table",
     "list_runs",
-    "local_path",
     "mean_and_standard_error",
     "mean_pass_at_k",
     "nested_roots",
@@ -109,7 +171,6 @@ __all__ = [
     "read_steps",
     "render",
     "shown_uri",
-    "staged_output",
     "steps_table",
     "terminal_view",
     "to_rich_table",

@@ -2,7 +2,8 @@
 
 ``settings`` holds a run's settings and the run file; ``runner`` loads and
 checks the suite, opens or resumes its results and hands the episodes to the
-scheduler (``run_suite``); ``grade`` grades one task with handed-in files.
+scheduler (``run_suite``); ``api`` is the same run from Python
+(``evaluate``); ``grade`` grades one task with handed-in files.
 Names load on first use, so that the command line's ``--help`` does not pay
 for Ray, pandas and the suite loaders.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from crabray.run.api import evaluate
     from crabray.run.grade import Grade, ResultFile, grade_task, parse_result_file
     from crabray.run.runner import (
         RunOptions,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     )
 
 _NAMES = {
+    "evaluate": "crabray.run.api",
     "Grade": "crabray.run.grade",
     "ResultFile": "crabray.run.grade",
     "grade_task": "crabray.run.grade",
@@ -56,6 +59,7 @@ __all__ = [
     "RunSettings",
     "RunSummary",
     "check_suite",
+    "evaluate",
     "grade_task",
     "load_checked_suite",
     "load_run_config",

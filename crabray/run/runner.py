@@ -50,14 +50,13 @@ from crabray.results import (
     check_output_dir,
     finished_keys,
     list_runs,
-    local_path,
     new_run_id,
     read_manifest,
-    shown_uri,
-    staged_output,
     write_manifest,
 )
+from crabray.results.store.root import ResultsRoot
 from crabray.run.outcomes import Cause, causes_not_the_agents
+from crabray.run.preflight import preflight
 from crabray.run.settings import RunSettings
 
 logger = logging.getLogger(__name__)
@@ -106,14 +105,14 @@ def run_suite(
     """Run every episode of ``options`` that has no final result yet.
 
     A results root given as a URI (``s3://...``) is written through a local
-    staging folder uploaded as files land (``crabray.results.staged_output``).
+    staging folder uploaded as files land (``ResultsRoot.staged``).
 
     Raises:
         ConfigError: The suite is invalid (``SuiteErrors`` lists every problem), or a
             resume does not match its run.
         ResultsError: The results directory or store cannot be read or written.
     """
-    with staged_output(options.out_dir, options.resume) as out_dir:
+    with ResultsRoot.parse(options.out_dir).staged(options.resume) as out_dir:
         staged = options.model_copy(update={"out_dir": out_dir})
         return _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
 
@@ -136,7 +135,7 @@ def _run_suite(
     )
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
-    check_output_dir(local_path(options.out_dir))
+    check_output_dir(ResultsRoot.parse(options.out_dir).local())
     manifest: RunManifest | None = None
     if options.resume is None:
         manifest = _new_manifest(options, suite, out_given)
@@ -170,6 +169,7 @@ def _run_suite(
         widest = max((len(task_envs) for task_envs in envs.values()), default=1)
         cpus = local_cpus(widest, len(items), options.concurrency)
         hosts = {kind: slots for kind, _ in needs}
+        preflight(suite, envs, options.agents, options.address)
         connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
         specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]
@@ -321,7 +321,8 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
     run_id = options.run_id or new_run_id()
     if options.run_id is not None and run_id in list_runs(options.out_dir):
         raise ConfigError(
-            f"run {run_id} exists in {shown_uri(str(out_given))}; resume it with --resume {run_id}",
+            f"run {run_id} exists in {ResultsRoot.parse(out_given).shown}; "
+            f"resume it with --resume {run_id}",
             field="run_id",
         )
     return RunManifest(
@@ -338,7 +339,7 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
         agents=[a.name for a in options.agents],
         options={
             **options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
-            "out_dir": shown_uri(str(out_given)),
+            "out_dir": ResultsRoot.parse(out_given).shown,
         },
         crabray_version=__version__,
     )

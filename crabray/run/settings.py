@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from crabray.core.errors import ConfigError
 from crabray.core.retry import RetryPolicy
+from crabray.results.store.root import ResultsRoot
 
 DEFAULT_RESULTS = Path("results")
 """The results root: every run lands in its own partition under it, every command reads it."""
@@ -99,7 +100,7 @@ class RunSettings(BaseModel):
     @classmethod
     def _path_unless_uri(cls, value: object) -> object:
         """A directory becomes a ``Path``; a URI stays a string (``Path`` would fold its ``//``)."""
-        return value if not isinstance(value, str) or "://" in value else Path(value)
+        return value if not isinstance(value, str) or ResultsRoot(value).is_url else Path(value)
 
 
 class RunConfig(RunSettings):
@@ -134,7 +135,11 @@ def load_run_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from exc
     for name in _PATH_FIELDS:
         value = data.get(name)
-        if isinstance(value, str) and "://" not in value and not Path(value).is_absolute():
+        if (
+            isinstance(value, str)
+            and not ResultsRoot(value).is_url
+            and not Path(value).is_absolute()
+        ):
             data[name] = str(path.parent / value)
     return _validate(data, file=str(path))
 

@@ -28,6 +28,7 @@ def test_every_termination_reason_is_attributed(reason: TerminationReason) -> No
         ("agent_error", "ValueError", Attribution.AGENT),
         ("sandbox_error", "SandboxBrokenError", Attribution.AGENT),
         ("setup_error", "SandboxConfigError", Attribution.BENCHMARK),
+        ("setup_error", "SandboxHostError", Attribution.INFRASTRUCTURE),  # bwrap, an image
         ("evaluator_error", "EvaluatorError", Attribution.BENCHMARK),
         ("env_error", "SandboxError", Attribution.INFRASTRUCTURE),
         # The evidence is read for agent_error only: a timeout stays the agent's.
@@ -41,7 +42,7 @@ def test_the_evidence_of_the_error(reason: str, error_type: str, whom: Attributi
 def test_rows_written_before_the_column_get_it_when_read(tmp_path: Path) -> None:
     records = [
         build_record("solved"),
-        build_record("typo", reason=TerminationReason.SETUP_ERROR, error_type="SandboxConfigError"),
+        build_record("setup", reason=TerminationReason.SETUP_ERROR, error_type="ActionError"),
         build_record(
             "outage",
             reason=TerminationReason.AGENT_ERROR,
@@ -58,7 +59,7 @@ def test_rows_written_before_the_column_get_it_when_read(tmp_path: Path) -> None
     episodes = read_episodes(tmp_path).set_index("task_id")
     assert episodes["attribution"].to_dict() == {
         "solved": "agent",
-        "typo": "benchmark",
+        "setup": "benchmark",
         "outage": "infrastructure",
     }
     (row,) = leaderboard(read_episodes(tmp_path)).to_dict("records")

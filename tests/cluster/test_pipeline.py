@@ -85,8 +85,11 @@ RESET_BREAKING_SUITE = textwrap.dedent(
         root.write_text("not a directory")
         return True
 
+    # A plain directory (no disk of its own), which the host can lose.
     ENV = EnvironmentConfig(
-        name="box", action_space=SHELL_ACTIONS, backend_settings={"root_dir": "ROOTS"}
+        name="box",
+        action_space=SHELL_ACTIONS,
+        backend_settings={"root_dir": "ROOTS", "disk_mb": None},
     )
     bench = BenchmarkConfig(
         name="pipe",

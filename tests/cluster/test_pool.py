@@ -18,11 +18,13 @@ pytestmark = pytest.mark.ray
 CAPACITY = {("local", ()): 2, ("other", ()): 1}
 
 
-def spec(tmp_path: Path, name: str = "box", kind: str | None = None) -> SandboxSpec:
+def spec(
+    tmp_path: Path, name: str = "box", kind: str | None = None, **settings: object
+) -> SandboxSpec:
     return SandboxSpec(
         name=name,
         backend="local",
-        backend_settings={"root_dir": str(tmp_path / "roots")},
+        backend_settings={"root_dir": str(tmp_path / "roots"), **settings},
         host_kind=kind,
     )
 
@@ -73,7 +75,7 @@ def test_an_episode_waits_for_a_reset_or_takes_a_free_slot(local_ray: None, tmp_
 
 def test_a_failed_reset_retires_the_environment(local_ray: None, tmp_path: Path) -> None:
     pool = EnvironmentPool()
-    box = spec(tmp_path)
+    box = spec(tmp_path, disk_mb=None)  # a plain directory, which the host can lose
     first = pool.acquire(box, CAPACITY)
     root = Path(use(first, "x.txt"))
     # Break the host: the sandbox's parent directory becomes a file, so the reset fails.

@@ -71,7 +71,7 @@ def messages(info: pytest.ExceptionInfo[ValidationError]) -> str:
 # -- public API -----------------------------------------------------------------------------
 
 
-def test_public_exports_are_exactly_the_authoring_api() -> None:
+def test_public_exports_are_exactly_the_authoring_api_and_evaluate() -> None:
     assert sorted(crabray.__all__) == sorted(
         [
             "Action",
@@ -89,6 +89,7 @@ def test_public_exports_are_exactly_the_authoring_api() -> None:
             "action",
             "create_benchmark",
             "create_environment",
+            "evaluate",
             "evaluator",
         ]
     )

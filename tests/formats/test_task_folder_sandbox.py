@@ -155,7 +155,8 @@ def test_failing_init_script_names_it(tmp_path: Path, env: Environment) -> None:
     with pytest.raises(ActionError) as caught:
         set_up(task, env)
     assert str(caught.value) == (
-        "init script populate_data.py exited 1; output:\nseeding\ndatabase seed missing"
+        "init script populate_data.py exited 1: database seed missing\n"
+        "last lines of its output:\n  seeding\n  database seed missing"
     )
 
 

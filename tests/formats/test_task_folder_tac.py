@@ -58,7 +58,7 @@ def test_every_published_base_image_name_maps_to_task_base(tmp_path: Path, image
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
+def test_bool_checkpoints_score_and_a_missing_base_image_stops_the_run_before_it_starts(
     tmp_path: Path,
 ) -> None:
     require_env_image("task-base")
@@ -68,19 +68,20 @@ def test_bool_checkpoints_score_and_a_missing_base_image_is_one_setup_error(
     )
     write_task_folder(suite / "absent", files={"Dockerfile": "FROM example.org/absent:1\n"})
     out = tmp_path / "out"
-    done = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), timeout=900)
-    assert done.returncode == 1, f"{done.stdout}\n{done.stderr}"  # the image is the suite's
-    assert "1 benchmark errors" in done.stdout and "example.org/absent:1" in done.stdout
+    refused = crabray("run", str(suite), "--agent", "oracle", "--out", str(out), timeout=900)
+    assert refused.returncode == 2, f"{refused.stdout}\n{refused.stderr}"
+    assert "example.org/absent:1" in refused.stderr and "--base-image" in refused.stderr
+    assert "task absent" in refused.stderr, "the preflight names the task that needs it"
+    assert not (out / "episodes").exists(), "nothing ran"
+    done = crabray(
+        "run", str(suite), "--agent", "oracle", "--task", "bools", "--out", str(out), timeout=900
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     episodes = read_episodes(out)
-    rows = {r.task_id: r for r in episodes.itertuples()}
-    assert len(episodes) == 2, "the missing base image must not be retried"
-    solved = rows["bools"]
+    solved = next(episodes.itertuples())
+    assert len(episodes) == 1
     assert (solved.termination_reason, solved.score) == ("agent_complete", 1.0), solved.error
     assert [(int(c["total"]), int(c["result"])) for c in solved.checkpoints] == [(1, 1), (1, 1)]
-    absent = rows["absent"]
-    assert (absent.termination_reason, absent.attempt) == ("setup_error", 0)
-    assert absent.attribution == "benchmark"
-    assert "example.org/absent:1" in absent.error and "--base-image" in absent.error
 
 
 PY312_EVALUATOR = """\

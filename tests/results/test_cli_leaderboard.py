@@ -63,9 +63,12 @@ def test_json_and_csv_parse_back(out):
 
 
 def test_markdown_and_terminal_table(out):
-    md = crabray("leaderboard", str(out), "-f", "md", check=True).stdout.splitlines()
-    assert md[0].startswith("| agent | model | episodes | successes | success_rate |")
-    assert len(md) == 2 + 2  # alpha (both runs together) and bravo
+    md = crabray("leaderboard", str(out), "-f", "md", check=True).stdout.rstrip().splitlines()
+    assert md[0] == "### leaderboard · suite tasks/demo"
+    assert md[2] == "per task the latest run's episodes: runs: r2 (no manifest), r1 (no manifest)"
+    assert md[4].startswith("| agent | model | episodes | successes | success_rate |")
+    assert len(md) == 4 + 2 + 2  # alpha (its tasks as r2 re-ran them: r1's replaced) and bravo
+    assert md[6].startswith("| alpha | m | 4 | 4 | 1.000 |")
     table = crabray("leaderboard", str(out), check=True).stdout
     assert "leaderboard" in table and "95% CI" in table and "pass@2" in table
     assert max(len(line.rstrip()) for line in table.splitlines()) <= 80

@@ -108,12 +108,17 @@ def test_alpha_numbers_by_hand(table):
     # Kept rows: t1 x3 (S, S, F; the retried epoch counts once), t2 x2 graded + 1 infra.
     assert (alpha["episodes"], alpha["successes"], alpha["infra_errors"]) == (5, 2, 1)
     assert alpha["success_rate"] == pytest.approx(0.4)
-    # Wilson 2/5: centre (0.4 + z²/10) / (1 + z²/5), half z·sqrt(0.048 + z²/100) / (1 + z²/5).
-    assert alpha["success_ci_low"] == pytest.approx(0.117621, abs=1e-6)
-    assert alpha["success_ci_high"] == pytest.approx(0.769276, abs=1e-6)
-    # Scores 1, 1, 0.5, 0, 0.5: mean 0.6, variance 0.7/4, se sqrt(0.175/5).
+    # Clustered by task (t1 has 3 epochs): task residuals 2 - 3·0.4 = 0.8 and 0 - 2·0.4 = -0.8,
+    # clustered variance 2/1 · 1.28 / 25 = 0.1024 against 0.24/5 independent: design effect
+    # 32/15, so Wilson on rate 0.4 and n = 5 · 15/32 = 2.34375:
+    # centre (0.4 + z²/2n) / (1 + z²/n) = 0.462107, half z·sqrt(0.4·0.6/n + z²/4n²) / (1 + z²/n)
+    # = 0.391043. (Independent Wilson 2/5 would be 0.1176-0.7693.)
+    assert alpha["success_ci_low"] == pytest.approx(0.071064, abs=1e-6)
+    assert alpha["success_ci_high"] == pytest.approx(0.853150, abs=1e-6)
+    # Scores t1: 1, 1, 0.5; t2: 0, 0.5; mean 0.6; task residuals 0.7 and -0.7, clustered
+    # se sqrt(2/1 · 0.98) / 5 (independent: sqrt(0.175/5)).
     assert alpha["mean_score"] == pytest.approx(0.6)
-    assert alpha["score_se"] == pytest.approx(math.sqrt(0.035))
+    assert alpha["score_se"] == pytest.approx(0.28)
     assert alpha["mean_completeness"] == pytest.approx(0.6)
     assert alpha["mean_steps"] == pytest.approx(6.0)  # 2, 4, 6, 8, 10
     assert alpha["mean_wall_time_sec"] == pytest.approx(30.0)
@@ -287,7 +292,7 @@ def test_terminal_table_fits_80_columns_and_shows_the_essentials(table):
     header = text.splitlines()[2].split()
     for short in ("agent", "model", "n", "success", "95%", "CI", "score", "infra", "pass@2"):
         assert short in header, short
-    assert "0.12-0.77" in text  # the merged interval of alpha
+    assert "0.07-0.85" in text  # the merged interval of alpha (clustered by task)
     for agent in ("alpha", "bravo", "charlie"):
         assert agent in text
 

@@ -11,6 +11,8 @@ import pytest
 from crabray.core.errors import ResultsError
 from crabray.results.board import stats
 from crabray.results.board.stats import (
+    clustered_standard_error,
+    clustered_wilson_interval,
     mean_and_standard_error,
     mean_pass_at_k,
     pass_at_k,
@@ -134,3 +136,55 @@ def test_pass_at_k_rejects_impossible_counts():
 def test_mean_pass_at_k_over_tasks():
     assert mean_pass_at_k([(2, 1), (2, 0)], 2) == pytest.approx(0.5)
     assert mean_pass_at_k([(3, 3), (3, 2)], 2, all_k=True) == pytest.approx((1 + 1 / 3) / 2)
+
+
+def test_clustered_interval_by_hand():
+    # 3 tasks x 2 epochs: 2/2, 1/2, 0/2. p = 0.5, task residuals 1, 0, -1: clustered variance
+    # 3/2 * 2 / 36 = 1/12 against 0.25/6 independent: design effect 2, effective n = 3.
+    # Wilson of rate 0.5 on n = 3: centre 0.5, half z*sqrt(0.25/3 + z²/36) / (1 + z²/3).
+    z2 = stats.z_score() ** 2
+    half = math.sqrt(z2) * math.sqrt(0.25 / 3 + z2 / 36) / (1 + z2 / 3)
+    low, high = clustered_wilson_interval([(2, 2), (1, 2), (0, 2)])
+    assert (low, high) == pytest.approx((0.5 - half, 0.5 + half))
+    assert (round(low, 4), round(high, 4)) == (0.1253, 0.8747)
+    independent = wilson_interval(3, 6)
+    assert low < independent[0] and high > independent[1]
+
+
+def test_clustered_interval_with_one_episode_per_task_is_wilson():
+    tasks = [(1, 1)] * 7 + [(0, 1)] * 4
+    assert clustered_wilson_interval(tasks) == wilson_interval(7, 11)
+    assert clustered_standard_error([[1.0]] * 7 + [[0.0]] * 4) == pytest.approx(
+        mean_and_standard_error([1.0] * 7 + [0.0] * 4)[1]
+    )
+
+
+def test_clustered_interval_of_all_successes_counts_tasks_not_epochs():
+    # 11 tasks x 3 epochs, all solved: the 33 episodes say as much as 11 tasks.
+    assert clustered_wilson_interval([(3, 3)] * 11) == pytest.approx(wilson_interval(11, 11))
+    assert wilson_interval(33, 33)[0] > clustered_wilson_interval([(3, 3)] * 11)[0]
+
+
+def test_vectorised_clustered_intervals_agree_with_the_definition():
+    groups = [[(2, 2), (1, 2), (0, 2)], [(3, 3)] * 11, [(1, 1), (0, 1)], [(2, 3), (0, 2)], [(1, 3)]]
+    successes = np.array([sum(s for s, _ in g) for g in groups], float)
+    trials = np.array([sum(n for _, n in g) for g in groups], float)
+    rate = successes / trials
+    residuals = np.array(
+        [sum((s - n * p) ** 2 for s, n in g) for g, p in zip(groups, rate, strict=True)]
+    )
+    sizes = np.array([sum(n * n for _, n in g) for g in groups], float)
+    tasks = np.array([len(g) for g in groups], float)
+    low, high = stats.clustered_wilson_intervals(successes, trials, tasks, residuals, sizes)
+    for index, group in enumerate(groups):
+        assert (low[index], high[index]) == pytest.approx(clustered_wilson_interval(group))
+
+
+def test_clustered_standard_error_by_hand():
+    # Scores t1: 1, 1, 0.5; t2: 0, 0.5. Mean 0.6, task residuals 0.7 and -0.7.
+    assert clustered_standard_error([[1.0, 1.0, 0.5], [0.0, 0.5]]) == pytest.approx(
+        math.sqrt(2 * 0.98) / 5
+    )
+    assert math.isnan(clustered_standard_error([[1.0, 0.0, 1.0]]))
+    with pytest.raises(ResultsError, match="successes <= attempts"):
+        clustered_wilson_interval([(3, 2)])

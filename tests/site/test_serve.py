@@ -116,7 +116,7 @@ def test_live_json_run_pages_and_compare(server: ThreadingHTTPServer, dataset: S
     assert before["episodes"] == 5 and before["version"]
     assert _get(server, "/live.json")[2] == body, "unchanged data, unchanged version"
     status, _, page = _get(server, f"/run-{RUN_ID}.html")
-    assert status == 200 and f'id="scope">run {RUN_ID}<'.encode() in page
+    assert status == 200 and f'id="scope">run {RUN_ID} (tests/site, created '.encode() in page
     assert b'data-live="live.json"' in page
     assert _get(server, "/run-nope.html")[0] == 404
     assert _get(server, "/compare.html")[0] == 200

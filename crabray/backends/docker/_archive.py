@@ -16,6 +16,7 @@ from typing import Any
 
 from docker.errors import APIError, NotFound
 
+from crabray.backends.base import check_file_size
 from crabray.backends.docker._engine import ENGINE_ERRORS
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
@@ -71,10 +72,13 @@ class _ChunkReader:
         return data
 
 
-def read_single_file(stream: Iterator[bytes], path: str) -> bytes:
+def read_single_file(stream: Iterator[bytes], path: str, limit: int) -> bytes:
     """The one regular file of the archive the engine streams back for ``path``.
 
+    Refused, before its bytes are read, when the archive's entry is over ``limit``.
+
     Raises:
+        FileTooLargeError: The file is larger than ``limit``.
         SandboxFileError: It is not a regular file, or the archive is unreadable: the
             engine archives a file that changes meanwhile (the sandbox writing or
             swapping it) into a truncated stream, the caller's race, not the engine's.
@@ -87,20 +91,22 @@ def read_single_file(stream: Iterator[bytes], path: str) -> bytes:
             handle = archive.extractfile(member)
             if handle is None:
                 raise SandboxFileError(f"cannot read '{path}': not a regular file")
-            return handle.read()
+            check_file_size(path, member.size, limit)
+            return handle.read(limit + 1)
     except tarfile.TarError as exc:
         raise SandboxFileError(
             f"cannot read '{path}': it changed while it was read ({exc}); try again"
         ) from exc
 
 
-def read_archive(api: Any, container_id: str, path: str, target: str) -> bytes:
+def read_archive(api: Any, container_id: str, path: str, target: str, limit: int) -> bytes:
     """The bytes of ``target`` in the container, read as root through the archive API.
 
     Follows up to ``MAX_SYMLINKS`` symlinks of the last component (the engine resolves
     the ones above it inside the container's root).
 
     Raises:
+        FileTooLargeError: The file is larger than ``limit``; nothing of it was read.
         SandboxFileError: ``path`` is missing, a directory or not a regular file.
         SandboxError: The engine failed.
     """
@@ -118,7 +124,7 @@ def read_archive(api: Any, container_id: str, path: str, target: str) -> bytes:
             stream.close()
             raise SandboxFileError(f"cannot read '{path}': {target} is a directory, not a file")
         try:
-            return read_single_file(stream, path)
+            return read_single_file(stream, path, limit)
         except ENGINE_ERRORS as exc:
             raise file_error("read", path, target, exc) from exc
         finally:

@@ -55,7 +55,7 @@ from docker.models.containers import Container
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult, PythonCall
+from crabray.backends.base import MAX_FILE_BYTES, Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import file_error, read_archive, tar_stream
 from crabray.backends.docker._engine import (
@@ -67,12 +67,13 @@ from crabray.backends.docker._engine import (
     LABEL_RUN,
     LABEL_SANDBOX,
     LABEL_SNAPSHOT,
+    check_image,
     connect,
     ensure_image,
     prune,
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
-from crabray.backends.docker._settings import DockerSettings
+from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
@@ -128,7 +129,11 @@ class DockerBackend(Backend):
         self._spares: SpareQueue[tuple[Container, Guest]] | None = None
         self._lock = threading.Lock()
         self._closed = False
-        self._guest = Guest(self._launch_guest, f"docker sandbox of '{config.name}'")
+        self._guest = Guest(
+            self._launch_guest,
+            f"docker sandbox of '{config.name}'",
+            alive=lambda: self._container is not None and _running(self._container),
+        )
         self._no_python = False
         """Set once the image showed it has no python3: commands take the plain exec path."""
 
@@ -265,8 +270,8 @@ class DockerBackend(Backend):
         logger.debug("put %d bytes to %s:%s", len(data), container.name, target)
 
     @override
-    def get_file(self, path: str) -> bytes:
-        """Read ``path`` (relative to ``workdir``), following symlinks.
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Read ``path`` (relative to ``workdir``), following symlinks, if at most ``max_bytes``.
 
         A regular file that the container's user may read, not behind a symlink and at
         most ``GUEST_READ_MAX_BYTES``, is read by the guest when it runs (one round
@@ -275,18 +280,21 @@ class DockerBackend(Backend):
         so the answer is the one the archive API gives.
 
         Raises:
+            FileTooLargeError: The file is larger than ``max_bytes`` (the guest's and the
+                archive's own size of what they read).
             SandboxFileError: The path is missing, a directory or not a regular file.
             SandboxError: The engine failed.
         """
         container = self._require_started(f"read '{path}'")
         target = self._path(path)
+        limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         if self._guest.trusted and not self._no_python:
-            data = self._read_by_guest(path, target)
+            data = self._read_by_guest(path, target, min(limit, GUEST_READ_MAX_BYTES))
             if data is not None:
                 return data
-        return read_archive(self._api(), str(container.id), path, target)
+        return read_archive(self._api(), str(container.id), path, target, limit)
 
-    def _read_by_guest(self, path: str, target: str) -> bytes | None:
+    def _read_by_guest(self, path: str, target: str, limit: int) -> bytes | None:
         """The file's bytes through the guest; None when the archive API must answer.
 
         The guest answers only what the archive API would answer alike: the bytes of
@@ -296,7 +304,7 @@ class DockerBackend(Backend):
         a large, growing or special file, or a lost guest go to the archive API.
         """
         try:
-            got = self._guest.read_file(target, GUEST_READ_MAX_BYTES, trusted_only=True)
+            got = self._guest.read_file(target, limit, trusted_only=True)
         except (SandboxError, NoPythonError) as exc:
             logger.debug("guest read of %s failed (%s); reading it from the archive", target, exc)
             return None
@@ -413,6 +421,22 @@ class DockerBackend(Backend):
             "reset_mode": self.settings.reset,
             "workdir": self._workdir,
         }
+
+    @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that the engine answers and has the image (or can build it), building nothing.
+
+        Raises:
+            ConfigError: The settings do not validate.
+            SandboxError: The engine does not answer, or the image is missing (with the fix).
+        """
+        parsed = parse_docker_settings(settings)
+        client = connect()
+        try:
+            check_image(client, parsed, env_name)
+        finally:
+            client.close()
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
@@ -606,7 +630,9 @@ class DockerBackend(Backend):
                 self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
             )
 
-        return Guest(launch, f"docker sandbox of '{self.config.name}'")
+        return Guest(
+            launch, f"docker sandbox of '{self.config.name}'", alive=lambda: _running(container)
+        )
 
     def _discard_spare(self, spare: tuple[Container, Guest]) -> None:
         container, guest = spare
@@ -649,3 +675,10 @@ class DockerBackend(Backend):
             logger.warning("could not remove container %s: %s", container.name, exc)
         except ENGINE_ERRORS as exc:
             logger.warning("could not remove container %s: %s", container.name, exc)
+
+
+def _running(container: Container) -> bool:
+    """Whether the engine answers and says the container runs: a guest lost then was killed
+    inside it (an engine that does not answer raises, which the guest counts as lost around)."""
+    container.reload()
+    return container.status == "running"

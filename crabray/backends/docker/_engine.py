@@ -33,7 +33,7 @@ from docker.utils.build import create_archive, exclude_paths
 from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.envs import available_envs, build_env, build_lock, env_image
 from crabray.backends.ownership import owner_tag_is_dead
-from crabray.core.errors import CrabrayError, SandboxConfigError, SandboxError
+from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 
 logger = logging.getLogger(__name__)
 
@@ -375,18 +375,63 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
     if found is not None:
         return found
     if settings.build is None:
-        env = name.split(":")[0].removeprefix("crabray/")
-        how = (
-            f"run `crabray envs build {env}` (or set backend_settings.build: '{env}')"
-            if env in available_envs()
-            else "build or load it on this host (`docker build`, `docker import` or "
-            "`docker load`), or set backend_settings.build to an env under envs/"
-        )
-        raise SandboxConfigError(
-            f"docker image '{name}' of environment '{env_name}' does not exist "
-            f"on this engine and no registry is used: {how}"
-        )
+        raise _missing_image(name, env_name)
     return _build_env_image(client, settings.build, name)
+
+
+def check_image(client: docker.DockerClient, settings: DockerSettings, env_name: str) -> None:
+    """Check, without building anything, that the engine answers and that
+    :func:`ensure_image` will find the sandbox's image or can make it.
+
+    Raises:
+        SandboxError: The engine does not answer (what to check and run).
+        SandboxHostError: The image (or a Dockerfile's base image) is not on this
+            engine and nothing here says how to build it.
+    """
+    try:
+        client.ping()
+    except ENGINE_ERRORS as exc:
+        raise unreachable(exc) from exc
+    if settings.build_context is not None:
+        plan = plan_build(settings.build_context, settings.dockerfile, settings.base_image)
+        for base in plan.base_images:
+            if find_image(client, base) is None and _buildable_env(base) is None:
+                raise _missing_base(base, plan)
+        return
+    name = settings.image_name or ""
+    if settings.build is None and find_image(client, name) is None:
+        raise _missing_image(name, env_name)
+
+
+def _missing_image(name: str, env_name: str) -> SandboxHostError:
+    env = name.split(":")[0].removeprefix("crabray/")
+    how = (
+        f"run `crabray envs build {env}` (or set backend_settings.build: '{env}')"
+        if env in available_envs()
+        else "build or load it on this host (`docker build`, `docker import` or "
+        "`docker load`), or set backend_settings.build to an env under envs/"
+    )
+    return SandboxHostError(
+        f"docker image '{name}' of environment '{env_name}' does not exist "
+        f"on this engine and no registry is used: {how}"
+    )
+
+
+def _missing_base(base: str, plan: BuildPlan) -> SandboxHostError:
+    return SandboxHostError(
+        f"the base image '{base}' of {plan.dockerfile} does not exist on this engine and no "
+        "registry is used: build or load it first, or pass --base-image IMAGE (in a suite "
+        "file: backend_settings.base_image)"
+    )
+
+
+def _buildable_env(base: str) -> str | None:
+    """The env under envs/ that builds a missing ``crabray/ENV[:latest]`` base, or None."""
+    repository, _, tag = base.partition(":")
+    env = repository.removeprefix("crabray/")
+    if repository.startswith("crabray/") and tag in ("", "latest") and env in available_envs():
+        return env
+    return None
 
 
 def find_image(client: docker.DockerClient, name: str) -> Image | None:
@@ -459,13 +504,7 @@ def _ensure_base(client: docker.DockerClient, base: str, plan: BuildPlan) -> Non
     """
     if find_image(client, base) is not None:
         return
-    repository, _, tag = base.partition(":")
-    env = repository.removeprefix("crabray/")
-    if repository.startswith("crabray/") and tag in ("", "latest") and env in available_envs():
-        _build_env_image(client, env, env_image(env))
-        return
-    raise SandboxConfigError(
-        f"the base image '{base}' of {plan.dockerfile} does not exist on this engine and no "
-        "registry is used: build or load it first, or pass --base-image IMAGE (in a suite "
-        "file: backend_settings.base_image)"
-    )
+    env = _buildable_env(base)
+    if env is None:
+        raise _missing_base(base, plan)
+    _build_env_image(client, env, env_image(env))

@@ -33,7 +33,7 @@ from typing_extensions import override
 from crabray.backends.base import MAX_OUTPUT_BYTES, ExecResult, output_text
 from crabray.backends.docker._engine import ENGINE_ERRORS
 from crabray.backends.guest import GUEST_ARGV, GuestChannel, GuestLostError, KeptOutput
-from crabray.core.errors import SandboxError
+from crabray.core.errors import SandboxBrokenError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def run_exec_raw(
         exec_id = created["Id"]
         sock = api.exec_start(exec_id, socket=True)
     except ENGINE_ERRORS as exc:
-        raise SandboxError(f"the engine could not run {argv[0]!r} in the container: {exc}") from exc
+        raise exec_failure(api, container_id, f"run {argv[0]!r}", exc) from exc
 
     output = _Output()
     reader = threading.Thread(
@@ -314,7 +314,7 @@ def start_guest(api: Any, container_id: str, *, workdir: str, shell: str) -> Gue
         )
         sock = api.exec_start(created["Id"], socket=True)
     except ENGINE_ERRORS as exc:
-        raise SandboxError(f"the engine could not start the guest in the container: {exc}") from exc
+        raise exec_failure(api, container_id, "start the guest", exc) from exc
     raw = _raw_socket(sock)
     if raw is None:
         _close(sock)
@@ -391,3 +391,27 @@ class GuestStream(GuestChannel):
     @override
     def diagnostics(self) -> str:
         return self._said[-_DIAGNOSTICS_BYTES:].decode("utf-8", errors="replace")
+
+
+def exec_failure(api: Any, container_id: str, what: str, exc: Exception) -> SandboxError:
+    """The error of an exec the engine refused: whose failure it is depends on why.
+
+    The engine is asked for the container's state: if it answers that the
+    container stopped, its main process ended (crabray stops containers only at
+    close) because of what ran inside it (``kill -9 -1`` as root, its own memory
+    limit): the agent's failure. An engine that does not answer, or a running
+    container, is infrastructure.
+    """
+    message = f"the engine could not {what} in the container: {exc}"
+    try:
+        state = api.inspect_container(container_id)["State"]
+    except ENGINE_ERRORS as inspect_error:
+        logger.debug("cannot inspect container %s: %s", container_id[:12], inspect_error)
+        return SandboxError(message)
+    if state.get("Running"):
+        return SandboxError(message)
+    return SandboxBrokenError(
+        f"{message}; the engine answers and says the container stopped (exit code "
+        f"{state.get('ExitCode')}, OOM-killed: {state.get('OOMKilled')}): what ran inside it "
+        "ended its main process (something inside the sandbox killed it, or its memory limit)"
+    )

@@ -28,7 +28,7 @@ from crabray.backends.guest._client import (
 )
 from crabray.backends.guest._program import BOOTSTRAP, GUEST_ARGV, KeptOutput, collect_output
 from crabray.backends.guest._source import function_units
-from crabray.core.action import Action
+from crabray.core.actions import Action
 from crabray.core.errors import ActionError
 
 __all__ = [

@@ -26,7 +26,7 @@ from crabray.backends.base import (
     output_text,
 )
 from crabray.backends.guest import _program
-from crabray.core.errors import ActionError, ConfigError, SandboxError
+from crabray.core.errors import ActionError, ConfigError, SandboxBrokenError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +38,23 @@ CALL_TIMEOUT_SEC = 600.0
 
 _REPLY_GRACE_SEC = 30.0
 """How long past a command's own timeout the guest may take to report it."""
+
+MAX_CALL_VALUE_CHARS = 16 * 1024 * 1024
+"""The longest JSON of a value a plain-Python action may return (16 Mi characters).
+
+The guest refuses a longer one (an error of the call: the action's, or the
+evaluator's), so the worker never holds more of what a sandbox returns."""
+
+_FRAME_SLACK = 1024 * 1024
+"""Room in a reply's frame for what surrounds its payload."""
+
+_MAX_EXEC_REPLY = 2 * 6 * MAX_OUTPUT_BYTES + _FRAME_SLACK
+"""Most bytes of an exec reply: two streams of ``MAX_OUTPUT_BYTES`` characters, each at
+most 6 bytes of JSON (``\\u0000``)."""
+
+_MAX_CALL_REPLY = 2 * MAX_CALL_VALUE_CHARS + 6 * 10_000 + _FRAME_SLACK
+"""Most bytes of a call reply: the value's JSON as a JSON string (quotes escaped) and the
+last 10,000 characters of its output."""
 
 _NO_PYTHON_HINTS = ("not found", "No such file", "no such file")
 
@@ -116,11 +133,21 @@ class Guest:
     Args:
         launch: Starts ``python3 -c BOOTSTRAP`` in the sandbox and returns its channel.
         where: The sandbox, for messages (``docker sandbox of 'web'``).
+        alive: Whether the sandbox itself is still there (its holder, container or
+            connection), asked when the guest died twice: if so, what ran inside it
+            killed the guest (``SandboxBrokenError``: the agent's failure); if not, or
+            without it, the sandbox was lost around it (``SandboxError``: infrastructure).
     """
 
-    def __init__(self, launch: Callable[[], GuestChannel], where: str) -> None:
+    def __init__(
+        self,
+        launch: Callable[[], GuestChannel],
+        where: str,
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
         self._launch = launch
         self._where = where
+        self._alive = alive
         self._channel: GuestChannel | None = None
         self._lock = threading.RLock()
         """Reentrant: a backend's launcher may close the guest (an SSH reconnect does)."""
@@ -198,7 +225,9 @@ class Guest:
             "max_bytes": MAX_OUTPUT_BYTES,
         }
         wait = None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
-        reply = self._request(request, wait, exposes=True, trusted_only=trusted_only)
+        reply = self._request(
+            request, wait, exposes=True, trusted_only=trusted_only, max_reply=_MAX_EXEC_REPLY
+        )
         if not reply.get("ok"):
             raise SandboxError(f"the guest of the {self._where} could not run {argv[0]!r}: {reply}")
         cut_out, cut_err = reply["cut"] or (False, False)
@@ -224,8 +253,9 @@ class Guest:
             "function": call.function,
             "arguments": call.arguments_json,
             "cwd": cwd,
+            "max_value": MAX_CALL_VALUE_CHARS,
         }
-        reply = self._request(request, CALL_TIMEOUT_SEC, exposes=True)
+        reply = self._request(request, CALL_TIMEOUT_SEC, exposes=True, max_reply=_MAX_CALL_REPLY)
         if reply.get("ok"):
             return _program.from_json(reply["value"])
         error = reply["error"]
@@ -258,7 +288,10 @@ class Guest:
             return "EBUSY"
         try:
             request = {"op": "read", "path": path, "max_bytes": max_bytes}
-            reply = self._request(request, CALL_TIMEOUT_SEC, trusted_only=trusted_only)
+            most = 4 * (max_bytes // 3 + 1) + _FRAME_SLACK  # base64
+            reply = self._request(
+                request, CALL_TIMEOUT_SEC, trusted_only=trusted_only, max_reply=most
+            )
         finally:
             self._lock.release()
         if not reply.get("ok"):
@@ -302,6 +335,7 @@ class Guest:
         *,
         exposes: bool = False,
         trusted_only: bool = False,
+        max_reply: int = _FRAME_SLACK,
     ) -> dict[str, Any]:
         """Send one request, starting (or once restarting) the guest; its reply.
 
@@ -312,6 +346,9 @@ class Guest:
                 after it is not trusted.
             trusted_only: Refuse (``UntrustedGuestError``) unless the guest is trusted;
                 no guest is started to find out once the sandbox was used.
+            max_reply: The most bytes its reply's frame may hold: an honest guest stays
+                within (it cuts output, refuses large values), so a larger one is a
+                broken guest (``SandboxBrokenError``), never read into the worker.
         """
         frame = _program.encode(message)
         with self._lock:
@@ -326,17 +363,45 @@ class Guest:
                         f"({'started after commands ran' if self.sealed else 'unsealed'})"
                     )
                 try:
-                    return self._exchange(channel, frame, wait)
+                    return self._exchange(channel, frame, wait, max_reply)
+                except _program.FrameTooLarge as exc:
+                    self._drop()
+                    raise SandboxBrokenError(
+                        f"the guest process of the {self._where} answered with {exc}: it is "
+                        "not the guest crabray started (something inside the sandbox broke it)"
+                    ) from exc
                 except GuestLostError as exc:
                     self._drop()
                     if attempt == 2:
-                        raise SandboxError(
-                            f"the guest process of the {self._where} died twice in a row: {exc}"
-                        ) from exc
+                        raise self._lost_twice(exc) from exc
                     logger.warning("guest of the %s lost (%s); starting it again", self._where, exc)
         raise AssertionError("unreachable")
 
-    def _exchange(self, channel: GuestChannel, frame: bytes, wait: float | None) -> dict[str, Any]:
+    def _lost_twice(self, exc: GuestLostError) -> SandboxError:
+        """The error of a guest that died twice in a row, naming where it arose."""
+        if self._alive is not None and self._sandbox_alive(self._alive):
+            return SandboxBrokenError(
+                f"the guest process of the {self._where} died twice in a row while the sandbox "
+                f"itself lived: something inside the sandbox killed it (a command such as "
+                f"`kill -9 -1`, or the sandbox's memory or process limit): {exc}"
+            )
+        return SandboxError(f"the guest process of the {self._where} died twice in a row: {exc}")
+
+    def _sandbox_alive(self, alive: Callable[[], bool]) -> bool:
+        """``alive()``; a probe that fails counts as a sandbox lost around the guest."""
+        try:
+            return alive()
+        except Exception as exc:
+            logger.warning("cannot tell whether the %s is alive: %s", self._where, exc)
+            return False
+
+    def _exchange(
+        self,
+        channel: GuestChannel,
+        frame: bytes,
+        wait: float | None,
+        max_reply: int = _FRAME_SLACK,
+    ) -> dict[str, Any]:
         deadline = None if wait is None else time.monotonic() + wait
         channel.send(frame)
 
@@ -346,7 +411,7 @@ class Guest:
             except TimeoutError as exc:
                 raise GuestLostError(f"no answer within {wait:g} s; killed it") from exc
 
-        reply = _program.read_frame(read)
+        reply = _program.read_frame(read, max_reply)
         if reply is None:
             raise GuestLostError("its channel closed")
         return reply
@@ -357,7 +422,8 @@ class Guest:
         try:
             channel.send(f"{len(PROGRAM)}\n".encode() + PROGRAM)
             reply = self._exchange(channel, _program.encode({"op": "ping"}), START_TIMEOUT_SEC)
-        except GuestLostError as exc:
+        except (GuestLostError, _program.FrameTooLarge) as exc:
+            # A launcher's own words (``python3: not found``) read as a frame's length.
             said = channel.diagnostics().strip()
             channel.close()
             if any(hint in said for hint in _NO_PYTHON_HINTS) or "python3" in said:

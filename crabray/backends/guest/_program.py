@@ -16,7 +16,8 @@ answered by exactly one response, in order:
   "timeout_sec": ..., "marker": [NAME, VALUE], "max_bytes": N}`` ->
   ``{"ok": true, "exit_code", "stdout", "stderr", "timed_out", "cut"}``
 - ``{"op": "call", "units": [[filename, first_line, text], ...], "function": name,
-  "arguments": "<JSON>", "cwd": ...}`` -> ``{"ok": true, "value": "<JSON>"}``
+  "arguments": "<JSON>", "cwd": ..., "max_value": N}`` -> ``{"ok": true, "value": "<JSON>"}``
+  (a value whose JSON is longer than ``max_value`` characters is refused: an error)
 - ``{"op": "read", "path": ABSOLUTE, "max_bytes": N}`` -> ``{"ok": true, "data": BASE64}``,
   or ``{"ok": true, "errno": NAME}`` when the guest did not read it (see :func:`_read`)
 
@@ -82,12 +83,23 @@ def encode(message: dict) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def read_frame(read) -> dict | None:
-    """The next message, reading with ``read(n)`` (which returns up to ``n`` bytes); None at EOF."""
+class FrameTooLarge(ValueError):
+    """A frame announced more bytes than its reader takes; nothing of its body was read."""
+
+
+def read_frame(read, max_size=None) -> dict | None:
+    """The next message, reading with ``read(n)`` (which returns up to ``n`` bytes); None at EOF.
+
+    A frame longer than ``max_size`` bytes raises :class:`FrameTooLarge` before its
+    body is read (the stream is then out of step: its channel must be dropped).
+    """
     head = _read_exact(read, _HEADER.size)
     if head is None:
         return None
-    body = _read_exact(read, _HEADER.unpack(head)[0])
+    size = _HEADER.unpack(head)[0]
+    if max_size is not None and size > max_size:
+        raise FrameTooLarge(f"a frame of {size} bytes, more than the {max_size} expected")
+    body = _read_exact(read, size)
     if body is None:
         return None
     return json.loads(body.decode("utf-8"))
@@ -306,7 +318,14 @@ def _call(request: dict) -> dict:
         value = function(**from_json(request["arguments"]))
     finally:
         sys.stdout, sys.stderr = saved
-    return {"ok": True, "value": to_json(value), "output": captured.getvalue()[-10000:]}
+    text = to_json(value)
+    limit = request.get("max_value")
+    if limit is not None and len(text) > limit:
+        raise ValueError(
+            f"it returned {len(text)} characters of JSON, more than the {limit} a plain-Python "
+            "action may return; return less (a large result belongs in a file of the sandbox)"
+        )
+    return {"ok": True, "value": text, "output": captured.getvalue()[-10000:]}
 
 
 def _read(request: dict) -> dict:

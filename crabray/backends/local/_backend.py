@@ -47,10 +47,9 @@ import shutil
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,7 +57,8 @@ from typing_extensions import override
 
 from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
-from crabray.backends.display import DisplayHook
+from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
+from crabray.backends.display import DisplayHook, missing_tools
 from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._enter import entry_env
@@ -69,6 +69,14 @@ from crabray.backends.local._isolation import (
     memory_prefix,
     start_holder,
 )
+from crabray.backends.local._limits import (
+    controllers,
+    join_prefix,
+    make_cgroup,
+    mount_disk,
+    release,
+)
+from crabray.backends.local._network import require_pasta
 from crabray.backends.local._paths import (
     HOME_DIR,
     SANDBOX_HOME,
@@ -78,22 +86,32 @@ from crabray.backends.local._paths import (
     WORK_DIR,
     SandboxView,
     is_mapped,
+    read_bounded,
     resolve_unconfined,
     sandbox_abspath,
 )
 from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
 from crabray.backends.local._spare import Built, SpareSandbox
+from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import SandboxError, SandboxFileError
+from crabray.core.errors import SandboxError, SandboxFileError, SandboxHostError
 
 logger = logging.getLogger(__name__)
 
 _REQUEST_ERRNOS = frozenset(
-    {errno.EACCES, errno.EEXIST, errno.EISDIR, errno.ELOOP}
+    {errno.EACCES, errno.EEXIST, errno.EISDIR, errno.ELOOP, errno.EROFS}
     | {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EPERM}
 )
-"""``OSError`` numbers that mean the file request was wrong, not that the host failed."""
+"""``OSError`` numbers that mean the file request was wrong, not that the host failed.
+
+``EROFS`` among them: the paths are resolved inside the sandbox's own view, so a
+read-only file system there is one of the sandbox's (a system directory a symlink
+such as ``ln -s / escape`` leads to), never the host's failing."""
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""``OSError`` numbers of a full file system: the sandbox's own (``disk_mb``), which the agent
+filled, or, without one, the host's."""
 
 
 @register_backend("local")
@@ -123,14 +141,17 @@ class LocalBackend(Backend):
         self._root: Path | None = None
         self._shell: str | None = None
         self._bound: list[str] = []
-        """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``)."""
+        """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``); with
+        a cgroup, :meth:`_prefix` puts the cgroup's before it."""
         self._closed = False
         self._groups = ProcessGroups()
         self._display = DisplayHook(self.settings.display, config.name)
         self._isolation: Literal["bwrap", "none"] | None = None
         self._holder: Holder | None = None
-        self._guest = Guest(self._launch_guest, f"local sandbox of '{config.name}'")
-        self._spare = SpareSandbox(self._build_spare, _remove, config.name)
+        self._guest = Guest(
+            self._launch_guest, f"local sandbox of '{config.name}'", alive=self._sandbox_alive
+        )
+        self._spare = SpareSandbox(self._build_spare, _discard, config.name)
         """Confined without a screen: the next reset's sandbox, built during the episode."""
 
     @property
@@ -167,24 +188,23 @@ class LocalBackend(Backend):
             raise SandboxError(
                 f"local sandbox of '{self.config.name}' is already started at {self._root}"
             )
-        shell = shutil.which(self.settings.shell)
-        if shell is None:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}': shell '{self.settings.shell}' "
-                "(backend_settings.shell) is not an executable on this host"
-            )
+        shell = _shell(self.settings, self.config.name)
         self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
-        sandbox = self._new_dir()
+        sandbox = self._new_dir(confined=isolation == "bwrap")
         try:
             self._display.start(cwd=sandbox)
             if isolation == "bwrap":
                 self._holder = start_holder(
-                    sandbox, self.config.name, self.settings.network, self._display, self._bound
+                    sandbox,
+                    self.config.name,
+                    self.settings.network,
+                    self._display,
+                    self._prefix(sandbox),
                 )
         except SandboxError:
             self._display.close()
-            _remove(sandbox)
+            _discard(sandbox)
             raise
         self._root = sandbox
         self._shell = shell
@@ -241,7 +261,11 @@ class LocalBackend(Backend):
             ) from exc
         if self._isolation == "bwrap":
             self._holder = start_holder(
-                sandbox, self.config.name, self.settings.network, self._display, self._bound
+                sandbox,
+                self.config.name,
+                self.settings.network,
+                self._display,
+                self._prefix(sandbox),
             )
         if self._uses_spares():
             self._spare.order(used=None)
@@ -262,8 +286,12 @@ class LocalBackend(Backend):
         logger.debug("local sandbox of '%s' gets a new holder: %s", self.config.name, why)
         return False
 
-    def _new_dir(self) -> Path:
+    def _new_dir(self, *, confined: bool = True) -> Path:
         """A new, empty sandbox directory (resolved) under the root directory.
+
+        Confined, it gets a disk of its own (``disk_mb``); either way a cgroup
+        (:meth:`_bound_dir`). An unconfined sandbox's commands own the host's files
+        anyway, so a disk of its own would bound nothing.
 
         Raises:
             SandboxError: It could not be made.
@@ -274,12 +302,42 @@ class LocalBackend(Backend):
             root.mkdir(parents=True, exist_ok=True)
             sandbox = Path(tempfile.mkdtemp(prefix=f"crabray-{self.config.name}-", dir=root))
             sandbox = Path(os.path.realpath(sandbox))
-            self._make_dirs(sandbox)
         except OSError as exc:
             raise SandboxError(
                 f"cannot create the local sandbox of '{self.config.name}' under {root}: {exc}"
             ) from exc
+        try:
+            self._bound_dir(sandbox, confined=confined)
+            self._make_dirs(sandbox)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                _discard(sandbox)
+            raise SandboxError(
+                f"cannot create the local sandbox of '{self.config.name}' at {sandbox}: {exc}"
+            ) from exc
         return sandbox
+
+    def _bound_dir(self, sandbox: Path, *, confined: bool) -> None:
+        """Give new sandbox directory ``sandbox`` its disk and its cgroup, where this host can.
+
+        See :mod:`crabray.backends.local._limits` (root only; otherwise nothing here).
+
+        Raises:
+            OSError: The cgroup could not be made.
+        """
+        settings = self.settings
+        if settings.disk_mb is not None and confined:
+            mount_disk(sandbox, settings.disk_mb)
+        found = controllers()
+        if found is not None and (settings.sandbox_memory_mb or settings.pids_limit):
+            make_cgroup(found, sandbox.name, settings.sandbox_memory_mb, settings.pids_limit)
+
+    def _prefix(self, sandbox: Path) -> list[str]:
+        """What every process of ``sandbox`` is started through: its cgroup, then ``memory_mb``."""
+        found = controllers()
+        if found is None or not any(d.is_dir() for d in found.dirs(sandbox.name)):
+            return list(self._bound)
+        return [*join_prefix(found, sandbox.name), *self._bound]
 
     def _uses_spares(self) -> bool:
         """Confined without a screen, under a user other than root (root's reset in place): a
@@ -297,10 +355,14 @@ class LocalBackend(Backend):
         sandbox = self._new_dir()
         try:
             holder = start_holder(
-                sandbox, self.config.name, self.settings.network, self._display, self._bound
+                sandbox,
+                self.config.name,
+                self.settings.network,
+                self._display,
+                self._prefix(sandbox),
             )
         except SandboxError:
-            _remove(sandbox)
+            _discard(sandbox)
             raise
         return sandbox, holder
 
@@ -360,7 +422,7 @@ class LocalBackend(Backend):
             )
         try:
             proc = subprocess.Popen(
-                [*self._bound, *argv],
+                [*self._prefix(sandbox), *argv],
                 cwd=run_dir,
                 env=spawn_env,
                 stdin=subprocess.DEVNULL,
@@ -439,7 +501,25 @@ class LocalBackend(Backend):
         if self._holder is not None:
             argv = self._holder.command(argv, cwd="/")
             env = entry_env(env)
-        return launch_guest([*self._bound, *argv], Path("/"), env, self._groups, self.config.name)
+        return launch_guest(
+            [*self._prefix(sandbox), *argv], Path("/"), env, self._groups, self.config.name
+        )
+
+    @property
+    def _disk_limited(self) -> bool:
+        """Whether the sandbox has a disk of its own (``disk_mb``): a full one is its own."""
+        return self._root is not None and os.path.ismount(self._root)
+
+    def _sandbox_alive(self) -> bool:
+        """Whether the sandbox itself is still there: its directory, and its holder if confined.
+
+        Nothing in the sandbox can kill its holder (pid 1 of its namespace ignores
+        every signal sent from inside), so a guest lost while this holds was killed
+        by what ran inside.
+        """
+        if self._root is None or not self._root.is_dir():
+            return False
+        return self._isolation != "bwrap" or (self._holder is not None and self._holder.running)
 
     def _command_env(self, sandbox: Path) -> dict[str, str]:
         """The environment every process of the sandbox starts with: made, never the driver's."""
@@ -513,17 +593,18 @@ class LocalBackend(Backend):
         logger.debug("put %d bytes to %s", len(data), target)
 
     @override
-    def get_file(self, path: str) -> bytes:
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """Read a file under the sandbox directory (``path`` as for ``put_file``).
 
         Raises:
+            FileTooLargeError: The opened file is larger than ``max_bytes``.
             SandboxFileError: The path resolves outside the sandbox directory, is
                 missing, is a directory, or cannot be read (no permission).
             SandboxError: The host failed (I/O error).
         """
         if self._holder is not None:
             with self._file_errors("read", path):
-                return self._view().read(path)
+                return self._view().read(path, max_bytes)
         target = self._host_file(path, "read")
         if not target.exists():
             raise SandboxFileError(
@@ -534,7 +615,7 @@ class LocalBackend(Backend):
         with self._file_errors("read", path), open(os.open(target, flags), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
-            data = handle.read()
+            data = read_bounded(handle, path, max_bytes)
         logger.debug("got %d bytes from %s", len(data), target)
         return data
 
@@ -552,7 +633,7 @@ class LocalBackend(Backend):
         if sandbox is None:
             return
         try:
-            _remove(sandbox)
+            _discard(sandbox)
         except OSError as exc:
             logger.warning("could not remove local sandbox %s: %s", sandbox, exc)
             return
@@ -609,6 +690,32 @@ class LocalBackend(Backend):
         write_owner(sandbox)
 
     @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check the shell, ``prlimit`` for ``memory_mb``, that bubblewrap confines a sandbox
+        (a real one runs ``true``, once per process), ``pasta`` for ``network`` and Xvfb
+        for ``display``.
+
+        Raises:
+            ConfigError: The settings do not validate.
+            SandboxHostError: What is missing here, and how to install it.
+        """
+        parsed = parse_local_settings(settings)
+        _shell(parsed, env_name)
+        memory_prefix(parsed.memory_mb, env_name)
+        isolation = choose_isolation(parsed.isolation, env_name)
+        if isolation == "bwrap" and parsed.network:
+            require_pasta(env_name)
+        if parsed.display:
+            missing = missing_tools()
+            if missing:
+                raise SandboxHostError(
+                    f"the screen of '{env_name}' (backend_settings.display) needs "
+                    f"{', '.join(missing)}, not installed on this host; install with: "
+                    f"{DISPLAY_INSTALL_HINT}"
+                )
+
+    @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
         """Remove local sandboxes under the root directory whose owner process is gone."""
         root = (parse_local_settings(settings).root_dir or Path(tempfile.gettempdir())).expanduser()
@@ -618,7 +725,7 @@ class LocalBackend(Backend):
                 continue
             killed = kill_processes_in(sandbox)
             try:
-                _remove(sandbox)
+                _discard(sandbox)
             except OSError as exc:
                 logger.warning("could not remove abandoned sandbox %s: %s", sandbox, exc)
                 continue
@@ -683,7 +790,12 @@ class LocalBackend(Backend):
         except OSError as exc:
             message = f"cannot {verb} '{path}' in the sandbox {self._root}: {exc.strerror or exc}"
             if exc.errno in _REQUEST_ERRNOS:
-                raise SandboxFileError(message) from exc
+                raise SandboxFileError(f"{message} (inside the sandbox)") from exc
+            if exc.errno in _FULL_ERRNOS and self._disk_limited:
+                raise SandboxFileError(
+                    f"{message}: the sandbox's own disk (backend_settings.disk_mb, "
+                    f"{self.settings.disk_mb} MiB) is full of what ran inside it"
+                ) from exc
             raise SandboxError(f"{message} (a host failure, not a bad request)") from exc
 
     def _kill_holder(self) -> None:
@@ -693,49 +805,40 @@ class LocalBackend(Backend):
             holder.kill()
 
 
+def _discard(sandbox: Path) -> None:
+    """Remove a whole sandbox directory: its cgroup's processes and cgroup, its disk, its files.
+
+    Raises:
+        OSError: Something of it could not be removed.
+    """
+    release(sandbox)
+    _remove(sandbox)
+
+
+def _shell(settings: LocalSettings, name: str) -> str:
+    """The absolute path of the sandbox's shell (``backend_settings.shell``).
+
+    Raises:
+        SandboxHostError: It is not an executable on this host.
+    """
+    shell = shutil.which(settings.shell)
+    if shell is None:
+        raise SandboxHostError(
+            f"local sandbox of '{name}': shell '{settings.shell}' "
+            "(backend_settings.shell) is not an executable on this host"
+        )
+    return shell
+
+
 def _remove(path: Path) -> None:
     """Remove a file, symlink or whole tree, even one the commands made read-only.
 
-    Whatever vanishes meanwhile counts as removed: the cleanups of several Ray
-    nodes on one machine share its temporary directory and may remove the same
-    abandoned sandbox at once.
-    """
-    for attempt in range(_REMOVE_ATTEMPTS):
-        try:
-            if path.is_symlink() or not path.is_dir():
-                path.unlink(missing_ok=True)
-            elif sys.version_info >= (3, 12):
-                shutil.rmtree(path, onexc=_make_writable_and_retry)
-            else:
-                shutil.rmtree(path, onerror=_make_writable_and_retry)
-            return
-        except FileNotFoundError:
-            # Part of the tree went while walking it; go again over what is left.
-            if not os.path.lexists(path):
-                return
-            if attempt == _REMOVE_ATTEMPTS - 1:
-                raise
-
-
-_REMOVE_ATTEMPTS = 3
-
-
-def _make_writable_and_retry(func: Callable[..., Any], path: str, error: Any) -> None:
-    """rmtree's error handler: make ``path`` and its parent writable, then remove it again.
+    Iterative (:mod:`crabray.backends.local._wipe`): no tree an agent can make, however
+    deep or long its paths, hits a recursion limit. Whatever vanishes meanwhile counts
+    as removed: the cleanups of several Ray nodes on one machine share its temporary
+    directory and may remove the same abandoned sandbox at once.
 
     Raises:
-        OSError: ``path`` still cannot be removed (or opened, if a directory).
+        OSError: Something could not be removed.
     """
-    exc = error if isinstance(error, BaseException) else error[1]
-    if isinstance(exc, FileNotFoundError):
-        return
-    os.chmod(os.path.dirname(path), stat.S_IRWXU)
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, stat.S_IRWXU)
-    if func in (os.rmdir, os.unlink, os.remove):
-        func(path)
-    elif os.access(path, os.R_OK | os.X_OK):
-        # Opening or listing a directory failed, so rmtree skipped it: remove it now.
-        _remove(Path(path))
-    else:
-        raise exc
+    remove_path(str(path))

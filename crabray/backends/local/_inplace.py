@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -43,6 +42,7 @@ from pathlib import Path
 
 from crabray.backends.local._enter import entry_env
 from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
+from crabray.backends.local._wipe import remove_entry
 
 CLEARED = ("tmp", "home/user", "home/user/work", "dev", "dev/shm", "dev/mqueue", "dev/pts")
 """Directories (from the sandbox's ``/``) the sandbox user can write: all of them, as ``find /
@@ -201,10 +201,8 @@ def _clear(fd: int, directory: str, fresh: Fresh) -> str | None:
         if kept is not None:
             if _signature(fd, entry.name) != kept:
                 return f"/{path} changed"
-        elif entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.name, dir_fd=fd)
         else:
-            os.unlink(entry.name, dir_fd=fd)
+            remove_entry(fd, entry.name)
     return None
 
 

@@ -22,7 +22,7 @@ from typing import Literal
 from crabray.backends.display import DisplayHook
 from crabray.backends.local import _bwrap as bwrap
 from crabray.backends.local._settings import Isolation
-from crabray.core.errors import SandboxError
+from crabray.core.errors import SandboxHostError
 
 logger = logging.getLogger(__name__)
 
@@ -36,13 +36,14 @@ def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
     The probe runs once per process (:func:`crabray.backends.local._bwrap.probe`).
 
     Raises:
-        SandboxError: ``isolation: bwrap`` but a tool it needs is missing, or ``auto``
-            and bubblewrap does not work here (the message says how to fix it or opt out).
+        SandboxHostError: ``isolation: bwrap`` but a tool it needs is missing, or ``auto``
+            and bubblewrap does not work here (the message says how to fix it or opt out):
+            no sandbox of this host can start, so the run stops.
     """
     if wanted == "bwrap":
         found = bwrap.tools()
         if isinstance(found, str):
-            raise SandboxError(
+            raise SandboxHostError(
                 f"local sandbox of '{name}' asks for isolation 'bwrap' "
                 f"(backend_settings.isolation), but {found}"
             )
@@ -51,7 +52,7 @@ def choose_isolation(wanted: Isolation, name: str) -> Literal["bwrap", "none"]:
         usable, why = bwrap.probe()
         if usable:
             return "bwrap"
-        raise SandboxError(
+        raise SandboxHostError(
             f"local sandbox of '{name}' cannot be confined: bubblewrap is not usable on this "
             f"host ({why}). Install it with `{bwrap.INSTALL_HINT}` (unprivileged user "
             "namespaces must be allowed), or set backend_settings.isolation to 'none' to run "
@@ -119,13 +120,13 @@ def memory_prefix(memory_mb: int | None, name: str) -> list[str]:
     process starts inherits it. Empty when ``memory_mb`` is unset.
 
     Raises:
-        SandboxError: ``memory_mb`` is set and util-linux's ``prlimit`` is not on PATH.
+        SandboxHostError: ``memory_mb`` is set and util-linux's ``prlimit`` is not on PATH.
     """
     if memory_mb is None:
         return []
     prlimit = shutil.which("prlimit")
     if prlimit is None:
-        raise SandboxError(
+        raise SandboxHostError(
             f"local sandbox of '{name}': backend_settings.memory_mb needs util-linux's "
             "'prlimit' on PATH (apt-get install util-linux), or drop the setting"
         )

@@ -48,7 +48,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from crabray.core.errors import SandboxConfigError, SandboxError
+from crabray.core.errors import SandboxError, SandboxHostError
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +85,11 @@ def require_pasta(name: str) -> str:
     """The ``pasta`` program a sandbox with ``network: true`` needs.
 
     Raises:
-        SandboxConfigError: pasta is missing (never retried: every start would fail the same).
+        SandboxHostError: pasta is missing (the run stops: every start would fail the same).
     """
     found = pasta_path()
     if found is None:
-        raise SandboxConfigError(
+        raise SandboxHostError(
             f"local sandbox of '{name}' asks for network: true (backend_settings.network), "
             f"which needs 'pasta' from the '{PACKAGE}' package to give it a network of its own "
             f"without the host's: install it with `{INSTALL_HINT}`, or drop the setting"
@@ -129,7 +129,7 @@ class Uplink:
         """Give the network namespace of process ``pid`` its interface and outbound NAT.
 
         Raises:
-            SandboxConfigError: pasta is not installed.
+            SandboxHostError: pasta is not installed.
             SandboxError: The host has no default route, or pasta failed.
         """
         pasta = require_pasta(self.label)

@@ -42,7 +42,9 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import BinaryIO
 
+from crabray.backends.base import MAX_FILE_BYTES, check_file_size
 from crabray.backends.confinement import (
     HOME_DIR,
     TMP_DIR,
@@ -148,10 +150,12 @@ class SandboxView:
         self.owner = owner
         self.label = label
 
-    def read(self, path: str) -> bytes:
-        """The content of the regular file at sandbox path ``path``.
+    def read(self, path: str, max_bytes: int | None = None) -> bytes:
+        """The content of the regular file at sandbox path ``path``, at most ``max_bytes``.
 
         Raises:
+            FileTooLargeError: The opened file is larger than ``max_bytes`` (see
+                :func:`~crabray.backends.base.check_file_size`).
             SandboxFileError: Outside the sandbox's directories, missing, a directory or
                 not a regular file (a FIFO, a socket).
             OSError: The host failed; ``errno`` says how.
@@ -169,7 +173,7 @@ class SandboxView:
                     raise SandboxFileError(f"cannot read '{path}': it is a directory, not a file")
                 if not stat.S_ISREG(mode):
                     raise SandboxFileError(f"cannot read '{path}': it is not a regular file")
-                return handle.read()
+                return read_bounded(handle, path, max_bytes)
 
     def write(self, path: str, data: bytes) -> None:
         """Replace the file at ``path`` with ``data`` atomically, creating parent directories.
@@ -296,3 +300,19 @@ class SandboxView:
                     f"'{name}' changed while the path was resolved; try again"
                 ) from exc
             raise
+
+
+def read_bounded(handle: BinaryIO, path: str, max_bytes: int | None) -> bytes:
+    """All of open regular file ``handle`` if it holds at most ``max_bytes``, else refused.
+
+    The size is the opened file's; a file growing meanwhile is read no further
+    than one byte past the cap, so it is refused too.
+
+    Raises:
+        FileTooLargeError: It is larger than the cap (``MAX_FILE_BYTES`` when None).
+    """
+    limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+    check_file_size(path, os.fstat(handle.fileno()).st_size, limit)
+    data = handle.read(limit + 1)
+    check_file_size(path, len(data), limit)
+    return data

@@ -51,6 +51,30 @@ class LocalSettings(BackendSettings):
         "stays usable. Unset (the default): no bound. Confined, the sandbox cannot raise it; "
         "unconfined as root, a process could.",
     )
+    sandbox_memory_mb: int | None = Field(
+        default=4096,
+        ge=16,
+        description="Bound on the memory of the whole sandbox, in MiB: every process it runs "
+        "together, and what it writes to its disk (disk_mb). A root driver puts each sandbox "
+        "in a cgroup of its own (v2 memory.max, or v1 memory.limit_in_bytes); past it the "
+        "kernel kills a process of the sandbox, never the worker. Without root or cgroups it "
+        "does not apply (a WARNING says so) and memory_mb is the bound. None: no bound.",
+    )
+    pids_limit: int | None = Field(
+        default=1024,
+        ge=8,
+        description="Most processes (and threads) the sandbox runs at once: pids.max of its "
+        "cgroup (root driver only, as sandbox_memory_mb). None: no bound.",
+    )
+    disk_mb: int | None = Field(
+        default=4096,
+        ge=1,
+        description="Most the sandbox's files (work, home and /tmp together) may hold, in MiB: "
+        "a root driver mounts a tmpfs of this size on the sandbox directory, so a full disk is "
+        "the sandbox's own (an error of the write, the agent's) and never the host's. Without "
+        "root the sandbox writes to the host's file system under root_dir. None: no disk of "
+        "its own.",
+    )
     display: DisplaySetting = Field(
         default=False,
         description="A private X server (Xvfb) for desktop actions: true for 1280x800x24, or a "

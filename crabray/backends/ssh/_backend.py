@@ -50,7 +50,14 @@ import paramiko
 from typing_extensions import override
 
 from crabray.backends import register_backend
-from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
+from crabray.backends.base import (
+    MAX_FILE_BYTES,
+    Backend,
+    ExecResult,
+    PythonCall,
+    check_file_size,
+    output_text,
+)
 from crabray.backends.confinement import WORK_DIR, check_real, confine_lexically
 from crabray.backends.guest import (
     GUEST_ARGV,
@@ -83,6 +90,10 @@ logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 
+_PREFLIGHT_ATTEMPTS = 2
+"""Tries the preflight gives a host to answer: a host down stops the run at once."""
+
+
 @register_backend("ssh")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
@@ -112,7 +123,11 @@ class SshBackend(Backend):
         self._login_shell: str | None = None
         """The remote login shell when it is a POSIX shell (commands skip a ``/bin/sh``)."""
         self._closed = False
-        self._guest = Guest(self._launch_guest, f"{config.backend} sandbox of '{config.name}'")
+        self._guest = Guest(
+            self._launch_guest,
+            f"{config.backend} sandbox of '{config.name}'",
+            alive=self._link_alive,
+        )
         self._no_python = False
         """Set once the machine showed it has no python3: commands take the plain path."""
         self._lock = threading.RLock()
@@ -305,14 +320,15 @@ class SshBackend(Backend):
         logger.debug("put %d bytes to %s", len(data), target)
 
     @override
-    def get_file(self, path: str) -> bytes:
-        """Read a regular file under the sandbox directory.
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
+        """Read a regular file under the sandbox directory, if it holds at most ``max_bytes``.
 
         Anything else (a FIFO, a device, a socket the agent planted) is refused
         before it is opened: the SFTP server opens files blocking, so a FIFO
         would hold it, and with it this connection, until something writes.
 
         Raises:
+            FileTooLargeError: The opened file is larger than ``max_bytes``.
             SandboxFileError: The path is outside the sandbox, missing, not a
                 regular file, cannot be read, or its read stalled longer than
                 ``file_stall_sec``.
@@ -336,7 +352,9 @@ class SshBackend(Backend):
                     f"cannot read '{path}': {target} is not a regular file "
                     f"(mode {stat.filemode(mode)}); only regular files are read"
                 )
-            return self._read_bounded(sftp, target, path, attrs.st_size or 0)
+            check_file_size(path, attrs.st_size or 0, max_bytes)
+            limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
+            return self._read_bounded(sftp, target, path, limit)
 
         data = self._sftp_call(read, "read", path)
         logger.debug("got %d bytes from %s", len(data), target)
@@ -369,6 +387,22 @@ class SshBackend(Backend):
             "root": self._root,
             "workdir": posixpath.join(self._root, WORK_DIR) if self._root else None,
         }
+
+    @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that the host answers and accepts the login (at most two tries).
+
+        Raises:
+            ConfigError: The settings do not validate, the login or the host key is refused.
+            SandboxError: The host does not answer.
+        """
+        parsed = parse_ssh_settings(settings)
+        retry = parsed.retry.model_copy(
+            update={"max_attempts": min(parsed.retry.max_attempts, _PREFLIGHT_ATTEMPTS)}
+        )
+        parsed = parsed.model_copy(update={"retry": retry})
+        connect(parsed, load_key(parsed), f"sandbox '{env_name}' (preflight)").close()
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
@@ -552,8 +586,9 @@ class SshBackend(Backend):
                     ) from exc
         raise AssertionError("unreachable")
 
-    def _read_bounded(self, sftp: paramiko.SFTPClient, target: str, path: str, size: int) -> bytes:
-        """Read ``target`` whole, waiting at most ``file_stall_sec`` for any one reply.
+    def _read_bounded(self, sftp: paramiko.SFTPClient, target: str, path: str, limit: int) -> bytes:
+        """Read ``target`` whole if at most ``limit`` bytes, waiting at most ``file_stall_sec``
+        for any one reply (the size checked is the opened file's).
 
         The type check before it can be raced (the agent swaps a FIFO in after
         the stat): then the server blocks in its open, this wait times out, and
@@ -570,8 +605,11 @@ class SshBackend(Backend):
         try:
             handle = sftp.open(target, "rb")
             try:
+                size = handle.stat().st_size or 0
+                check_file_size(path, size, limit)
                 handle.prefetch(size)
-                data = handle.read()
+                data = handle.read(limit + 1)
+                check_file_size(path, len(data), limit)
             except TimeoutError:
                 raise  # closing would wait on the stuck server again: the session is dropped
             except BaseException:

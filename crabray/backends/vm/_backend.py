@@ -55,7 +55,7 @@ from crabray.backends.vm._qemu import (
 )
 from crabray.backends.vm._settings import VmSettings, parse_vm_settings
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import CrabrayError, SandboxError
+from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 from crabray.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class VmBackend(Backend):
                 )
             if self._dir is not None:
                 raise SandboxError(f"vm sandbox of '{self.config.name}' is already started")
-            self._check_files()
+            check_files(self.settings, self.config.name)
             root = runtime_root(self.settings)
             try:
                 root.mkdir(parents=True, exist_ok=True)
@@ -218,14 +218,14 @@ class VmBackend(Backend):
         self._require_ssh(f"write '{path}'").put_file(path, data)
 
     @override
-    def get_file(self, path: str) -> bytes:
+    def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
         """Read ``path`` from the guest's sandbox directory (over SFTP).
 
         Raises:
             SandboxFileError: The path is outside the sandbox, missing, or a directory.
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
-        return self._require_ssh(f"read '{path}'").get_file(path)
+        return self._require_ssh(f"read '{path}'").get_file(path, max_bytes=max_bytes)
 
     @override
     def close(self) -> None:
@@ -249,6 +249,17 @@ class VmBackend(Backend):
             "workdir": inner.get("workdir"),
             **self._times,
         }
+
+    @classmethod
+    @override
+    def preflight(cls, settings: dict[str, Any], env_name: str) -> None:
+        """Check that the VM's image files exist and QEMU is installed (boots nothing).
+
+        Raises:
+            ConfigError: The settings do not validate.
+            SandboxHostError: A file or QEMU is missing here, with how to get it.
+        """
+        check_files(parse_vm_settings(settings), env_name)
 
     @classmethod
     def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
@@ -413,26 +424,6 @@ class VmBackend(Backend):
             retry=RetryPolicy(max_attempts=20, backoff_initial_sec=0.25, backoff_max_sec=2),
         )
 
-    def _check_files(self) -> None:
-        s = self.settings
-        wanted = {
-            "kernel": s.kernel_file,
-            "initrd": s.initrd_file,
-            "disk": s.disk,
-            "key_path": s.key_file,
-            "host_key_path": s.host_key_path,
-        }
-        for name, path in wanted.items():
-            if path is not None and not path.expanduser().is_file():
-                hint = (
-                    " (build the test VM with envs/vm/build.sh)" if s.image_dir is not None else ""
-                )
-                raise SandboxError(f"VM '{self.config.name}': {name} {path} is not a file{hint}")
-        if shutil.which(s.qemu_binary) is None:
-            raise SandboxError(
-                f"'{s.qemu_binary}' is not installed; apt-get install qemu-system-x86"
-            )
-
     def _stop_qemu(self) -> None:
         """Quit QEMU (QMP ``quit``, then kill), forgetting the QMP connection."""
         qmp, self._qmp = self._qmp, None
@@ -497,3 +488,30 @@ def _qemu_img(*args: str) -> None:
         raise SandboxError(
             f"qemu-img {' '.join(args)} failed: {exc.stderr.decode(errors='replace')}"
         ) from exc
+
+
+def check_files(settings: VmSettings, name: str) -> None:
+    """Check that the files a VM of ``settings`` boots from exist and QEMU is installed.
+
+    Raises:
+        SandboxHostError: A file or QEMU is missing on this host (no VM of it can start).
+    """
+    wanted = {
+        "kernel": settings.kernel_file,
+        "initrd": settings.initrd_file,
+        "disk": settings.disk,
+        "key_path": settings.key_file,
+        "host_key_path": settings.host_key_path,
+    }
+    for field, path in wanted.items():
+        if path is not None and not path.expanduser().is_file():
+            hint = (
+                " (build the test VM with envs/vm/build.sh)"
+                if settings.image_dir is not None
+                else ""
+            )
+            raise SandboxHostError(f"VM '{name}': {field} {path} is not a file{hint}")
+    if shutil.which(settings.qemu_binary) is None:
+        raise SandboxHostError(
+            f"'{settings.qemu_binary}' is not installed; apt-get install qemu-system-x86"
+        )

@@ -4,7 +4,7 @@ from typing import Annotated, TypeAlias
 
 from pydantic import AfterValidator
 
-from crabray.core.action import KEPT_PARAMS, Action
+from crabray.core.actions import KEPT_PARAMS, Action
 
 
 def _check_no_param(action: Action) -> Action:

@@ -1,5 +1,5 @@
 """CRAB's ``crab.core.models.evaluator`` path: ``Evaluator``."""
 
-from crabray.core.evaluator import Evaluator
+from crabray.core.evaluators import Evaluator
 
 __all__ = ["Evaluator"]

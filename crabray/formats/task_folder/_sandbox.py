@@ -18,6 +18,7 @@ from typing import Any
 from crabray.actions import run_command
 from crabray.actions.limits import MAX_TIMEOUT_SEC
 from crabray.core import Action
+from crabray.core.commands import command_failure
 from crabray.core.errors import ActionError
 from crabray.formats.steps import closed_action
 from crabray.formats.task_folder._checks import DEPENDENCIES, INIT_SCRIPTS, TASK_MD, TaskFiles
@@ -143,13 +144,16 @@ def _init_step(folder: Path, script: str) -> Action:
 
     def entry(env: Any) -> None:
         done = env.exec(command, timeout_sec=INIT_TIMEOUT_SEC)
-        output = output_tail(done.stdout + done.stderr)
-        if done.timed_out:
+        if done.timed_out or done.exit_code != 0:
             raise ActionError(
-                f"init script {script} did not finish within {INIT_TIMEOUT_SEC:g} s{output}"
+                command_failure(
+                    f"init script {script}",
+                    done.exit_code,
+                    f"{done.stdout}\n{done.stderr}",
+                    timed_out=done.timed_out,
+                    timeout_sec=INIT_TIMEOUT_SEC,
+                )
             )
-        if done.exit_code != 0:
-            raise ActionError(f"init script {script} exited {done.exit_code}{output}")
         logger.debug("init script %s of %s ran in %.1f s", script, folder, done.duration_sec)
 
     return closed_action("run_init_script", f"run the init script {script}: {command}", entry)

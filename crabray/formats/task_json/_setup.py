@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from crabray.core.commands import command_failure
 from crabray.core.errors import CrabrayError
 from crabray.formats.task_json._registry import LocalPath, TaskContext, setup_function
 
@@ -26,12 +27,18 @@ class SetupCommandError(CrabrayError):
     """A setup command ran but failed."""
 
 
-def _check(result: Any, what: str) -> str:
-    if result.timed_out:
-        raise SetupCommandError(f"{what} timed out")
-    if result.exit_code != 0:
-        detail = (result.stderr or result.stdout).strip()[-500:]
-        raise SetupCommandError(f"{what} exited {result.exit_code}: {detail}")
+def _check(result: Any, what: str, timeout_sec: float = 0.0) -> str:
+    """The command's stdout, or an error naming it, its exit code, the cause and last lines."""
+    if result.timed_out or result.exit_code != 0:
+        raise SetupCommandError(
+            command_failure(
+                what,
+                result.exit_code,
+                f"{result.stdout}\n{result.stderr}",
+                timed_out=result.timed_out,
+                timeout_sec=timeout_sec,
+            )
+        )
     return result.stdout
 
 
@@ -117,7 +124,7 @@ def upload_script_and_execute(
         f"{shlex.quote(interpreter)} {shlex.quote('./' + where.name)}"
     )
     result = ctx.env.exec(command, timeout_sec=timeout_sec)
-    return _check(result, f"script {where}")
+    return _check(result, f"script {where} (run with {interpreter})", timeout_sec)
 
 
 @setup_function(aliases=("command",))
@@ -134,7 +141,8 @@ def execute(
         timeout_sec: Seconds before it is killed.
         shell: Accepted for compatibility; a string always runs through the shell.
     """
-    return _check(ctx.env.exec(command, timeout_sec=timeout_sec), f"command {command!r}")
+    line = command if isinstance(command, str) else shlex.join(command)
+    return _check(ctx.env.exec(command, timeout_sec=timeout_sec), f"command {line!r}", timeout_sec)
 
 
 @setup_function
@@ -147,7 +155,7 @@ def launch(ctx: TaskContext, command: str | list[str], shell: bool = True) -> st
     """
     line = command if isinstance(command, str) else shlex.join(command)
     result = ctx.env.exec(f"nohup sh -c {shlex.quote(line)} >/dev/null 2>&1 &", timeout_sec=30)
-    return _check(result, f"launch {line!r}")
+    return _check(result, f"launch {line!r}", 30)
 
 
 @setup_function(name="open")
@@ -163,7 +171,7 @@ def open_file(ctx: TaskContext, path: str) -> str:
         f'test -e {quoted} && {{ command -v xdg-open >/dev/null 2>&1 && [ -n "$DISPLAY" ] '
         f"&& (nohup xdg-open {quoted} >/dev/null 2>&1 &) ; true; }}"
     )
-    return _check(ctx.env.exec(command, timeout_sec=30), f"open {path}")
+    return _check(ctx.env.exec(command, timeout_sec=30), f"open {path}", 30)
 
 
 @setup_function

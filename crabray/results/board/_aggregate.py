@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from crabray.results.board.stats import pass_at_k, pass_hat_k, wilson_intervals
+from crabray.results.board.stats import clustered_wilson_intervals, pass_at_k, pass_hat_k
 
 Codes = tuple[np.ndarray, int]
 """A column's integer codes per row and how many codes there can be."""
@@ -54,6 +54,29 @@ def _sums(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray:
     return np.bincount(ids, weights=values, minlength=groups)
 
 
+class _Clusters:
+    """The tasks (clusters) of each group's graded rows, for intervals clustered by task."""
+
+    def __init__(
+        self, ids: np.ndarray, groups: int, graded: np.ndarray, tasks: Sequence[Codes]
+    ) -> None:
+        self.rows = np.flatnonzero(graded)
+        self.group_of_row = ids[self.rows]
+        task_codes = [(values[self.rows], size) for values, size in tasks]
+        self.of_row, first = combine([(self.group_of_row, groups), *task_codes], len(self.rows))
+        self.group = self.group_of_row[first]
+        self.groups = groups
+        sizes = np.bincount(self.of_row).astype(np.float64)
+        self.count = np.bincount(self.group, minlength=groups).astype(np.float64)
+        self.size_squares = _sums(self.group, groups, sizes * sizes)
+
+    def residual_squares(self, values: np.ndarray, means: np.ndarray) -> np.ndarray:
+        """Per group, the sum over its tasks of the squared sum of ``values - mean``."""
+        residuals = values[self.rows] - means[self.group_of_row]
+        per_task = np.bincount(self.of_row, weights=residuals)
+        return _sums(self.group, self.groups, per_task * per_task)
+
+
 def summary(
     ids: np.ndarray,
     groups: int,
@@ -62,6 +85,7 @@ def summary(
     confidence: float,
     *,
     full: bool,
+    tasks: Sequence[Codes] = (),
     benchmark: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per group: counts, rates with intervals, means and sums over graded rows.
@@ -74,6 +98,10 @@ def summary(
         confidence: Coverage of the success-rate interval.
         full: Add the leaderboard's columns beyond a breakdown's (completeness,
             wall time, tokens, model calls).
+        tasks: Codes of the columns that make a task (a cluster of episodes). A
+            group with a task of several graded episodes gets its success interval
+            and score standard error clustered by task (``stats``); without codes
+            every row is its own task (the plain Wilson interval and ``ddof=1`` error).
         benchmark: True for rows attributed to the benchmark (counted in
             ``benchmark_errors``); the other ungraded rows are ``infra_errors``.
 
@@ -97,13 +125,26 @@ def summary(
         table["episodes"] = n
         table["successes"] = successes
         table["success_rate"] = np.where(n > 0, successes / n, np.nan)
-        table["success_ci_low"], table["success_ci_high"] = wilson_intervals(
-            successes, n, confidence
+        clusters = _Clusters(ids, groups, graded, tasks) if tasks else None
+        rate = table["success_rate"]
+        table["success_ci_low"], table["success_ci_high"] = clustered_wilson_intervals(
+            successes,
+            n,
+            clusters.count if clusters else n,
+            clusters.residual_squares(values("success"), rate) if clusters else 0.0 * n,
+            clusters.size_squares if clusters else n,
+            confidence,
         )
         score = values("score")
         table["mean_score"] = mean_score = mean("score")
         squares = _sums(ids, groups, np.where(graded, (score - mean_score[ids]) ** 2, 0.0))
         table["score_se"] = np.where(n > 1, np.sqrt(squares / (n - 1) / n), np.nan)
+        if clusters is not None:
+            # Clustered by task where a task has several episodes (``clustered_standard_error``).
+            count = clusters.count
+            spread = clusters.residual_squares(score, mean_score)
+            clustered = np.where(count > 1, np.sqrt(count / (count - 1) * spread) / n, np.nan)
+            table["score_se"] = np.where(clusters.size_squares > n, clustered, table["score_se"])
         table["mean_steps"] = mean("steps")
         table["cost_usd"] = cost = total("cost_usd")
         table["cost_per_success"] = np.where(successes > 0, cost / successes, np.nan)

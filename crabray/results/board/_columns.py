@@ -74,6 +74,8 @@ BREAKDOWN_STATS = (
 """Statistics of every breakdown row (after the ``by`` columns and the group column)."""
 
 BREAKDOWN_INPUT_COLUMNS = (
+    "suite",
+    "task_id",
     "termination_reason",
     "attribution",
     "success",
@@ -81,7 +83,8 @@ BREAKDOWN_INPUT_COLUMNS = (
     "steps",
     "cost_usd",
 )
-"""Episode columns a breakdown reads besides its ``by`` columns and the column it breaks down."""
+"""Episode columns a breakdown reads besides its ``by`` columns and the column it breaks down
+(``suite`` and ``task_id`` make the tasks its intervals are clustered by)."""
 
 TAG = "tag"
 """Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
@@ -99,3 +102,7 @@ INT_COLUMNS = (
 
 TASK_SAMPLE = ("run_id", "suite", "task_id")
 """The columns that make one task sample of pass@k: a task's epochs within a run."""
+
+TASK_CLUSTER = ("suite", "task_id")
+"""The columns that make one task for intervals clustered by task: its episodes (epochs, and
+the same task in several runs) are not independent of each other."""

@@ -29,6 +29,7 @@ from crabray.results.board._columns import (
     LEADERBOARD_INPUT_COLUMNS,
     STAT_COLUMNS,
     TAG,
+    TASK_CLUSTER,
     TASK_SAMPLE,
 )
 from crabray.results.board.stats import DEFAULT_CONFIDENCE
@@ -123,6 +124,14 @@ def labels(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
+def _tasks(episodes: pa.Table, keys: Sequence[str]) -> list[Codes]:
+    """Codes of each row's task, the clusters of its group's interval; none (independent
+    episodes) when a group is one task: its epochs are then the draws its rate is about."""
+    if "task_id" in keys:
+        return []
+    return [codes(episodes.column(name)) for name in TASK_CLUSTER]
+
+
 def _stat_array(name: str, values: np.ndarray) -> pa.Array:
     return to_arrow(values.astype(np.int64) if name in INT_COLUMNS else values)
 
@@ -166,8 +175,16 @@ def leaderboard_table(
             cache[name] = floats(episodes, name)
         return cache[name]
 
-    benchmark = attributed(episodes, Attribution.BENCHMARK)
-    stats = summary(ids, groups, verdict, values, confidence, full=True, benchmark=benchmark)
+    stats = summary(
+        ids,
+        groups,
+        verdict,
+        values,
+        confidence,
+        full=True,
+        tasks=_tasks(episodes, keys),
+        benchmark=attributed(episodes, Attribution.BENCHMARK),
+    )
     passes = pass_columns(
         ids,
         groups,
@@ -258,9 +275,17 @@ def breakdown_table(
             cache[name] = floats(episodes, name)[rows]
         return cache[name]
 
-    benchmark = attributed(episodes, Attribution.BENCHMARK)[rows]
-    verdict = graded(episodes)[rows]
-    stats = summary(ids, len(first), verdict, numbers, confidence, full=False, benchmark=benchmark)
+    tasks = [(values[rows], size) for values, size in _tasks(episodes, [*keys, group])]
+    stats = summary(
+        ids,
+        len(first),
+        graded(episodes)[rows],
+        numbers,
+        confidence,
+        full=False,
+        tasks=tasks,
+        benchmark=attributed(episodes, Attribution.BENCHMARK)[rows],
+    )
     every = stats["episodes"] + stats["benchmark_errors"] + stats["infra_errors"]
     stats["share"] = every / totals[owner[rows[first]]]
     columns = {name: labels(episodes.column(name), rows[first]) for name in keys}

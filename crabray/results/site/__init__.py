@@ -84,6 +84,7 @@ def build_site(
     *,
     title: str | None = None,
     description: str | None = None,
+    all_runs: bool = False,
 ) -> Path:
     """Write the static site of a results dataset into ``site_dir``.
 
@@ -99,6 +100,8 @@ def build_site(
             many; the leaderboard, plots and breakdowns always cover all of them.
         title: The site's title; the suite's name (from the run manifests) by default.
         description: The line under the title; the suite's path by default.
+        all_runs: The index counts every run's episodes (a task run twice counting
+            twice); by default per task the latest run's (``load``).
 
     Returns:
         The path of the site's ``index.html``.
@@ -120,18 +123,25 @@ def build_site(
             f"{out / 'site'}"
         )
     check_output_dir(site, "site directory")
-    data = load(out, run_id, max_listed, title=title, description=description)
+    data = load(out, run_id, max_listed, title=title, description=description, all_runs=all_runs)
     pages = site / EPISODES_DIR
     pages.mkdir(parents=True, exist_ok=True)
     copier = _ScreenshotCopier(out, site)
-    for episode_id in data.listed["episode_id"]:
-        html = render_episode(data, str(episode_id), copier)
+    per_run = {run.run_id: data.for_run(run.run_id) for run in data.runs}
+    # The index lists the episodes it counts; a run page its run's, superseded or not.
+    listed = dict.fromkeys(
+        str(episode_id)
+        for shown in (data, *per_run.values())
+        for episode_id in shown.listed["episode_id"]
+    )
+    for episode_id in listed:
+        html = render_episode(data, episode_id, copier)
         if html is None:  # the id came from this very frame, so this is a bug
             raise ResultsError(f"episode {episode_id} vanished while the site was built")
-        (pages / episode_page_name(str(episode_id))).write_text(html, encoding="utf-8")
-    for run in data.runs:
-        page = render_index(data.for_run(run.run_id))
-        (site / run_page_name(run.run_id)).write_text(page, encoding="utf-8")
+        (pages / episode_page_name(episode_id)).write_text(html, encoding="utf-8")
+    for run_id_shown, run_data in per_run.items():
+        page = render_index(run_data)
+        (site / run_page_name(run_id_shown)).write_text(page, encoding="utf-8")
     if len(data.runs) > 1:
         (site / COMPARE_PAGE).write_text(render_compare(data), encoding="utf-8")
     index = site / "index.html"

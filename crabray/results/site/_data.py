@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import pandas as pd
+import pyarrow as pa
 
 from crabray.core.errors import ResultsError
+from crabray.results.board.selection import LATEST_KEY, latest_mask
 from crabray.results.store._layout import (
     TABLES,
     check_run_id,
@@ -88,10 +90,18 @@ class SiteData:
     runs: list[RunInfo] = field(default_factory=list)
     title: str = "crabray results"
     description: str = ""
+    every: pd.DataFrame | None = None
+    scope: str = ""
+
+    @property
+    def all_episodes(self) -> pd.DataFrame:
+        """Every episode read, counted or not (run pages and episode pages show them all)."""
+        return self.episodes if self.every is None else self.every
 
     def for_run(self, run_id: str) -> SiteData:
         """The same data restricted to one run (the page of that run)."""
-        episodes = self.episodes[self.episodes["run_id"] == run_id].reset_index(drop=True)
+        every = self.all_episodes
+        episodes = every[every["run_id"] == run_id].reset_index(drop=True)
         return SiteData(
             out_dir=self.out_dir,
             run_id=run_id,
@@ -102,6 +112,10 @@ class SiteData:
             runs=self.runs,
             title=self.title,
             description=self.description,
+            scope=next(
+                (f"run {_named(run)}" for run in self.runs if run.run_id == run_id),
+                f"run {run_id}",
+            ),
         )
 
     @property
@@ -117,8 +131,8 @@ class SiteData:
         return recent.head(self.max_listed).sort_index()
 
     def episode(self, episode_id: str) -> pd.Series | None:
-        """The episode row with this id, or None."""
-        rows = self.episodes[self.episodes["episode_id"] == episode_id]
+        """The episode row with this id (counted or not), or None."""
+        rows = self.all_episodes[self.all_episodes["episode_id"] == episode_id]
         return None if rows.empty else rows.iloc[0]
 
     def steps_of(self, episode_id: str) -> pd.DataFrame:
@@ -211,8 +225,14 @@ def load(
     *,
     title: str | None = None,
     description: str | None = None,
+    all_runs: bool = False,
 ) -> SiteData:
     """Read what the site shows from ``out_dir``.
+
+    Without ``run_id`` the index counts what ``crabray leaderboard`` counts: per
+    task the latest run's episodes (``crabray.results.board.selection``), every
+    run's with ``all_runs``, and its leaderboard has a row per suite; run pages
+    and episode pages still show every run's episodes.
 
     Args:
         out_dir: The results directory.
@@ -220,6 +240,7 @@ def load(
         max_listed: List and write pages for at most this many (most recent) episodes.
         title: The site's title; the suite's name by default.
         description: The line under the title; the suite's path by default.
+        all_runs: Count every run's episodes on the index, a task run twice counting twice.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file (named in the message).
@@ -236,22 +257,50 @@ def load(
         str(episode_id): group.reset_index(drop=True)
         for episode_id, group in steps.groupby("episode_id", sort=False)
     }
-    board = leaderboard_module.leaderboard(episodes)
     run_ids = [run_id] if run_id is not None else list_runs(out)
     runs = _runs(episodes, _manifests(out, run_ids))
     default_title, default_description = _title(runs, episodes)
     logger.debug("site data: %d episodes, %d steps from %s", len(episodes), len(steps), out)
+    every = episodes
+    if run_id is None and not all_runs and not episodes.empty:
+        rows = pa.Table.from_pandas(episodes[["run_id", *LATEST_KEY]], preserve_index=False)
+        episodes = episodes[latest_mask(rows)].reset_index(drop=True)
+    counted = set(episodes["run_id"]) if not episodes.empty else set()
+    included = [run for run in runs if run.run_id in counted]
+    if run_id is not None:
+        scope = f"run {_named(included[0])}" if included else f"run {run_id}"
+        included = []
+    elif all_runs:
+        scope = "every run summed (a task run twice counts twice)"
+    else:
+        scope = "per task the latest run's episodes"
+    by = ("agent", "model") if run_id is not None else ("agent", "model", "suite")
     return SiteData(
         out_dir=out,
         run_id=run_id,
         episodes=episodes,
         steps=by_episode,
-        board=board,
+        board=leaderboard_module.leaderboard(episodes, by),
         max_listed=max_listed,
         runs=runs,
         title=title or default_title,
         description=default_description if description is None else description,
+        every=every,
+        scope=_scope(included, scope),
     )
+
+
+def _scope(included: list[RunInfo], what: str) -> str:
+    """The header line that says what a page counts and which runs (suite, creation time)."""
+    if not included:
+        return what
+    return f"{what}: runs " + ", ".join(_named(run) for run in included)
+
+
+def _named(run: RunInfo) -> str:
+    """A run as a header names it: ``ID (suite, created TIME)``."""
+    created = f", created {run.created_at}" if run.created_at else ""
+    return f"{run.run_id} ({run.suite or 'no manifest'}{created})"
 
 
 def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:

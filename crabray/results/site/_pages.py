@@ -147,6 +147,8 @@ def _figures(data: SiteData) -> list[dict[str, Any]]:
 
 
 def _scope(data: SiteData) -> str:
+    if data.scope:
+        return data.scope
     if data.run_id is not None:
         return f"run {data.run_id}"
     return f"all runs ({len(data.runs)})"
@@ -202,7 +204,7 @@ def render_compare(data: SiteData) -> str:
         title=data.title,
         description=data.description,
         runs=data.runs,
-        scores=run_scores(data.episodes),
+        scores=run_scores(data.all_episodes),
         live=None,
         version="",
     )

@@ -115,6 +115,8 @@ def success_plot(table: pd.DataFrame) -> str | None:
     if table.empty:
         return None
     labels = [group_label(a, m) for a, m in zip(table["agent"], table["model"], strict=True)]
+    if "suite" in table.columns and table["suite"].nunique(dropna=False) > 1:
+        labels = [f"{label} · {suite}" for label, suite in zip(labels, table["suite"], strict=True)]
     rates = [float(rate) for rate in table["success_rate"]]
     if "success_ci_low" in table and "success_ci_high" in table:
         bounds = list(zip(table["success_ci_low"], table["success_ci_high"], strict=True))

@@ -98,7 +98,7 @@ class LiveSite:
             self._pages.clear()
             self._names = {
                 episode_page_name(str(episode_id)): str(episode_id)
-                for episode_id in self._data.episodes["episode_id"]
+                for episode_id in self._data.all_episodes["episode_id"]
             }
             logger.info("dataset changed: %d episodes", len(self._data.episodes))
         return self._data

@@ -17,53 +17,19 @@ import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from crabray.core.errors import ResultsError
+from crabray.results.store._uri import is_url, local_dir, shown_uri
 
 logger = logging.getLogger(__name__)
 
 _IGNORED_PREFIXES = (".", "_")
 PYARROW_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss")
 """URI schemes pyarrow's ``FileSystem.from_uri`` opens itself (other than ``file``)."""
-
-
-def is_url(location: str | Path) -> bool:
-    """Whether ``location`` is a URL (``scheme://...``) rather than a plain path."""
-    return isinstance(location, str) and "://" in location
-
-
-def shown_uri(uri: str) -> str:
-    """``uri`` for messages: without keys given in it (``s3://KEY:SECRET@bucket/...``)."""
-    parsed = urlparse(uri)
-    if ":" not in parsed.netloc.rpartition("@")[0]:  # abfs://CONTAINER@ACCOUNT is no key
-        return uri
-    return parsed._replace(netloc=parsed.netloc.rsplit("@", 1)[1]).geturl()
-
-
-def local_path(location: str | Path) -> Path:
-    """``location`` as a local directory, for writers that need one.
-
-    Args:
-        location: A path or a ``file://`` URL.
-
-    Raises:
-        ResultsError: Another kind of URL (results are written locally; read them
-            from anywhere).
-    """
-    if not is_url(location):
-        return Path(location)
-    parsed = urlparse(str(location))
-    if parsed.scheme == "file":
-        return Path(unquote(parsed.netloc + parsed.path))
-    raise ResultsError(
-        f"cannot write results to {location}: writing needs a local directory (or a file:// "
-        "URL) because files are committed by atomic rename; copy the finished output "
-        f"directory to {parsed.scheme}:// afterwards, and read it from there"
-    )
 
 
 @dataclass(frozen=True)
@@ -129,7 +95,7 @@ def resolve(location: str | Path) -> Location:
     url = str(location)
     scheme = urlparse(url).scheme
     if scheme == "file":
-        return Location(pafs.LocalFileSystem(), str(local_path(url).absolute()), url)
+        return Location(pafs.LocalFileSystem(), str(Path(local_dir(url) or url).absolute()), url)
     if scheme in PYARROW_SCHEMES:
         shown = shown_uri(url)
         try:

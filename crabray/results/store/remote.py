@@ -44,8 +44,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from crabray.core.errors import ResultsError
-from crabray.results.store._fs import PYARROW_SCHEMES, is_url, shown_uri
+from crabray.results.store._fs import PYARROW_SCHEMES
 from crabray.results.store._layout import TMP_PREFIX, check_run_id
+from crabray.results.store._uri import is_store, shown_uri
 
 logger = logging.getLogger(__name__)
 
@@ -55,11 +56,6 @@ _MANIFEST_SUFFIX = ".json"
 _CHUNK = 1 << 20
 _BUCKET_SCHEMES = ("s3", "gs", "gcs")
 """Schemes whose URI's first path component is a bucket."""
-
-
-def is_remote(location: str | Path) -> bool:
-    """Whether ``location`` is a URI of a store other than the local file system."""
-    return is_url(location) and urlparse(str(location)).scheme != "file"
 
 
 @dataclass(frozen=True)
@@ -316,7 +312,7 @@ def staged_output(out: str | Path, resume: str | None = None) -> Iterator[str | 
         ResultsError: The store cannot be written, ``resume`` is not in it, or the
             last upload failed (the message names the folder holding the run's files).
     """
-    if not is_remote(out):
+    if not is_store(out):
         yield out
         return
     remote = open_remote(str(out))

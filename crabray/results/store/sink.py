@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 from crabray.core.errors import ResultsError
 from crabray.core.redact import Redactor
 from crabray.core.result import EpisodeRecord
-from crabray.results.store._fs import local_path
 from crabray.results.store._layout import (
     PART_SUFFIX,
     Table,
@@ -30,6 +29,7 @@ from crabray.results.store._layout import (
     partition_dir,
 )
 from crabray.results.store.dataset import iter_part_batches
+from crabray.results.store.root import ResultsRoot
 from crabray.results.store.schema import (
     EPISODES_SCHEMA,
     STEP_KEY,
@@ -83,7 +83,7 @@ class ResultSink:
     """
 
     def __init__(self, out_dir: str | Path, run_id: str, redactor: Redactor | None = None) -> None:
-        self.out_dir = local_path(out_dir)
+        self.out_dir = ResultsRoot.parse(out_dir).local()
         self.run_id = check_run_id(run_id)
         self.redactor = redactor or Redactor()
         """Known secrets, removed from every string of a record before it is written."""

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from crabray.backends import Backend, create_backend
+from crabray.backends.base import MAX_FILE_BYTES
 from crabray.backends.docker._archive import read_archive
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError
@@ -99,7 +100,9 @@ def test_guest_reads_answer_like_the_archive_api(debian_user: Backend) -> None:
             target = posixpath.normpath(path)
             got = _outcome(lambda path=path: debian_user.get_file(path))
             want = _outcome(
-                lambda path=path, target=target: read_archive(client.api, container, path, target)
+                lambda path=path, target=target: read_archive(
+                    client.api, container, path, target, MAX_FILE_BYTES
+                )
             )
             assert got == want, name
     finally:

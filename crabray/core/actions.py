@@ -71,6 +71,8 @@ class Action(BaseModel):
     bound: dict[str, Any] = Field(default_factory=dict)
 
     _decorator_args: dict[str, Any] = PrivateAttr(default_factory=dict)
+    _parts: tuple[Action, ...] = PrivateAttr(default=())
+    """The actions a combination (``>>``, ``+``, ``&``, ``|``, ``~``) was made of."""
 
     def __eq__(self, other: object) -> bool:
         """Identity, not field equality: actions are graph nodes and setup steps."""
@@ -148,6 +150,35 @@ class Action(BaseModel):
     def on(self, env_name: str) -> Self:
         """A copy of this action that runs in the environment ``env_name``."""
         return self.model_copy(update={"env_name": env_name})
+
+    @property
+    def parts(self) -> tuple[Action, ...]:
+        """The actions this one combines (empty for an action made from a function)."""
+        return self._parts
+
+    def bound_problems(self) -> list[tuple[str, str]]:
+        """What is wrong with the arguments bound to this action and to the actions it combines.
+
+        What running it would find first (``validate_arguments``), found without
+        running it: an argument of the wrong type, a value out of range. A
+        parameter still open is not a problem here.
+
+        Returns:
+            ``(action.parameter, message)`` pairs; empty when every bound argument validates.
+        """
+        problems: list[tuple[str, str]] = []
+        if self.bound:
+            try:
+                self.parameters.model_validate(self.bound)
+            except ValidationError as exc:
+                problems += [
+                    (".".join([self.name, *(str(p) for p in err["loc"])]), err["msg"])
+                    for err in exc.errors()
+                    if err["type"] != "missing"
+                ]
+        for part in self._parts:
+            problems += part.bound_problems()
+        return problems
 
     def validate_arguments(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Merge ``arguments`` with the bound ones and validate them against ``parameters``.
@@ -323,7 +354,7 @@ def _combined(
     parameters = create_model(
         _model_name(name, "Parameters"), __config__=ConfigDict(extra="forbid"), **definitions
     )
-    return type(parts[0])(
+    combined = type(parts[0])(
         name=name,
         entry=entry,
         parameters=parameters,
@@ -333,6 +364,8 @@ def _combined(
         env_name=next(iter(env_names), None),
         local=all(p.local for p in parts),
     )
+    combined._parts = parts
+    return combined
 
 
 def _compatible(produced: Any, wanted: Any) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
-from crabray.core.action import KEPT_PARAMS, Action, build_action
+from crabray.core.actions import KEPT_PARAMS, Action, build_action
 from crabray.core.errors import ActionError, EvaluatorError
 
 
@@ -126,7 +126,7 @@ def _combined_evaluator(
         __config__=ConfigDict(extra="forbid"),
         **fields,
     )
-    return Evaluator(
+    combined = Evaluator(
         name=name,
         entry=entry,
         parameters=parameters,
@@ -137,6 +137,8 @@ def _combined_evaluator(
         local=all(p.local for p in parts),
         require_submit=any(p.require_submit for p in parts),
     )
+    combined._parts = parts
+    return combined
 
 
 @typing.overload

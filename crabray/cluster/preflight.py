@@ -1,0 +1,95 @@
+"""Running a backend's preflight on every node that hosts its kind, as a small Ray task.
+
+A sandbox runs on a node that hosts its kind, so that is where its
+preflight (``Backend.preflight``: is ``bwrap`` usable, does the engine answer,
+is the image there) must run: the driver's own host may have none of it. One
+task per (node, distinct sandbox settings), all at once; each asks for no CPU
+and is pinned to its node, like the orphan cleanup (``crabray.cluster.cleanup``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+from pydantic import BaseModel
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from crabray.backends import backend_class
+from crabray.cluster.placement import slot_resource
+from crabray.cluster.ray_runtime import remote_cause
+from crabray.cluster.sandbox import SandboxSpec
+from crabray.core.errors import CrabrayError
+
+logger = logging.getLogger(__name__)
+
+
+class NodeProblem(BaseModel):
+    """A sandbox one node cannot start, and why."""
+
+    spec: SandboxSpec
+    node: str
+    """The node's address (``<ip>/<node id prefix>``)."""
+    error: str
+
+
+def _preflight_here(backend: str, settings: dict[str, Any], env_name: str) -> str | None:
+    """Run the backend's preflight in this process; the message of what failed, else None.
+
+    A ``CrabrayError`` becomes its message (the node's answer); anything else
+    is a bug and reaches the driver as it is.
+    """
+    try:
+        backend_class(backend, env_name).preflight(settings, env_name)
+    except CrabrayError as exc:
+        return str(exc)
+    return None
+
+
+_preflight_task = ray.remote(num_cpus=0, max_retries=0)(_preflight_here)
+
+
+def preflight_on_nodes(specs: list[SandboxSpec]) -> list[NodeProblem]:
+    """Each spec's preflight on every alive node whose resources host its kind.
+
+    A kind no node hosts is not checked here (``check_hostable`` refuses it).
+
+    Returns:
+        One problem per (node, spec) that failed.
+
+    Raises:
+        CrabrayError: A task could not run on its node (the node died meanwhile).
+    """
+    pending: list[tuple[Any, SandboxSpec, str]] = []
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        resources = node.get("Resources", {})
+        name = f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}"
+        for spec in specs:
+            if resources.get(slot_resource(spec.kind), 0) <= 0:
+                continue
+            labels = node.get("Labels") or {}
+            if any(labels.get(k) != v for k, v in spec.label_selector.items()):
+                continue
+            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+            ref = _preflight_task.options(scheduling_strategy=strategy).remote(
+                spec.backend, spec.backend_settings, spec.name
+            )
+            pending.append((ref, spec, name))
+    try:
+        answers = ray.get([ref for ref, _, _ in pending])
+    except ray.exceptions.RayError as exc:
+        cause = remote_cause(exc)
+        raise CrabrayError(
+            "the preflight of the nodes failed before the run started: "
+            f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        ) from exc
+    problems = [
+        NodeProblem(spec=spec, node=node, error=error)
+        for (_, spec, node), error in zip(pending, answers, strict=True)
+        if error is not None
+    ]
+    logger.debug("preflight on %d node checks: %d problems", len(pending), len(problems))
+    return problems
