@@ -25,13 +25,13 @@ EXIT_NOT_THE_AGENTS = 1
 _WHAT = {
     Attribution.BENCHMARK: (
         "benchmark errors",
-        "the suite's own fault (setup, evaluator, image, no solution): fix the suite; not "
-        "retried, not counted against the agent",
+        "the suite's own fault (setup, evaluator, sandbox configuration, no solution): fix "
+        "the suite; not retried, not counted against the agent",
     ),
     Attribution.INFRASTRUCTURE: (
         "infrastructure errors",
-        "outside the sandbox (engine, node, worker, model API), after their retries: fix it, "
-        "then resume the run; not counted against the agent",
+        "outside the sandbox (engine, node, worker, host, model API), after their retries: "
+        "fix it, then resume the run; not counted against the agent",
     ),
 }
 
