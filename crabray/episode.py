@@ -53,6 +53,7 @@ from crabray.core.errors import (
 from crabray.core.graph import GraphProgress
 from crabray.core.result import (
     ARTIFACTS_DIR,
+    Attribution,
     EpisodeFiles,
     EpisodeRecord,
     EpisodeResult,
@@ -205,7 +206,8 @@ class _Episode:
             logger.exception("episode %s/%s failed unexpectedly", self.task.id, self.settings.agent)
             self._end(TerminationReason.ENV_ERROR, exc)
         finally:
-            self._score()
+            if self.result.attribution is Attribution.AGENT:  # nothing to grade otherwise
+                self._score()
             self._record_grader_trust()
             self._teardown()
             self._finish()
@@ -597,6 +599,10 @@ class _Episode:
             self.result.score = self.score or 0.0
             self.result.success = self.result.score >= 1.0
             self.result.completeness = self.result.score
+        if self.result.attribution is not Attribution.AGENT:
+            # The benchmark's or the infrastructure's fault: no verdict on the agent, so
+            # never a pass (an oracle without a solution on a state that already passes).
+            self.result.success, self.result.score = False, 0.0
         self.result.tokens_in = usage.tokens_in
         self.result.tokens_out = usage.tokens_out
         self.result.model_calls = usage.model_calls

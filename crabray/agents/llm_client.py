@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from crabray.core.errors import AuthenticationError, ModelAPIError
+from crabray.core.errors import AuthenticationError, ModelAPIError, ModelUnreachableError
 from crabray.core.retry import RetryPolicy
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,8 @@ class ChatClient:
 
         Raises:
             AuthenticationError: The server refused the key (401/403); not retried.
-            ModelAPIError: Another client error, an unreadable answer, or retries exhausted.
+            ModelUnreachableError: No answer (connection, 5xx, 429) after the retries.
+            ModelAPIError: Another client error or an unreadable answer.
         """
         body: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
@@ -194,7 +195,9 @@ class ChatClient:
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
                 if last or not self.config.retry_connection_errors:
-                    raise ModelAPIError(self._describe(f"request failed: {problem}")) from exc
+                    raise ModelUnreachableError(
+                        self._describe(f"request failed: {problem}")
+                    ) from exc
                 self._wait(attempt, None, problem)
                 continue
             if response.status_code < 400:
@@ -230,7 +233,7 @@ class ChatClient:
             raise ModelAPIError(self._describe(f"HTTP {status}: {message}"), status=status)
         if last:
             tries = self.config.retry.max_attempts
-            raise ModelAPIError(
+            raise ModelUnreachableError(
                 self._describe(f"HTTP {status} after {tries} attempt(s): {message}"), status=status
             )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from crabray.agents.base import ActionCall, Agent, AgentStep, StepInput, TaskBrief
 from crabray.agents.registry import register_agent
-from crabray.core.errors import AgentError
+from crabray.core.errors import NoSolutionError
 
 
 @register_agent
@@ -18,7 +18,7 @@ class OracleAgent(Agent):
 
     def reset(self, brief: TaskBrief) -> None:
         if not brief.solution:
-            raise AgentError(
+            raise NoSolutionError(
                 f"task '{brief.task_id}' has no reference solution for the oracle to replay; "
                 "declare one with Task(solution=[...])"
             )

@@ -97,8 +97,10 @@ def leaderboard(
 
     Without --run: one table per suite, counting per task only the episodes of
     the latest run that ran it (a re-run replaces, never adds); each table
-    names the runs it counts. Infrastructure failures (env_error) are counted
-    apart in 'infra_errors' and left out of every other number. With several
+    names the runs it counts. Only episodes attributed to the agent count:
+    benchmark errors (failing setup, evaluator errors, no solution for the
+    oracle) and infrastructure errors are counted apart in 'benchmark_errors'
+    and 'infra_errors' and left out of every other number. With several
     epochs per task, the interval is clustered by task and pass@k and pass^k
     columns follow. --by and --compare show a breakdown or a run comparison
     instead of the leaderboard.

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import typer
 from rich.markup import escape
 
 from crabray.cli.options import (
@@ -127,6 +128,7 @@ def run(
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    from crabray.cli.outcomes import print_causes
     from crabray.cluster.ray_runtime import disconnect
     from crabray.run.runner import RunOptions, run_suite
 
@@ -150,6 +152,9 @@ def run(
     print_leaderboard(options.out_dir, summary.run_id, "table")
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
     _print_next_steps(options.out_dir, summary.run_id)
+    code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
+    if code:
+        raise typer.Exit(code)
 
 
 def _as_str(value: object) -> object:

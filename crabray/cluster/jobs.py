@@ -166,16 +166,36 @@ def sandbox_result(job: EpisodeJob, tags: list[str], error: BaseException) -> Ep
     return result
 
 
+def reaches_its_worker(spec: SandboxSpec) -> bool:
+    """Whether what runs in the sandbox can signal the worker process running its episode.
+
+    Only an unconfined local sandbox (``isolation: none``) runs as the host's
+    user in the host's process namespace. A confined one (bubblewrap's pid
+    namespace) and every other backend (a container, a remote host, a VM)
+    cannot see the worker, so a worker of theirs that dies was killed from
+    outside.
+    """
+    return spec.backend == "local" and spec.backend_settings.get("isolation") == "none"
+
+
 def died_result(
-    job: EpisodeJob, tags: list[str], error: BaseException, cancelled: bool, started_at: datetime
+    job: EpisodeJob,
+    tags: list[str],
+    error: BaseException,
+    cancelled: bool,
+    started_at: datetime,
+    reachable: bool = False,
 ) -> EpisodeResult:
     """The result of an episode job that raised or died instead of returning its outcome.
 
-    A timeout when the driver cancelled it (past its time limit), a final
-    ``sandbox_error`` when its own sandbox killed its worker, else an
-    infrastructure failure (``env_error``, retried).
+    A timeout when the driver cancelled it (past its time limit); a final
+    ``sandbox_error`` (the agent's) when its worker died on a live node and one
+    of its sandboxes could have killed it (``reachable``: see
+    :func:`reaches_its_worker`); else an infrastructure failure (``env_error``,
+    retried): a worker of a confined sandbox that dies was killed from outside
+    it (by hand, by the host's OOM killer, by a crash).
     """
-    if not cancelled and killed_by_its_sandbox(error):
+    if not cancelled and reachable and killed_by_its_sandbox(error):
         logger.warning("episode %s killed its own worker: %s", job.task_id, error)
         return sandbox_result(job, tags, error)
     result = failed_result(job, tags, remote_cause(error), started_at=started_at)
@@ -187,6 +207,12 @@ def died_result(
         )
     else:
         logger.warning("episode job for %s died: %s", job.task_id, error)
+        if killed_by_its_sandbox(error):
+            result.error = (
+                "the worker running this episode died while its node lived, and its "
+                "confined sandbox cannot reach it: killed from outside (by hand, by the "
+                f"host's OOM killer, a crash); retried. Ray said: {error}"
+            )
     return result
 
 

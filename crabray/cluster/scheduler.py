@@ -24,7 +24,14 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, died_result, pack, unpack
+from crabray.cluster.jobs import (
+    EpisodeJob,
+    JobOutcome,
+    died_result,
+    pack,
+    reaches_its_worker,
+    unpack,
+)
 from crabray.cluster.pipeline import Followers, never_ran, resets_ended
 from crabray.cluster.placement import capacity
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
@@ -486,7 +493,8 @@ class Scheduler:
             for _, actor in flight.actors.values():
                 self._discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
-            result = died_result(job, tags, exc, flight.cancelled, flight.started_at)
+            reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
+            result = died_result(job, tags, exc, flight.cancelled, flight.started_at, reachable)
             result.wall_time_sec = time.monotonic() - flight.submitted
             return EpisodeRecord(result=result)
         if never_ran(flight, outcome):

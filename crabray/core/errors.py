@@ -31,7 +31,11 @@ are translated at the boundary with ``raise ... from exc``.
     │   │                        the caller's mistake, a result, never retried
     │   └── FileTooLargeError    a file is larger than its reader's cap: never read at all
     ├── AgentError               the agent itself failed (not a bad action call)
+    │   ├── NoSolutionError      the oracle was asked to replay a task without a solution:
+    │   │                        the benchmark's error, not the agent's
     │   └── ModelAPIError        the model API failed a request (after any retries)
+    │       ├── ModelUnreachableError  no answer (connection, 5xx, 429) after the client's
+    │       │                    retries: infrastructure, not the model's output
     │       └── AuthenticationError  the API refused the credentials (401/403): never retried
     └── ResultsError             the results dataset cannot be read or written
 """
@@ -245,10 +249,27 @@ class ModelAPIError(AgentError):
         super().__init__(message)
 
 
+class ModelUnreachableError(ModelAPIError):
+    """The model's API gave no usable answer after the client's retries.
+
+    The connection failed, or the server kept answering 5xx or 429: an outage,
+    not the model's output. The episode is attributed to the infrastructure
+    (``crabray.core.result.attribution_of``), so the agent is not scored on it.
+    """
+
+
 class AuthenticationError(ModelAPIError):
     """The model's API refused the credentials (HTTP 401 or 403), or no key was available.
 
     Never retried: a wrong or missing key does not fix itself.
+    """
+
+
+class NoSolutionError(AgentError):
+    """A scripted agent that replays the reference solution met a task without one.
+
+    The suite's fault, not the agent's: the episode is a benchmark error
+    (``crabray.core.result.attribution_of``), never counted as the agent's result.
     """
 
 

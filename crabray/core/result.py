@@ -12,9 +12,16 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, computed_field, model_validator
 
-from crabray.core.errors import SandboxBrokenError, SandboxConfigError
+from crabray.core.errors import (
+    AuthenticationError,
+    ModelUnreachableError,
+    NoSolutionError,
+    SandboxBrokenError,
+    SandboxConfigError,
+    SandboxHostError,
+)
 
 
 class TerminationReason(StrEnum):
@@ -89,6 +96,70 @@ class GraphStats(BaseModel):
         description="Nodes on the longest path of the graph that has not passed yet."
     )
     success: bool = Field(description="Whether the sink node has passed.")
+
+
+class Attribution(StrEnum):
+    """Whose doing an episode's outcome is: what a leaderboard may count against the agent.
+
+    ``agent``: the agent's own result, success or failure, including whatever it
+    caused inside its sandbox; counted in every denominator. ``benchmark``: the
+    suite's own fault (a failing setup script, an image it names that does not
+    exist, an evaluator that raises or gets bad arguments, no solution for the
+    oracle); never retried, counted apart. ``infrastructure``: outside the
+    sandbox (engine unreachable, node lost, worker killed, model API
+    unreachable); retried where a retry can help, counted apart.
+    """
+
+    AGENT = "agent"
+    BENCHMARK = "benchmark"
+    INFRASTRUCTURE = "infrastructure"
+
+
+ATTRIBUTION_BY_REASON: dict[TerminationReason, Attribution] = {
+    TerminationReason.SUCCESS: Attribution.AGENT,
+    TerminationReason.AGENT_COMPLETE: Attribution.AGENT,
+    TerminationReason.AGENT_FAIL: Attribution.AGENT,
+    TerminationReason.MAX_STEPS: Attribution.AGENT,
+    TerminationReason.TIMEOUT: Attribution.AGENT,
+    TerminationReason.SETUP_ERROR: Attribution.BENCHMARK,
+    TerminationReason.ACTION_ERROR: Attribution.AGENT,
+    TerminationReason.AGENT_ERROR: Attribution.AGENT,
+    TerminationReason.ENV_ERROR: Attribution.INFRASTRUCTURE,
+    TerminationReason.SANDBOX_ERROR: Attribution.AGENT,
+    TerminationReason.EVALUATOR_ERROR: Attribution.BENCHMARK,
+    TerminationReason.TOKEN_LIMIT: Attribution.AGENT,
+    TerminationReason.COST_LIMIT: Attribution.AGENT,
+}
+"""Who a termination reason is attributed to, before the error's evidence
+(:data:`ERROR_EVIDENCE`) is read; docs/reference/termination.md has it as a table."""
+
+ERROR_EVIDENCE: dict[tuple[TerminationReason, str], Attribution] = {
+    (TerminationReason.AGENT_ERROR, NoSolutionError.__name__): Attribution.BENCHMARK,
+    (TerminationReason.AGENT_ERROR, ModelUnreachableError.__name__): Attribution.INFRASTRUCTURE,
+    (TerminationReason.AGENT_ERROR, AuthenticationError.__name__): Attribution.INFRASTRUCTURE,
+    (TerminationReason.SETUP_ERROR, SandboxHostError.__name__): Attribution.INFRASTRUCTURE,
+}
+"""A termination reason whose ``error_type`` says otherwise than the reason alone: an
+``agent_error`` of an oracle with no solution to replay (the benchmark's) or of a model
+API that could not be used (the infrastructure's); a ``setup_error`` of a host that
+lacks what every sandbox of the kind needs (the infrastructure's)."""
+
+
+def attribution_of(reason: TerminationReason | str, error_type: str | None) -> Attribution:
+    """Whose doing an episode's outcome is, from its termination reason and error type.
+
+    The one rule: every reader of results (leaderboard, site, run summary, exit
+    code) and the ``attribution`` column come from it. Rows written before the
+    column existed get it from here when read.
+
+    Example:
+        >>> attribution_of("agent_error", "ModelUnreachableError").value
+        'infrastructure'
+    """
+    reason = TerminationReason(reason)
+    if error_type is not None and (reason, error_type) in ERROR_EVIDENCE:
+        return ERROR_EVIDENCE[reason, error_type]
+    return ATTRIBUTION_BY_REASON[reason]
 
 
 def new_episode_id() -> str:
@@ -310,6 +381,18 @@ class EpisodeResult(BaseModel):
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Whose doing the outcome is: 'agent' (its score counts), 'benchmark' "
+        "(the suite's fault: setup, evaluator, no solution; not retried) or 'infrastructure' "
+        "(outside the sandbox: engine, node, worker, model API). Derived from "
+        "termination_reason and error_type (docs/reference/termination.md); only 'agent' "
+        "rows are in a leaderboard's denominators."
+    )
+    @property
+    def attribution(self) -> Attribution:
+        """Whose doing the outcome is (:func:`attribution_of`): never out of step with it."""
+        return attribution_of(self.termination_reason, self.error_type)
 
     @property
     def key(self) -> tuple[str, str, str, int]:

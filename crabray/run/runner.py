@@ -55,6 +55,7 @@ from crabray.results import (
     write_manifest,
 )
 from crabray.results.store.root import ResultsRoot
+from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
 from crabray.run.settings import RunSettings
 
@@ -84,6 +85,11 @@ class RunSummary(BaseModel):
     infra_failures: int
     timeouts: int = 0
     pool_hit_rate: float = Field(default=0.0, description="Environments served warm / served.")
+    not_the_agents: list[Cause] = Field(
+        default_factory=list,
+        description="The run's episodes attributed to the benchmark or the infrastructure, by "
+        "cause: empty when every episode is the agent's (the run then exits 0).",
+    )
 
 
 StartCallback = Callable[[str, int, int], None]
@@ -201,6 +207,7 @@ def _run_suite(
         infra_failures=progress.infra_failures,
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
+        not_the_agents=causes_not_the_agents(options.out_dir, run_id),
     )
 
 

@@ -184,7 +184,8 @@ def test_validate_names_file_line_field_and_reason(tmp_path: Path) -> None:
 def test_oracle_passes_noop_fails_and_the_ocr_task_fails_with_its_reason(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = crabray("run", str(DATASET), "--agent", "oracle", "--agent", "noop", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the OCR task is the benchmark's error here
+    assert "2 benchmark errors" in done.stdout
     episodes = read_episodes(out)
     oracle = episodes[episodes.agent == "oracle"].set_index("task_id")
     noop = episodes[episodes.agent == "noop"].set_index("task_id")
@@ -193,6 +194,7 @@ def test_oracle_passes_noop_fails_and_the_ocr_task_fails_with_its_reason(tmp_pat
     assert set(oracle.loc[sorted(RUNNABLE)].termination_reason) == {"success"}
     for agent in (oracle, noop):
         assert agent.termination_reason[NEEDS_OCR] == "setup_error"
+        assert agent.attribution[NEEDS_OCR] == "benchmark"
         assert "'notes_ocr_engine'" in agent.error[NEEDS_OCR]
 
 

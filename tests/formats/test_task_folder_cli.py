@@ -61,7 +61,9 @@ def test_oracle_and_noop_with_checkpoints_and_failures(
     done = crabray(
         "run", str(suite), "--agent", "oracle", "--agent", "noop", "--out", str(out), timeout=900
     )
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    # The suite's own faults (an evaluator that raises, failing setups) are benchmark errors.
+    assert done.returncode == 1, f"{done.stdout}\n{done.stderr}"
+    assert "6 benchmark errors" in done.stdout
     episodes = read_episodes(out)
     assert len(episodes) == 8
     rows = {(r.task_id, r.agent): r for r in episodes.itertuples()}
@@ -81,6 +83,7 @@ def test_oracle_and_noop_with_checkpoints_and_failures(
     for agent in ("oracle", "noop"):
         raised = rows["raises", agent]
         assert (raised.termination_reason, raised.score) == ("evaluator_error", 0.0)
+        assert raised.attribution == "benchmark"
         assert raised.error == (
             "evaluation 'grade_checkpoints': eval.py: grade_checkpoints raised "
             "RuntimeError: rubric broke"

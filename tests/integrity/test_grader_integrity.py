@@ -65,8 +65,10 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         "run", str(suite), "--agent", "oracle", "--out", str(out), "--max-attempts", "1",
         timeout=900,
     )  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     episodes = read_episodes(out)
+    # A run exits 1 while some episode is not the agent's (a known env_error below).
+    expected = 0 if (episodes.attribution == "agent").all() else 1
+    assert done.returncode == expected, f"{done.stdout}\n{done.stderr}"
     assert len(episodes) == len(build_battery().tasks)
     return backend, {row.task_id: row for row in episodes.itertuples()}
 

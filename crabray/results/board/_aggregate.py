@@ -86,13 +86,14 @@ def summary(
     *,
     full: bool,
     tasks: Sequence[Codes] = (),
+    benchmark: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per group: counts, rates with intervals, means and sums over graded rows.
 
     Args:
         ids: Each row's group id (``combine``).
         groups: How many groups there are.
-        graded: True for rows with a verdict on the agent (not an infrastructure failure).
+        graded: True for rows attributed to the agent: the only rows in a denominator.
         values: A numeric episode column by name, as float64 per row.
         confidence: Coverage of the success-rate interval.
         full: Add the leaderboard's columns beyond a breakdown's (completeness,
@@ -101,6 +102,8 @@ def summary(
             group with a task of several graded episodes gets its success interval
             and score standard error clustered by task (``stats``); without codes
             every row is its own task (the plain Wilson interval and ``ddof=1`` error).
+        benchmark: True for rows attributed to the benchmark (counted in
+            ``benchmark_errors``); the other ungraded rows are ``infra_errors``.
 
     Returns:
         Columns by name, in the leaderboard's order, as float64 arrays (counts
@@ -145,7 +148,9 @@ def summary(
         table["mean_steps"] = mean("steps")
         table["cost_usd"] = cost = total("cost_usd")
         table["cost_per_success"] = np.where(successes > 0, cost / successes, np.nan)
-        table["infra_errors"] = _sums(ids, groups, 1.0 - weight)
+        suite = np.zeros(len(ids)) if benchmark is None else benchmark.astype(np.float64)
+        table["benchmark_errors"] = _sums(ids, groups, suite)
+        table["infra_errors"] = _sums(ids, groups, 1.0 - weight - suite)
         if full:
             table["mean_completeness"] = mean("completeness")
             table["mean_wall_time_sec"] = mean("wall_time_sec")

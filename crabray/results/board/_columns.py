@@ -26,6 +26,7 @@ STAT_COLUMNS = (
     "cost_usd",
     "cost_per_success",
     "mean_wall_time_sec",
+    "benchmark_errors",
     "infra_errors",
 )
 """Statistics of every leaderboard row, in order (after the ``by`` columns)."""
@@ -41,6 +42,7 @@ LEADERBOARD_INPUT_COLUMNS = (
     "agent",
     "model",
     "termination_reason",
+    "attribution",
     "success",
     "score",
     "completeness",
@@ -51,7 +53,8 @@ LEADERBOARD_INPUT_COLUMNS = (
     "cost_usd",
     "wall_time_sec",
 )
-"""Episode columns that ``leaderboard`` and ``compare_runs`` read: pass these as
+"""Episode columns that ``leaderboard`` and ``compare_runs`` read (``attribution`` may be
+missing from rows made by hand: it is then derived from ``termination_reason``): pass these as
 ``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
 breakdown by tag)."""
 
@@ -64,6 +67,7 @@ BREAKDOWN_STATS = (
     "mean_score",
     "mean_steps",
     "cost_usd",
+    "benchmark_errors",
     "infra_errors",
     "share",
 )
@@ -73,6 +77,7 @@ BREAKDOWN_INPUT_COLUMNS = (
     "suite",
     "task_id",
     "termination_reason",
+    "attribution",
     "success",
     "score",
     "steps",
@@ -84,7 +89,15 @@ BREAKDOWN_INPUT_COLUMNS = (
 TAG = "tag"
 """Breakdown column name for tags: one row per tag value (``tags`` exploded)."""
 
-INT_COLUMNS = ("episodes", "successes", "tokens_in", "tokens_out", "model_calls", "infra_errors")
+INT_COLUMNS = (
+    "episodes",
+    "successes",
+    "tokens_in",
+    "tokens_out",
+    "model_calls",
+    "benchmark_errors",
+    "infra_errors",
+)
 """Statistics that are counts (int64); the others are float64."""
 
 TASK_SAMPLE = ("run_id", "suite", "task_id")

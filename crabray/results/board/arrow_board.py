@@ -5,8 +5,8 @@ dictionary-encoded strings), the group keys are coded from the dictionaries'
 indices, and the statistics come from ``crabray.results.board._aggregate``. What
 ``crabray leaderboard`` prints (with or without ``--by``) is computed here; the
 pandas functions of ``crabray.results.board.leaderboard`` convert a frame to a table,
-call these, and convert back. See that module for how infrastructure failures
-count.
+call these, and convert back. See that module for how benchmark and
+infrastructure errors count.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from crabray.core.errors import ResultsError
+from crabray.core.result import Attribution, attribution_of
 from crabray.results._numpy import to_arrow, to_numpy
 from crabray.results.board._aggregate import Codes, combine, pass_columns, summary
 from crabray.results.board._columns import (
@@ -32,14 +33,15 @@ from crabray.results.board._columns import (
     TASK_SAMPLE,
 )
 from crabray.results.board.stats import DEFAULT_CONFIDENCE
-from crabray.results.store.dataset import INFRA_REASONS
 
 
 def missing_columns(
     names: Sequence[str], needed: Sequence[str], what: str, reader: str
 ) -> ResultsError | None:
     """The error of rows lacking some of ``needed`` (named, with how to read them), or None."""
+    # ``attribution`` may be missing: it is derived from termination_reason then.
     missing = [name for name in dict.fromkeys(needed) if name not in names]
+    missing = [name for name in missing if name != "attribution"]
     if not missing:
         return None
     return ResultsError(
@@ -73,11 +75,40 @@ def codes(column: pa.ChunkedArray) -> Codes:
     return np.where(indices < 0, size - 1, indices), size
 
 
+def attributions(episodes: pa.Table) -> list[Attribution]:
+    """Each row's attribution: its ``attribution`` column, or, for rows made without it,
+    what ``attribution_of`` says of its termination reason and error type."""
+    if "attribution" in episodes.column_names:
+        dictionary, indices = dictionary_indices(episodes.column("attribution"))
+        if not (indices < 0).any():
+            values = [Attribution(value) for value in dictionary.to_pylist()]
+            return [values[index] for index in indices]
+    reasons = episodes.column("termination_reason").to_pylist()
+    types = (
+        episodes.column("error_type").to_pylist()
+        if "error_type" in episodes.column_names
+        else [None] * len(reasons)
+    )
+    return [attribution_of(r, t) for r, t in zip(reasons, types, strict=True)]
+
+
+def attributed(episodes: pa.Table, whom: Attribution) -> np.ndarray:
+    """True for rows attributed to ``whom``."""
+    if "attribution" in episodes.column_names:
+        dictionary, indices = dictionary_indices(episodes.column("attribution"))
+        if not (indices < 0).any():
+            hits = np.array([value == whom.value for value in dictionary.to_pylist()] + [False])
+            return hits[indices]
+    return np.array([value is whom for value in attributions(episodes)], dtype=bool)
+
+
 def graded(episodes: pa.Table) -> np.ndarray:
-    """True for rows with a verdict on the agent (not an infrastructure failure)."""
-    dictionary, indices = dictionary_indices(episodes.column("termination_reason"))
-    infra = np.array([value in INFRA_REASONS for value in dictionary.to_pylist()] + [False])
-    return ~infra[indices]  # index -1 (a null) reads the trailing False: graded
+    """True for rows with a verdict on the agent: those attributed to it.
+
+    A benchmark's or the infrastructure's fault is counted apart
+    (``benchmark_errors``, ``infra_errors``), never in a denominator.
+    """
+    return attributed(episodes, Attribution.AGENT)
 
 
 def floats(episodes: pa.Table, name: str) -> np.ndarray:
@@ -145,7 +176,14 @@ def leaderboard_table(
         return cache[name]
 
     stats = summary(
-        ids, groups, verdict, values, confidence, full=True, tasks=_tasks(episodes, keys)
+        ids,
+        groups,
+        verdict,
+        values,
+        confidence,
+        full=True,
+        tasks=_tasks(episodes, keys),
+        benchmark=attributed(episodes, Attribution.BENCHMARK),
     )
     passes = pass_columns(
         ids,
@@ -239,9 +277,17 @@ def breakdown_table(
 
     tasks = [(values[rows], size) for values, size in _tasks(episodes, [*keys, group])]
     stats = summary(
-        ids, len(first), graded(episodes)[rows], numbers, confidence, full=False, tasks=tasks
+        ids,
+        len(first),
+        graded(episodes)[rows],
+        numbers,
+        confidence,
+        full=False,
+        tasks=tasks,
+        benchmark=attributed(episodes, Attribution.BENCHMARK)[rows],
     )
-    stats["share"] = (stats["episodes"] + stats["infra_errors"]) / totals[owner[rows[first]]]
+    every = stats["episodes"] + stats["benchmark_errors"] + stats["infra_errors"]
+    stats["share"] = every / totals[owner[rows[first]]]
     columns = {name: labels(episodes.column(name), rows[first]) for name in keys}
     columns[group] = labels(values, first)
     columns.update({name: _stat_array(name, stats[name]) for name in BREAKDOWN_STATS})

@@ -56,7 +56,17 @@ COMPARE_STATS = (
 )
 """Columns of ``RunComparison.tasks`` after the matching key."""
 
-_NEEDED = ("run_id", "agent", "model", "task_id", "termination_reason", "success", "score", "steps")
+_NEEDED = (
+    "run_id",
+    "agent",
+    "model",
+    "task_id",
+    "termination_reason",
+    "attribution",
+    "success",
+    "score",
+    "steps",
+)
 
 
 @dataclass(frozen=True)
@@ -232,5 +242,6 @@ def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunCompariso
     error = missing_columns(list(episodes.columns), _NEEDED, "a run comparison", "read_episodes")
     if error is not None:
         raise error
-    rows = pa.Table.from_pandas(episodes[list(_NEEDED)], preserve_index=False)
+    present = [name for name in _NEEDED if name in episodes.columns]  # attribution may be derived
+    rows = pa.Table.from_pandas(episodes[present], preserve_index=False)
     return compare_table(rows, run_a, run_b)

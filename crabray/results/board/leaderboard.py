@@ -3,14 +3,17 @@
 The input is what ``read_episodes`` returns (deduplicated): a retried
 infrastructure failure counts once, by its last attempt.
 
-**Infrastructure failures are not results.** An episode whose last attempt is
-still ``env_error`` never got a verdict on the agent (``crabray run --resume``
-runs it again), so it is counted in ``infra_errors`` only and left out of every
-other number: ``episodes`` is the number of graded episodes and the denominator
-of ``success_rate``, and means, sums and pass@k are taken over graded episodes.
-``episodes + infra_errors`` is every episode in the data. Counting them as
-failures instead would let a flaky cluster lower an agent's score; a large
-``infra_errors`` says the run is unfinished, not that the agent failed.
+**Only the agent's outcomes are results.** Every row has an ``attribution``
+(``crabray.core.result.attribution_of``): an episode attributed to the
+benchmark (a failing setup, an evaluator that raised, no solution for the
+oracle) is counted in ``benchmark_errors`` only, one attributed to the
+infrastructure (``env_error`` after its retries, a model API that could not be
+reached, a worker killed from outside) in ``infra_errors`` only, and both are
+left out of every other number: ``episodes`` is the number of graded episodes
+(the agent's) and the denominator of ``success_rate``, and means, sums and
+pass@k are taken over graded episodes. ``episodes + benchmark_errors +
+infra_errors`` is every episode in the data. Counting them as failures instead
+would let a broken suite or a flaky cluster lower an agent's score.
 
 The functions here take and return pandas frames; the arithmetic and grouping
 are ``crabray.results.board.arrow_board``'s (what ``crabray leaderboard`` runs on
@@ -69,7 +72,8 @@ def as_table(episodes: pd.DataFrame, needed: Sequence[str], what: str) -> pa.Tab
     error = missing_columns(list(episodes.columns), needed, what, "read_episodes")
     if error is not None:
         raise error
-    return pa.Table.from_pandas(episodes[list(dict.fromkeys(needed))], preserve_index=False)
+    present = [name for name in dict.fromkeys(needed) if name in episodes.columns]
+    return pa.Table.from_pandas(episodes[present], preserve_index=False)
 
 
 def leaderboard(
@@ -154,8 +158,9 @@ def breakdown(
     Returns:
         The ``by`` columns, the group column (named ``tag`` for tags), then
         ``BREAKDOWN_STATS``: the leaderboard's statistics of the rows with that
-        value (infrastructure failures only in ``infra_errors``; broken down by
-        ``termination_reason``, ``env_error`` therefore has 0 graded episodes),
+        value (benchmark and infrastructure errors only in ``benchmark_errors`` and
+        ``infra_errors``; broken down by ``termination_reason``, ``env_error``
+        therefore has 0 graded episodes),
         and ``share``, the fraction of the ``by`` group's episodes (graded or not)
         in the row. Sorted by ``by`` then the group value.
 

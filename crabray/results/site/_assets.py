@@ -40,6 +40,7 @@ table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; color: var
 table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; color: var(--fg); }
 .ok { color: var(--ok); font-weight: 600; }
 .bad { color: var(--bad); font-weight: 600; }
+.warn { color: #6a3d9a; font-weight: 600; }
 .plots { display: flex; flex-wrap: wrap; gap: 1rem; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .5rem;
   background: #fff; }

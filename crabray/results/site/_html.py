@@ -41,6 +41,7 @@ _HEADERS = {
     "total_cost_usd": "Total cost",
     "cost_per_success": "Cost per success",
     "mean_steps": "Mean steps",
+    "benchmark_errors": "Benchmark errors",
     "infra_errors": "Infra errors",
     "wall_time_sec": "Wall time (s)",
     "mean_wall_time_sec": "Mean wall time (s)",

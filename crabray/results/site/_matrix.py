@@ -15,9 +15,9 @@ from typing import Any
 
 import pandas as pd
 
+from crabray.core.result import Attribution
 from crabray.results.board.cells import is_missing
 from crabray.results.site._plots import group_label
-from crabray.results.store.dataset import INFRA_REASONS
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class EpisodeLink:
     success: bool
     score: str
     reason: str
+    attribution: str = Attribution.AGENT.value
+    """Whose doing the outcome is: anything but 'agent' is shown as not the agent's."""
 
 
 @dataclass
@@ -54,6 +56,16 @@ class Matrix:
     cells: list[list[MatrixCell | None]]
 
 
+NOT_THE_AGENTS_COLOUR = "hsl(270, 30%, 88%)"
+"""A cell without a verdict on the agent, only benchmark or infrastructure errors: never the
+red of an agent's 0."""
+
+
+def agent_rows(episodes: pd.DataFrame) -> pd.Series:
+    """True for rows attributed to the agent: the only ones scored."""
+    return episodes["attribution"] == Attribution.AGENT.value
+
+
 def score_colour(score: float | None) -> str:
     """A cell's background: red at 0, amber at 0.5, green at 1; grey without a score."""
     if score is None or math.isnan(score):
@@ -64,12 +76,15 @@ def score_colour(score: float | None) -> str:
 def _cell(
     anchor: str, task: str, group: str, rows: pd.DataFrame, link: Callable[[str], str | None]
 ) -> MatrixCell:
-    graded = rows[~rows["termination_reason"].isin(INFRA_REASONS)]
+    graded = rows[agent_rows(rows)]
     score = float(graded["score"].mean()) if len(graded) else None
     solved = int(graded["success"].astype(bool).sum())
     detail = f"{solved} of {len(graded)} solved"
-    if len(graded) < len(rows):
-        detail += f", {len(rows) - len(graded)} infra errors"
+    kinds = ((Attribution.BENCHMARK, "benchmark"), (Attribution.INFRASTRUCTURE, "infra"))
+    for whom, label in kinds:
+        count = int((rows["attribution"] == whom.value).sum())
+        if count:
+            detail += f", {count} {label} error{'s' if count > 1 else ''}"
     episodes = [
         EpisodeLink(
             href=link(str(row["episode_id"])),
@@ -77,19 +92,34 @@ def _cell(
             success=bool(row["success"]),
             score=f"{float(row['score']):.2f}",
             reason=str(row["termination_reason"]),
+            attribution=str(row["attribution"]),
         )
         for row in rows[
-            ["episode_id", "run_id", "epoch", "attempt", "success", "score", "termination_reason"]
+            [
+                "episode_id",
+                "run_id",
+                "epoch",
+                "attempt",
+                "success",
+                "score",
+                "termination_reason",
+                "attribution",
+            ]
         ].to_dict("records")
     ]
+    if score is None:
+        benchmark = (rows["attribution"] == Attribution.BENCHMARK.value).any()
+        text, colour = ("benchmark error" if benchmark else "infra error"), NOT_THE_AGENTS_COLOUR
+    else:
+        text, colour = f"{score:.2f}", score_colour(score)
     return MatrixCell(
         anchor=anchor,
         task=task,
         group=group,
         score=score,
-        text="n/a" if score is None else f"{score:.2f}",
+        text=text,
         detail=detail,
-        colour=score_colour(score),
+        colour=colour,
         episodes=episodes,
     )
 
@@ -125,7 +155,7 @@ def run_scores(episodes: pd.DataFrame) -> dict[str, Any]:
         ``{"runs": [ids newest first], "scores": {run: {"task · agent": [score, solved, n]}}}``.
     """
     scores: dict[str, dict[str, list[float | int]]] = {}
-    graded = episodes[~episodes["termination_reason"].isin(INFRA_REASONS)]
+    graded = episodes[agent_rows(episodes)]
     for (run, task, agent, model), rows in graded.groupby(
         ["run_id", "task_id", "agent", "model"], dropna=False
     ):

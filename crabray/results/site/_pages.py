@@ -54,6 +54,7 @@ _EPISODE_COLUMNS = (
     "epoch",
     "attempt",
     "termination_reason",
+    "attribution",
     "success",
     "score",
     "completeness",
@@ -74,6 +75,7 @@ _TASK_FIELDS = (
 )
 _RESULT_FIELDS = (
     ("ended by", "termination_reason"),
+    ("attributed to", "attribution"),
     ("success", "success"),
     ("score", "score"),
     ("completeness", "completeness"),
@@ -319,6 +321,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         task_facts=[(label, format_cell(name, _value(row, name))) for label, name in _TASK_FIELDS],
         success=bool(row["success"]),
         termination_reason=row["termination_reason"],
+        attribution=_value(row, "attribution") or "agent",
         result_facts=[
             (label, cell_text(name, _value(row, name))) for label, name in _RESULT_FIELDS
         ],

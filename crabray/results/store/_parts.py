@@ -21,7 +21,17 @@ from crabray.results._numpy import strings, to_arrow
 
 DICTIONARY = pa.dictionary(pa.int32(), pa.string())
 CATEGORICAL_COLUMNS = frozenset(
-    ("run_id", "suite", "task_id", "agent", "model", "termination_reason", "node", "error_type")
+    (
+        "run_id",
+        "suite",
+        "task_id",
+        "agent",
+        "model",
+        "termination_reason",
+        "node",
+        "error_type",
+        "attribution",
+    )
 )
 """String columns with few distinct values: read as Arrow dictionaries, so a million rows
 are a million integers and a few hundred strings until (and unless) they are decoded."""

@@ -23,7 +23,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from crabray.core.errors import ResultsError
-from crabray.core.result import TerminationReason
+from crabray.core.result import Attribution, TerminationReason, attribution_of
 from crabray.results._numpy import to_arrow, to_numpy
 from crabray.results.store._fs import Location, resolve
 from crabray.results.store._keys import episode_codes, one_row_per, top_rank_tied
@@ -340,8 +340,11 @@ def _kept_episodes(
     rather than a gather: a third of the time at a million rows).
     """
     rank = [name for name in _RANK if name != "episode_id" or name in columns]
-    needed = list(dict.fromkeys([*EPISODE_KEY, *rank, *columns]))
+    evidence = _ATTRIBUTION_EVIDENCE if "attribution" in columns else ()
+    needed = list(dict.fromkeys([*EPISODE_KEY, *rank, *columns, *evidence]))
     table = _read(out_dir, "episodes", run_id, needed, dictionary=dictionary)
+    if evidence:
+        table = _fill_attribution(table)
     if table.num_rows == 0:
         return table.select(columns)
     key = episode_codes(table)
@@ -374,6 +377,37 @@ def _kept_episodes(
         return table.filter(to_arrow(mask))
     keep = keep[np.argsort(key[keep], kind="stable")]
     return table.take(to_arrow(keep))
+
+
+_ATTRIBUTION_EVIDENCE = ("termination_reason", "error_type")
+
+
+def _fill_attribution(table: pa.Table) -> pa.Table:
+    """``table`` with ``attribution`` set on rows written before the column existed.
+
+    Such rows read it as null; ``attribution_of`` gives it from their termination
+    reason and error type, as it gave it to every newer row when it was written.
+    """
+    index = table.column_names.index("attribution")
+    column = table.column(index)
+    if column.null_count == 0:
+        return table
+    given, reasons, types = (
+        table.column(name).to_pylist() for name in ("attribution", *_ATTRIBUTION_EVIDENCE)
+    )
+    known: dict[tuple[str, str | None], str] = {}
+    filled = []
+    for value, reason, error_type in zip(given, reasons, types, strict=True):
+        if value is None:
+            pair = (reason, error_type)
+            if pair not in known:
+                known[pair] = attribution_of(reason, error_type).value
+            value = known[pair]
+        filled.append(value)
+    array = pa.array(filled, pa.string())
+    if pa.types.is_dictionary(column.type):
+        array = array.dictionary_encode().cast(column.type)
+    return table.set_column(index, table.field(index).with_type(array.type), array)
 
 
 def read_episodes(
@@ -463,16 +497,16 @@ def read_steps(
 def finished_keys(out_dir: str | Path, run_id: str) -> set[EpisodeKey]:
     """The ``(agent, task_id, epoch)`` episodes of a run that need no more attempts.
 
-    An episode is finished when its kept row ended for any reason but an
-    infrastructure failure; a resumed run skips exactly these.
+    An episode is finished when its kept row is not attributed to the
+    infrastructure (an ``env_error`` after its retries, a model API that could
+    not be reached): a resumed run skips exactly these and tries the others again.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file.
     """
-    rows = _key_rows(out_dir, run_id, "termination_reason")
-    return {
-        (agent, task, epoch) for agent, task, epoch, reason in rows if reason not in INFRA_REASONS
-    }
+    rows = _key_rows(out_dir, run_id, "attribution")
+    infrastructure = Attribution.INFRASTRUCTURE.value
+    return {(agent, task, epoch) for agent, task, epoch, whom in rows if whom != infrastructure}
 
 
 def attempts_so_far(out_dir: str | Path, run_id: str) -> dict[EpisodeKey, int]:

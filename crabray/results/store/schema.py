@@ -4,7 +4,8 @@ The schemas are written out by hand rather than inferred so that a column's
 type never depends on the first batch that happened to be written (an all-null
 ``model`` column would otherwise become ``null`` typed and clash with the next
 file). A test asserts they match ``EpisodeResult`` and ``StepRecord`` field for
-field, so the models and the files cannot drift apart.
+field (computed fields, such as ``attribution``, last), so the models and the files
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ _EXTRA_DESCRIPTIONS: dict[str, str] = {
 
 def _field(name: str, type_: pa.DataType, model: type[BaseModel], *, nullable: bool) -> pa.Field:
     """A schema field whose metadata carries the model's description of it."""
-    description = model.model_fields[name].description or _EXTRA_DESCRIPTIONS.get(name)
+    info = model.model_fields.get(name) or model.model_computed_fields.get(name)
+    description = (info.description if info else None) or _EXTRA_DESCRIPTIONS.get(name)
     if description is None:
         raise ResultsError(f"column {name!r} of {model.__name__} has no description")
     return pa.field(name, type_, nullable=nullable, metadata={"description": description})
@@ -104,6 +106,7 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field("conversation_json", pa.string()),
         _episode_field("started_at", TIMESTAMP),
         _episode_field("finished_at", TIMESTAMP),
+        _episode_field("attribution", pa.string()),
     ],
     metadata={"description": "One row per episode attempt (crabray EpisodeResult)."},
 )
