@@ -25,7 +25,7 @@ from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import ActorBackend, SandboxSpec
 from crabray.core.errors import SandboxConfigError, SandboxError
 from crabray.core.result import EpisodeRecord, EpisodeResult, TerminationReason, utcnow
-from crabray.episode import EpisodeSettings, run_episode
+from crabray.episode import EpisodeCancelled, EpisodeSettings, watch_episode
 from crabray.formats import SuiteRef, load_suite
 
 logger = logging.getLogger(__name__)
@@ -77,11 +77,20 @@ def unpack(data: bytes, kind: type[_Packed]) -> _Packed:
     return value
 
 
+class StopRequest(Protocol):
+    """The run's request that its episodes stop (``crabray.cluster.control.StopWatch``)."""
+
+    def requested(self) -> bool: ...
+
+
 class Host(Protocol):
     """The environment actor running the job: its sandbox is used in-process."""
 
     spec: SandboxSpec
     backend: Backend
+
+    @property
+    def stop(self) -> StopRequest: ...
 
     def prepare(self) -> float: ...
 
@@ -193,6 +202,12 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     remote = {c.name: ActorBackend(c, others[c.name]) for c in configs if c.name in others}
     backends: dict[str, Backend] = {host.spec.name: host.backend, **remote}
     settings = job.settings.model_copy(update={"node": node_name()})
+    if host.stop.requested():  # queued behind an episode when the run was interrupted
+        stopped = job.model_copy(update={"settings": settings})
+        result = failed_result(stopped, list(entry.task.tags), EpisodeCancelled("not started"))
+        result.termination_reason = TerminationReason.CANCELLED
+        result.error = "the run was interrupted before the episode started"
+        return JobOutcome(record=EpisodeRecord(result=result), unprepared=True)
     t0 = time.monotonic()
     try:
         spent = [host.prepare(), *(backend.prepare() for backend in remote.values())]
@@ -201,13 +216,18 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
         record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
         return JobOutcome(record=record, broken_envs=list(backends), unprepared=True)
     prepare_sec = time.monotonic() - t0
-    record = run_episode(entry.benchmark, entry.task, create_agent(job.agent), backends, settings)
+    agent = create_agent(job.agent)
+    watched = watch_episode(
+        entry.benchmark, entry.task, agent, backends, settings, host.stop.requested
+    )
+    record = watched.record
     # Starts and resets done ahead (pool warm-up, recycle) count in setup time,
     # not in the episode's wall time, which they did not delay.
     record.result.setup_time_sec += prepare_sec + sum(spent)
     record.result.wall_time_sec += prepare_sec
-    broken = list(backends) if record.result.termination_reason.is_infra else []
-    return JobOutcome(record=record, broken_envs=broken)
+    # A step still running holds the sandboxes: they go with their actors.
+    broken = watched.stuck or record.result.termination_reason.is_infra
+    return JobOutcome(record=record, broken_envs=list(backends) if broken else [])
 
 
 def node_name() -> str:

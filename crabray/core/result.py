@@ -19,7 +19,9 @@ class TerminationReason(StrEnum):
     """Why an episode ended.
 
     ``env_error`` is an infrastructure failure (the sandbox broke): the episode
-    may be retried as a new attempt. Every other reason is a final result;
+    may be retried as a new attempt. ``cancelled`` is an episode the run's
+    interrupt (Ctrl-C, SIGTERM) stopped: its row keeps what it did so far, and
+    a resumed run runs it again. Every other reason is a final result;
     ``sandbox_error`` among them: the worker running the episode died on a live
     node, of something its own sandbox did (a command killed it, or the output
     or memory it caused), so retrying would only repeat it.
@@ -38,11 +40,17 @@ class TerminationReason(StrEnum):
     EVALUATOR_ERROR = "evaluator_error"
     TOKEN_LIMIT = "token_limit"
     COST_LIMIT = "cost_limit"
+    CANCELLED = "cancelled"
 
     @property
     def is_infra(self) -> bool:
         """True when the failure is the infrastructure's, not the agent's: retry it."""
         return self is TerminationReason.ENV_ERROR
+
+    @property
+    def is_final(self) -> bool:
+        """True when the episode needs no other attempt (a resumed run skips it)."""
+        return not (self.is_infra or self is TerminationReason.CANCELLED)
 
 
 def utcnow() -> datetime:

@@ -43,6 +43,7 @@ from crabray.results.store._fs import local_path, shown_uri
 from crabray.results.store._layout import check_output_dir
 from crabray.results.store.dataset import (
     INFRA_REASONS,
+    UNFINISHED_REASONS,
     EpisodeKey,
     attempts_so_far,
     finished_keys,
@@ -50,15 +51,18 @@ from crabray.results.store.dataset import (
     read_episodes,
     read_steps,
 )
+from crabray.results.store.lock import run_lock
 from crabray.results.store.remote import check_uri, is_remote, staged_output
 from crabray.results.store.runs import (
     RunManifest,
+    RunState,
     has_results,
     latest_run,
     list_runs,
     nested_roots,
     new_run_id,
     read_manifest,
+    run_state,
     write_manifest,
 )
 from crabray.results.store.schema import EPISODES_SCHEMA, STEPS_SCHEMA, episodes_table, steps_table
@@ -76,10 +80,12 @@ __all__ = [
     "STAT_COLUMNS",
     "STEPS_SCHEMA",
     "TAG",
+    "UNFINISHED_REASONS",
     "EpisodeKey",
     "ResultSink",
     "RunComparison",
     "RunManifest",
+    "RunState",
     "attempts_so_far",
     "breakdown",
     "breakdown_table",
@@ -108,6 +114,8 @@ __all__ = [
     "read_manifest",
     "read_steps",
     "render",
+    "run_lock",
+    "run_state",
     "shown_uri",
     "staged_output",
     "steps_table",

@@ -31,7 +31,7 @@ from crabray.results.board._columns import (
     TASK_SAMPLE,
 )
 from crabray.results.board.stats import DEFAULT_CONFIDENCE
-from crabray.results.store.dataset import INFRA_REASONS
+from crabray.results.store.dataset import UNFINISHED_REASONS
 
 
 def missing_columns(
@@ -75,7 +75,7 @@ def codes(column: pa.ChunkedArray) -> Codes:
 def graded(episodes: pa.Table) -> np.ndarray:
     """True for rows with a verdict on the agent (not an infrastructure failure)."""
     dictionary, indices = dictionary_indices(episodes.column("termination_reason"))
-    infra = np.array([value in INFRA_REASONS for value in dictionary.to_pylist()] + [False])
+    infra = np.array([value in UNFINISHED_REASONS for value in dictionary.to_pylist()] + [False])
     return ~infra[indices]  # index -1 (a null) reads the trailing False: graded
 
 

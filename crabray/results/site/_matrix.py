@@ -17,7 +17,7 @@ import pandas as pd
 
 from crabray.results.board.cells import is_missing
 from crabray.results.site._plots import group_label
-from crabray.results.store.dataset import INFRA_REASONS
+from crabray.results.store.dataset import UNFINISHED_REASONS
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def score_colour(score: float | None) -> str:
 def _cell(
     anchor: str, task: str, group: str, rows: pd.DataFrame, link: Callable[[str], str | None]
 ) -> MatrixCell:
-    graded = rows[~rows["termination_reason"].isin(INFRA_REASONS)]
+    graded = rows[~rows["termination_reason"].isin(UNFINISHED_REASONS)]
     score = float(graded["score"].mean()) if len(graded) else None
     solved = int(graded["success"].astype(bool).sum())
     detail = f"{solved} of {len(graded)} solved"
@@ -125,7 +125,7 @@ def run_scores(episodes: pd.DataFrame) -> dict[str, Any]:
         ``{"runs": [ids newest first], "scores": {run: {"task · agent": [score, solved, n]}}}``.
     """
     scores: dict[str, dict[str, list[float | int]]] = {}
-    graded = episodes[~episodes["termination_reason"].isin(INFRA_REASONS)]
+    graded = episodes[~episodes["termination_reason"].isin(UNFINISHED_REASONS)]
     for (run, task, agent, model), rows in graded.groupby(
         ["run_id", "task_id", "agent", "model"], dropna=False
     ):

@@ -41,6 +41,8 @@ EpisodeKey = tuple[str, str, int]
 """``(agent, task_id, epoch)``: an episode within one run."""
 
 INFRA_REASONS = frozenset(reason.value for reason in TerminationReason if reason.is_infra)
+UNFINISHED_REASONS = frozenset(reason.value for reason in TerminationReason if not reason.is_final)
+"""Reasons of rows that are no verdict on the agent and run again on resume (infra, cancelled)."""
 """Termination reasons that are the infrastructure's failure (the episode is retried)."""
 
 _RANK = ("attempt", "finished_at", "episode_id")
@@ -464,14 +466,17 @@ def finished_keys(out_dir: str | Path, run_id: str) -> set[EpisodeKey]:
     """The ``(agent, task_id, epoch)`` episodes of a run that need no more attempts.
 
     An episode is finished when its kept row ended for any reason but an
-    infrastructure failure; a resumed run skips exactly these.
+    infrastructure failure or the run's interrupt (``cancelled``); a resumed run
+    skips exactly these.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file.
     """
     rows = _key_rows(out_dir, run_id, "termination_reason")
     return {
-        (agent, task, epoch) for agent, task, epoch, reason in rows if reason not in INFRA_REASONS
+        (agent, task, epoch)
+        for agent, task, epoch, reason in rows
+        if reason not in UNFINISHED_REASONS
     }
 
 
