@@ -41,12 +41,12 @@ def runs_list(
     from crabray.results import finished_keys, list_runs, read_manifest, run_state
 
     rows = []
-    with readable_root(out_arg, whole=True) as out:
+    with readable_root(out_arg, whole=False) as out:
+        tables = out_arg if "://" in out_arg else out  # a store's tables are read in place
         for run_id in list_runs(out):
             manifest = read_manifest(out, run_id)
-            done = len(finished_keys(out, run_id))
-            state = run_state(out_arg if "://" in out_arg else out, manifest)
-            rows.append((manifest, done, state))
+            done = len(finished_keys(tables, run_id))
+            rows.append((manifest, done, run_state(tables, manifest)))
     shown = shown_root(out_arg, out)
     if not rows:
         raise no_runs(shown, "runs list")

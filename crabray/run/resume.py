@@ -22,8 +22,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crabray.core.errors import ConfigError
-from crabray.results import RunManifest, is_remote, latest_run, local_path, read_manifest
+from crabray.core.errors import ConfigError, ResultsError
+from crabray.results import (
+    RunManifest,
+    is_remote,
+    latest_run,
+    list_runs,
+    local_path,
+    read_manifest,
+    shown_uri,
+)
 from crabray.run.settings import RunConfig
 
 LATEST = "latest"
@@ -108,6 +116,8 @@ def _read_local(root: Path, run_id: str, shown: str) -> RunManifest:
                 field="--resume",
             )
         run_id = found
+    elif "://" in shown and run_id not in list_runs(root):
+        raise ResultsError(f"--resume {run_id}: no run {run_id} in {shown_uri(shown)}")
     return read_manifest(root, run_id)
 
 

@@ -8,10 +8,11 @@ when its process dies however it dies (SIGKILL included), so a stale file never
 blocks a resume.
 
 A results root in a store (``s3://...``) is written through a local staging
-folder that is new for every process; its lock is taken in crabray's cache
-folder, keyed by the store's URI and the run: it keeps two writers on one
-machine apart, not writers on two machines (a store has no lock to take; give
-each machine its own runs).
+folder that is new for every process; its lock is taken in the machine's
+temporary folder (``/tmp/crabray-locks-UID/``), keyed by the store's URI and
+the run: it keeps two writers on one machine apart, not writers on two
+machines (a store has no lock to take; resume a store's run from one machine
+at a time).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,8 +36,7 @@ def lock_path(out: str | Path, run_id: str) -> Path:
     check_run_id(run_id)
     if "://" in str(out):
         key = hashlib.sha256(shown_uri(str(out)).encode()).hexdigest()[:16]
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        return cache / "crabray" / "locks" / key / f"{run_id}.lock"
+        return Path(tempfile.gettempdir()) / f"crabray-locks-{os.getuid()}" / key / f"{run_id}.lock"
     return runs_dir(Path(out)) / f".{run_id}.lock"
 
 
