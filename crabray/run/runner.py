@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -156,6 +157,13 @@ def _run_suite(
         manifest = _new_manifest(options, suite, out_given)
     else:
         manifest = _resumed_run(options, options.resume, suite)
+        # A manifest from before a field was recorded gains what this resume was given.
+        manifest = manifest.model_copy(
+            update={
+                "options": {**_recorded_options(options, out_given), **manifest.options},
+                "agent_config": manifest.agent_config or options.agent_config,
+            }
+        )
     with run_lock(out_given, manifest.run_id):
         return _run_locked(options, suite, task_ids, manifest, on_start, on_progress, on_submit)
 
@@ -393,14 +401,17 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
         ),
         agents=[a.name for a in options.agents],
         agent_config=options.agent_config,
-        options={
-            **options.model_dump(
-                mode="json", exclude={"resume", "address", "run_id", "agent_config"}
-            ),
-            "out_dir": shown_uri(str(out_given)),
-        },
+        options=_recorded_options(options, out_given),
         crabray_version=__version__,
     )
+
+
+def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, Any]:
+    """The options a manifest records; the results root as given (a store's URI, no keys)."""
+    return {
+        **options.model_dump(mode="json", exclude={"resume", "address", "run_id", "agent_config"}),
+        "out_dir": shown_uri(str(out_given)),
+    }
 
 
 def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:

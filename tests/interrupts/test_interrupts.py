@@ -134,6 +134,10 @@ def test_a_manifest_from_before_says_which_option_to_pass(tmp_path: Path) -> Non
     assert "does not record max_steps; pass --max-steps" in refused.stderr
     resumed = crabray_in(tmp_path, "run", "--resume", "latest", "--max-steps", "3")
     assert resumed.returncode == 0, resumed.stderr
+    recorded = json.loads(path.read_text())
+    assert recorded["options"]["max_steps"] == 3, "the resume recorded what it was given"
+    again = crabray_in(tmp_path, "run", "--resume", "latest")
+    assert again.returncode == 0, again.stderr
     listed = crabray_in(tmp_path, "runs", "list")
     assert listed.returncode == 0, listed.stderr
     assert "1/1" in listed.stdout and "finished" in listed.stdout
