@@ -91,11 +91,13 @@ def test_sigterm_stops_with_143_and_a_second_writer_is_refused(tmp_path: Path) -
     try:
         first.wait_for_text("episodes to run")  # it holds the run's lock from before this
         second = crabray_in(tmp_path, "run", "--resume", run_id, "--out", str(out))
+        listed = crabray_in(tmp_path, "runs", "list", str(out))
     finally:
         code, stdout, stderr = first.finish()
     assert second.returncode == 2, second.stdout + second.stderr
     assert f"run {run_id} is being written by another crabray process" in second.stderr
     assert "Traceback" not in second.stderr
+    assert "running" in listed.stdout, "its writer holds the lock: the run is running"
     assert code == 0, first.output()
     _no_duplicates(out)
 
