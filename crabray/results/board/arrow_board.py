@@ -73,7 +73,8 @@ def codes(column: pa.ChunkedArray) -> Codes:
 
 
 def graded(episodes: pa.Table) -> np.ndarray:
-    """True for rows with a verdict on the agent (not an infrastructure failure)."""
+    """True for rows with a verdict on the agent (not an infrastructure failure, nor an
+    episode its run's interrupt stopped: both are unfinished and run again on resume)."""
     dictionary, indices = dictionary_indices(episodes.column("termination_reason"))
     infra = np.array([value in UNFINISHED_REASONS for value in dictionary.to_pylist()] + [False])
     return ~infra[indices]  # index -1 (a null) reads the trailing False: graded
