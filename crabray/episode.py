@@ -13,7 +13,9 @@ import logging
 import shutil
 import socket
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -71,6 +73,17 @@ logger = logging.getLogger(__name__)
 
 _RESULT_CHARS = 2_000
 DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS = 10
+
+STUCK_GRACE_SEC = 5.0
+"""Past its time limit, how long a step may still run before the episode is recorded as it
+stands (its sandbox then counts as broken: the step may still be running in it)."""
+
+STOP_GRACE_SEC = 3.0
+"""After a stop is asked (the run is interrupted), how long the step running may take to end
+before the episode is recorded as it stands."""
+
+_WATCH_SEC = 0.2
+"""How often a watched episode looks at its deadline and at the run's stop request."""
 
 
 class EpisodeSettings(BaseModel):
@@ -151,6 +164,83 @@ def run_episode(
     return _Episode(benchmark, task, agent, backends, settings).run()
 
 
+class WatchedRecord(BaseModel):
+    """The record of a watched episode, and whether a step of it was still running."""
+
+    record: EpisodeRecord
+    stuck: bool = Field(
+        description="A step was still running when the record was taken: the sandboxes "
+        "may still be in use by it and must not be reused."
+    )
+
+
+def watch_episode(
+    benchmark: BenchmarkConfig,
+    task: Task,
+    agent: Agent,
+    backends: dict[str, Backend],
+    settings: EpisodeSettings,
+    stop_requested: Callable[[], bool],
+) -> WatchedRecord:
+    """``run_episode`` under a watch: its own time limit and the run's stop request.
+
+    The episode checks its time limit and the stop request between steps and
+    ends itself (``timeout``, ``cancelled``) with every step so far. A step
+    that blocks (a command that never returns, a model that never answers)
+    cannot be interrupted from here: ``STUCK_GRACE_SEC`` past the time limit,
+    or ``STOP_GRACE_SEC`` after a stop, the episode is recorded as it stands
+    (steps, conversation, tokens and cost so far; no grading, its sandbox is
+    busy) and the step is left to die with its sandbox.
+
+    Args:
+        stop_requested: Whether the run asked its episodes to stop; polled every
+            ``_WATCH_SEC``.
+    """
+    episode = _Episode(benchmark, task, agent, backends, settings)
+    records: list[EpisodeRecord] = []
+    thread = threading.Thread(
+        target=lambda: records.append(episode.run()),
+        name=f"episode-{task.id}",
+        daemon=True,  # a stuck step must not keep the worker from exiting
+    )
+    thread.start()
+    limit = episode.time_limit
+    deadline = None if limit is None else episode.t0 + limit + STUCK_GRACE_SEC
+    stop_by: float | None = None
+    try:
+        while thread.is_alive():
+            thread.join(_WATCH_SEC)
+            now = time.monotonic()
+            if stop_by is None and stop_requested():
+                episode.stop.set()
+                stop_by = now + STOP_GRACE_SEC
+            if thread.is_alive() and deadline is not None and now >= deadline:
+                message = f"a step was still running {STUCK_GRACE_SEC:g} s past its time limit"
+                record = episode.as_it_stands(TerminationReason.TIMEOUT, TimeoutError(message))
+                return WatchedRecord(record=record, stuck=True)
+            if thread.is_alive() and stop_by is not None and now >= stop_by:
+                record = episode.as_it_stands(TerminationReason.CANCELLED, _stopped(episode))
+                return WatchedRecord(record=record, stuck=True)
+    except KeyboardInterrupt:  # the worker itself was interrupted (SIGINT to its group)
+        episode.stop.set()
+        thread.join(STOP_GRACE_SEC)
+        if thread.is_alive():
+            record = episode.as_it_stands(TerminationReason.CANCELLED, _stopped(episode))
+            return WatchedRecord(record=record, stuck=True)
+    return WatchedRecord(record=records[0], stuck=False)
+
+
+class EpisodeCancelled(CrabrayError):
+    """The run was interrupted while the episode ran (a resumed run runs it again)."""
+
+
+def _stopped(episode: _Episode) -> EpisodeCancelled:
+    return EpisodeCancelled(
+        f"the run was interrupted during step {max(episode.result.steps, 1)}; "
+        "a resumed run runs this episode again"
+    )
+
+
 class _Episode:
     def __init__(
         self,
@@ -195,6 +285,10 @@ class _Episode:
         self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
         self.t0 = time.monotonic()
         self.score: float | None = None
+        self.stop = threading.Event()
+        """Set when the run is interrupted: the episode ends after its current step."""
+        self.calling: tuple[int, int, ActionCall, AgentStep, str, float] | None = None
+        """The call running or last run: recorded unfinished if the episode is stopped in it."""
 
     def run(self) -> EpisodeRecord:
         try:
@@ -282,6 +376,14 @@ class _Episode:
         results: list[CallResult] = []
         for step in range(self.max_steps):
             self._check_time()
+            if self.stop.is_set():
+                raise _End(
+                    TerminationReason.CANCELLED,
+                    EpisodeCancelled(
+                        f"the run was interrupted after {step} steps; "
+                        "a resumed run runs this episode again"
+                    ),
+                )
             observed = StepInput(step=step, observations=self._observe(step), results=results)
             self.observed = observed.observations
             try:
@@ -324,6 +426,7 @@ class _Episode:
         started = time.monotonic()
         bound = self.space.get(call.name)
         env_name = bound.env if bound else "?"
+        self.calling = (step, index, call, move, env_name, started)
         output, error = "", None
         try:
             if bound is None:
@@ -349,10 +452,11 @@ class _Episode:
             self._evaluate()
         finally:
             # Recorded even when the evaluation ends the episode: the call happened.
-            self._record(step, index, call, move, env_name, output, error, started)
+            record = self._step_record(step, index, call, move, env_name, output, error, started)
+            self.steps.append(record)
         return CallResult(call_id=call.call_id, name=call.name, output=output, error=error)
 
-    def _record(
+    def _step_record(
         self,
         step: int,
         index: int,
@@ -362,38 +466,36 @@ class _Episode:
         output: str,
         error: str | None,
         started: float,
-    ) -> None:
-        self.steps.append(
-            StepRecord(
-                episode_id=self.result.episode_id,
-                run_id=self.settings.run_id,
-                task_id=self.task.id,
-                agent=self.settings.agent,
-                epoch=self.settings.epoch,
-                attempt=self.settings.attempt,
-                step=step,
-                call_index=index,
-                env=env_name,
-                action=call.name,
-                arguments_json=json.dumps(call.arguments, default=str, sort_keys=True),
-                result=output,
-                error=error,
-                agent_message=move.message if index == 0 else None,
-                observation=_observation_text(self.observed) if index == 0 else None,
-                screenshot_path=next(
-                    (
-                        self.artifact_of[o.image_path]
-                        for o in self.observed
-                        if o.image_path and index == 0
-                    ),
-                    None,
+    ) -> StepRecord:
+        return StepRecord(
+            episode_id=self.result.episode_id,
+            run_id=self.settings.run_id,
+            task_id=self.task.id,
+            agent=self.settings.agent,
+            epoch=self.settings.epoch,
+            attempt=self.settings.attempt,
+            step=step,
+            call_index=index,
+            env=env_name,
+            action=call.name,
+            arguments_json=json.dumps(call.arguments, default=str, sort_keys=True),
+            result=output,
+            error=error,
+            agent_message=move.message if index == 0 else None,
+            observation=_observation_text(self.observed) if index == 0 else None,
+            screenshot_path=next(
+                (
+                    self.artifact_of[o.image_path]
+                    for o in self.observed
+                    if o.image_path and index == 0
                 ),
-                graph_passed=sorted(self.node_index[n] for n in self.progress.passed),
-                duration_sec=time.monotonic() - started,
-                graph_passed_nodes=self.stats.passed_nodes,
-                graph_total_nodes=self.stats.total_nodes,
-                completeness=self.stats.completeness,
-            )
+                None,
+            ),
+            graph_passed=sorted(self.node_index[n] for n in self.progress.passed),
+            duration_sec=time.monotonic() - started,
+            graph_passed_nodes=self.stats.passed_nodes,
+            graph_total_nodes=self.stats.total_nodes,
+            completeness=self.stats.completeness,
         )
 
     def _evaluate(self) -> None:
@@ -476,8 +578,9 @@ class _Episode:
     def _score(self) -> None:
         """Grade a task that has a scorer, once, now that the agent is done.
 
-        Skipped when setup or the sandbox failed. The scorer gets the sandbox
-        and, if it asks for ``trajectory``, the steps so far as JSON text; it
+        Skipped when setup or the sandbox failed, or the run was interrupted. The
+        scorer gets the sandbox and, if it asks for ``trajectory``, the steps so
+        far as JSON text; it
         returns a number in [0, 1] or a ``Score`` (with checkpoints). A scorer
         that raises scores 0 and ends the episode as evaluator_error with the
         error recorded; a sandbox failure while scoring ends it as
@@ -489,6 +592,7 @@ class _Episode:
             TerminationReason.SETUP_ERROR,
             TerminationReason.ENV_ERROR,
             TerminationReason.SANDBOX_ERROR,
+            TerminationReason.CANCELLED,  # run again on resume: grading it is wasted time
         )
         if scorer is None or self.result.termination_reason in skipped:
             return
@@ -589,31 +693,57 @@ class _Episode:
             self.result.error = f"{context}: {message}" if context else message
             self.result.error_type = type(error).__name__
 
+    def as_it_stands(self, reason: TerminationReason, error: BaseException) -> EpisodeRecord:
+        """The record of this episode now, while a step of it may still be running elsewhere.
+
+        Everything recorded so far is kept (steps, conversation, tokens, cost);
+        nothing touches the sandboxes (a step may still hold them), so there is no
+        grading past what the evaluator graph saw, no scorer and no teardown.
+        """
+        steps, artifacts = list(self.steps), dict(self.artifacts)
+        if self.calling is not None:
+            step, index, call, move, env_name, started = self.calling
+            if not any(r.step == step and r.call_index == index for r in steps[-1:]):
+                unfinished = f"unfinished: {error}"
+                steps.append(
+                    self._step_record(step, index, call, move, env_name, "", unfinished, started)
+                )
+        result = self.result.model_copy(deep=True)
+        result.termination_reason = reason
+        result.error = str(error)
+        result.error_type = type(error).__name__
+        self._fill(result, score=0.0)
+        return EpisodeRecord(result=result, steps=steps, artifacts=artifacts)
+
     def _finish(self) -> None:
+        self._fill(self.result, self.score)
+
+    def _fill(self, result: EpisodeResult, score: float | None) -> None:
+        """Put the outcome, the agent's usage and the times on ``result``."""
         usage = self.agent.usage
         if self.task.scorer is None:
-            self.result.success = self.stats.success
-            self.result.score = 1.0 if self.stats.success else 0.0
-            self.result.completeness = self.stats.completeness
+            result.success = self.stats.success
+            result.score = 1.0 if self.stats.success else 0.0
+            result.completeness = self.stats.completeness
         else:
-            self.result.score = self.score or 0.0
-            self.result.success = self.result.score >= 1.0
-            self.result.completeness = self.result.score
-        if self.result.attribution is not Attribution.AGENT:
+            result.score = score or 0.0
+            result.success = result.score >= 1.0
+            result.completeness = result.score
+        if result.attribution is not Attribution.AGENT:
             # The benchmark's or the infrastructure's fault: no verdict on the agent, so
             # never a pass (an oracle without a solution on a state that already passes).
-            self.result.success, self.result.score = False, 0.0
-        self.result.tokens_in = usage.tokens_in
-        self.result.tokens_out = usage.tokens_out
-        self.result.model_calls = usage.model_calls
-        self.result.model_latency_sec = usage.model_latency_sec
-        self.result.cost_usd = usage.cost_usd
+            result.success, result.score = False, 0.0
+        result.tokens_in = usage.tokens_in
+        result.tokens_out = usage.tokens_out
+        result.model_calls = usage.model_calls
+        result.model_latency_sec = usage.model_latency_sec
+        result.cost_usd = usage.cost_usd
         if usage.conversation:
-            self.result.conversation_json = conversation_json(
-                usage.conversation, self.agent.spec.max_conversation_bytes
+            result.conversation_json = conversation_json(
+                list(usage.conversation), self.agent.spec.max_conversation_bytes
             )
-        self.result.wall_time_sec = time.monotonic() - self.t0
-        self.result.finished_at = utcnow()
+        result.wall_time_sec = time.monotonic() - self.t0
+        result.finished_at = utcnow()
 
 
 def _graph_json(task: Task) -> str:

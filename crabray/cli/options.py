@@ -127,7 +127,11 @@ AddressOpt = Annotated[
     ),
 ]
 ResumeOpt = Annotated[
-    str | None, typer.Option(help="Resume this run id: run only unfinished episodes.")
+    str | None,
+    typer.Option(
+        help="Resume this run id, or 'latest': run only its unfinished episodes, with the "
+        "suite, agents and options it was started with.",
+    ),
 ]
 EpochsOpt = Annotated[
     int | None,

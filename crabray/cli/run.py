@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 import typer
@@ -53,6 +54,8 @@ RUN_EXAMPLES = """Examples:
   crabray run tasks/demo -a gpt --agent-config agents.toml --epochs 3
 
   crabray run --config run.toml --concurrency 8     # the file's settings, but 8
+
+  crabray run --resume latest     # finish the last run (after Ctrl-C): nothing else to give
 
   RAY_ADDRESS=10.0.0.5:6379 crabray run tasks/demo -a oracle     # on a cluster, from a node
 
@@ -118,11 +121,15 @@ def run(
     }
     base = RunConfig() if config is None else load_run_config(config)
     settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
+    if settings.resume is not None and not _submitted(settings.address):
+        from crabray.run.resume import resume_config
+
+        settings = resume_config(settings)  # the run's suite, agents and options
     if settings.suite is None:
         raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
     if not settings.agents:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
-    if settings.address is not None and settings.address.startswith(("http://", "https://")):
+    if _submitted(settings.address):
         submit_run(settings, detach=detach)  # on the cluster, as a Ray job
         return
     if detach:
@@ -136,12 +143,14 @@ def run(
         **settings.settings(),
         suite=settings.suite,
         agents=select_agents(settings.agents, settings.agent_config),
+        agent_config=_absolute(settings.agent_config),
     )
-    try:
-        with _RunDisplay() as display:
-            summary = run_suite(options, on_start=display.start, on_progress=display.update)
-    finally:
-        disconnect()  # the results are on disk; Ray's exit handler would be slower
+    with _Interrupts(options.out_dir, options.resume):
+        try:
+            with _RunDisplay() as display:
+                summary = run_suite(options, on_start=display.start, on_progress=display.update)
+        finally:
+            disconnect()  # the results are on disk; Ray's exit handler would be slower
     if summary.skipped:
         console.print(f"{summary.skipped} episodes were already finished and did not run again.")
     if summary.infra_failures:
@@ -155,6 +164,16 @@ def run(
     code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
     if code:
         raise typer.Exit(code)
+
+
+def _submitted(address: str | None) -> bool:
+    """Whether the run goes to a cluster's head as a Ray job (its results root is there)."""
+    return address is not None and address.startswith(("http://", "https://"))
+
+
+def _absolute(path: str | None) -> str | None:
+    """A path as the manifest records it: absolute, so a resume finds it from anywhere."""
+    return None if path is None else str(Path(path).resolve())
 
 
 def _as_str(value: object) -> object:
@@ -194,6 +213,72 @@ def _print_next_steps(out: Path | str, run_id: str) -> None:
     for command, what in steps:
         line = f"  {command:<{width}}  # {what}"
         console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+class _Interrupts:
+    """Ctrl-C and SIGTERM stop a run cleanly: what was saved, how to resume, exit 130 / 143.
+
+    SIGTERM becomes a ``KeyboardInterrupt`` as SIGINT is, so the run stops the
+    same way (its episodes in flight end after their step and are saved as
+    ``cancelled``; ``crabray.cluster.scheduler``), then the exit code says which.
+    """
+
+    def __init__(self, out: Path | str, resume: str | None) -> None:
+        self.out = out
+        self.resume = resume
+        self.signum = signal.SIGINT
+
+    def __enter__(self) -> _Interrupts:
+        self.previous = signal.signal(signal.SIGTERM, self._terminate)
+        return self
+
+    def _terminate(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        signal.signal(signal.SIGTERM, self.previous)
+        if not isinstance(exc, KeyboardInterrupt):
+            return
+        from crabray.run.runner import RunInterrupted
+
+        name = signal.Signals(self.signum).name
+        if isinstance(exc, RunInterrupted):
+            console.print(
+                f"[yellow]interrupted ({name})[/]: {exc.finished} of {exc.planned} episodes "
+                "are finished and saved"
+                + (
+                    f"; {exc.cancelled} stopped mid-way were saved as they stood and run "
+                    "again on resume"
+                    if exc.cancelled
+                    else ""
+                ),
+                highlight=False,
+            )
+            run_id: str | None = exc.run_id
+        else:
+            console.print(f"[yellow]interrupted ({name})[/] before any episode ran")
+            run_id = self.resume
+        if run_id is not None:
+            console.print(
+                f"resume with: {escape(_resume_command(self.out, run_id))}", highlight=False
+            )
+        raise SystemExit(128 + self.signum) from None
+
+
+def _resume_command(out: Path | str, run_id: str) -> str:
+    """The command that finishes ``run_id``: nothing else to give but a non-default root."""
+    import shlex
+
+    from crabray.results import shown_uri
+
+    where = "" if out == DEFAULT_RESULTS else f" --out {shlex.quote(shown_uri(str(out)))}"
+    return f"{_prog()} run --resume {run_id}{where}"
 
 
 class _RunDisplay:

@@ -37,19 +37,35 @@ def runs_list(
         str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
     ] = str(DEFAULT_RESULTS),
 ) -> None:
-    """List the runs recorded in OUT (a folder or a store URI) with their suite and agents."""
-    from crabray.results import list_runs, read_manifest
+    """List the runs recorded in OUT (a folder or a store URI): suite, agents, episodes done
+    of those planned, and state (running, finished, interrupted, failed)."""
+    from crabray.results import finished_keys, list_runs, read_manifest, run_state
 
-    with ResultsRoot.parse(out_arg).readable(whole=False) as out:
-        manifests = [read_manifest(out, run_id) for run_id in list_runs(out)]
+    rows = []
+    given = ResultsRoot.parse(out_arg)
+    with given.readable(whole=False) as out:
+        tables = out_arg if given.is_store else out  # a store's tables are read in place
+        for run_id in list_runs(out):
+            manifest = read_manifest(out, run_id)
+            done = len(finished_keys(tables, run_id))
+            rows.append((manifest, done, run_state(tables, manifest)))
     shown = shown_root(out_arg, out)
-    if not manifests:
+    if not rows:
         raise no_runs(shown, "runs list")
     table = Table(title=f"runs in {shown}")
-    for column in ("run id", "suite", "agents", "created"):
+    table.add_column("run id", no_wrap=True)
+    for column in ("suite", "agents", "done", "state", "created"):
         table.add_column(column)
-    for m in manifests:
-        table.add_row(m.run_id, m.suite_name, ", ".join(m.agents), f"{m.created_at:%Y-%m-%d %H:%M}")
+    for m, done, state in rows:
+        total = "?" if m.planned is None else str(m.planned)
+        table.add_row(
+            m.run_id,
+            m.suite_name,
+            ", ".join(m.agents),
+            f"{done}/{total}",
+            "?" if state is None else state.value,
+            f"{m.created_at:%Y-%m-%d %H:%M}",
+        )
     console.print(table)
 
 

@@ -20,6 +20,7 @@ import ray
 
 from crabray.backends import create_backend
 from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, PythonCall
+from crabray.cluster.control import StopWatch
 from crabray.cluster.jobs import EpisodeJob, execute, node_name, pack, unpack
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
@@ -36,11 +37,16 @@ class EnvironmentActor:
             what the backend makes is labelled with it. Passed here rather than as a
             Ray runtime environment: an actor with its own runtime environment needs
             a new worker process, where one without takes a worker Ray started ahead.
+        control: The run's ``RunControl`` actor (``crabray.cluster.control``): its stop
+            request ends the episodes this actor runs after their current step.
     """
 
-    def __init__(self, spec: SandboxSpec, run_id: str | None = None) -> None:
+    def __init__(
+        self, spec: SandboxSpec, run_id: str | None = None, control: Any | None = None
+    ) -> None:
         if run_id is not None:
             os.environ[RUN_ID_VAR] = run_id
+        self.stop = StopWatch(control)
         self.spec = spec
         self.backend: Backend = create_backend(spec.config())
         self.started = False

@@ -31,7 +31,7 @@ from crabray.core.result import (
     sandbox_failure_reason,
     utcnow,
 )
-from crabray.episode import EpisodeSettings, run_episode
+from crabray.episode import EpisodeCancelled, EpisodeSettings, watch_episode
 from crabray.formats import SuiteRef, load_suite
 
 logger = logging.getLogger(__name__)
@@ -83,11 +83,20 @@ def unpack(data: bytes, kind: type[_Packed]) -> _Packed:
     return value
 
 
+class StopRequest(Protocol):
+    """The run's request that its episodes stop (``crabray.cluster.control.StopWatch``)."""
+
+    def requested(self) -> bool: ...
+
+
 class Host(Protocol):
     """The environment actor running the job: its sandbox is used in-process."""
 
     spec: SandboxSpec
     backend: Backend
+
+    @property
+    def stop(self) -> StopRequest: ...
 
     def prepare(self) -> float: ...
 
@@ -223,6 +232,12 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     remote = {c.name: ActorBackend(c, others[c.name]) for c in configs if c.name in others}
     backends: dict[str, Backend] = {host.spec.name: host.backend, **remote}
     settings = job.settings.model_copy(update={"node": node_name()})
+    if host.stop.requested():  # queued behind an episode when the run was interrupted
+        stopped = job.model_copy(update={"settings": settings})
+        result = failed_result(stopped, list(entry.task.tags), EpisodeCancelled("not started"))
+        result.termination_reason = TerminationReason.CANCELLED
+        result.error = "the run was interrupted before the episode started"
+        return JobOutcome(record=EpisodeRecord(result=result), unprepared=True)
     t0 = time.monotonic()
     try:
         spent = [host.prepare(), *(backend.prepare() for backend in remote.values())]
@@ -231,15 +246,20 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
         record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
         return JobOutcome(record=record, broken_envs=list(backends), unprepared=True)
     prepare_sec = time.monotonic() - t0
-    record = run_episode(entry.benchmark, entry.task, create_agent(job.agent), backends, settings)
+    agent = create_agent(job.agent)
+    watched = watch_episode(
+        entry.benchmark, entry.task, agent, backends, settings, host.stop.requested
+    )
+    record = watched.record
     # Starts and resets done ahead (pool warm-up, recycle) count in setup time,
     # not in the episode's wall time, which they did not delay.
     record.result.setup_time_sec += prepare_sec + sum(spent)
     record.result.wall_time_sec += prepare_sec
-    # A sandbox the agent broke is not reused either: its actor gets a fresh one.
+    # A sandbox the agent broke is not reused either: its actor gets a fresh one; a step
+    # still running holds the sandboxes: they go with their actors.
     reason = record.result.termination_reason
-    broken = list(backends) if reason.is_infra or reason is TerminationReason.SANDBOX_ERROR else []
-    return JobOutcome(record=record, broken_envs=broken)
+    broken = watched.stuck or reason.is_infra or reason is TerminationReason.SANDBOX_ERROR
+    return JobOutcome(record=record, broken_envs=list(backends) if broken else [])
 
 
 def node_name() -> str:

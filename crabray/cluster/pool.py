@@ -95,10 +95,13 @@ class EnvironmentPool:
             kept and start the next sandbox ahead).
         run_id: The run the sandboxes serve; their actors see it as
             ``$CRABRAY_RUN_ID`` on any node, so what they make is labelled with it.
+        control: The run's ``RunControl`` actor, handed to every actor made: its stop
+            request ends their episodes after the current step.
     """
 
     pooling: bool = True
     run_id: str | None = None
+    control: Any = None
     max_actors: int | None = None
     """Actors the pool grows to while others reset (None: the cluster's slots); more
     overlap resets with episodes, but each costs a process start (the scheduler: its
@@ -254,7 +257,7 @@ class EnvironmentPool:
 
     def _create(self, spec: SandboxSpec) -> _Member:
         options = actor_options(spec.kind, spec.label_selector)
-        actor = RemoteEnvironmentActor.options(**options).remote(spec, self.run_id)
+        actor = RemoteEnvironmentActor.options(**options).remote(spec, self.run_id, self.control)
         member = _Member(actor, spec)
         member.node = member.actor.node.remote()
         self._members[id(member.actor)] = member

@@ -20,6 +20,8 @@ class SweepProgress:
     infra_failures: int = 0
     timeouts: int = 0
     in_flight: int = 0
+    cancelled: int = 0
+    """Episodes the run's interrupt stopped: their rows are on disk, a resume reruns them."""
 
 
 __all__ = ["SweepProgress"]

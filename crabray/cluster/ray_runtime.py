@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +77,28 @@ def connect(
         _check_node_here(address)
         use_token_auth(address)
         kwargs["address"] = address
+    # ray.init replaces the driver's SIGTERM handler by one that exits with status 15
+    # and Ray's crash dump: the caller's (crabray run stops cleanly, exit 143) is kept.
+    on_sigterm = _sigterm_handler()
     try:
         ray.init(**kwargs)
     except Exception as exc:
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         hint = " (is `ray start --head` running there?)" if address else ""
         raise CrabrayError(f"cannot connect to {where}{hint}: {exc}") from exc
+    finally:
+        if on_sigterm is not None:
+            signal.signal(signal.SIGTERM, on_sigterm)
     context = ray.get_runtime_context()
     _started_here = context.get_node_id() if address is None else None
     logger.debug("connected to Ray: %s", context.gcs_address)
+
+
+def _sigterm_handler() -> Any:
+    """This process's SIGTERM handler, if it can be set again from here (the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.getsignal(signal.SIGTERM)
 
 
 def _check_reachable(address: str) -> None:

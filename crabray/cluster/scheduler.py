@@ -6,9 +6,15 @@ kind, and at most ``concurrency`` episodes in flight overall); collects
 finished episodes with ``ray.wait`` in completion order; hands every batch of
 finished records to ``on_records`` (which puts them on disk) before counting
 them done; retries an episode whose infrastructure failed as a new attempt,
-after a backoff, up to the retry policy's limit; and enforces each task's
-time limit from outside (cancel, then kill its actors after a grace period).
+after a backoff, up to the retry policy's limit; and backs up each task's
+time limit from outside (an episode ends itself at its limit; one still
+running ``timeout_grace_sec`` later is cancelled, then its actors are killed).
 Agent failures are results, never retried.
+
+Interrupted (``KeyboardInterrupt``: Ctrl-C, or SIGTERM turned into one), it asks
+the episodes in flight to stop after their current step (``RunControl``),
+writes what they report within ``stop_grace_sec`` as ``cancelled`` rows, then
+kills what is left.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 
 import ray
 
+from crabray.cluster.control import start_control
 from crabray.cluster.jobs import (
     EpisodeJob,
     JobOutcome,
@@ -96,11 +103,16 @@ class Scheduler:
         self.on_records = on_records
         self.on_progress = on_progress or (lambda _: None)
         self.on_submit = on_submit or (lambda _item, _t: None)
+        self.control: Any = None
+        """The run's ``RunControl`` actor, started by ``run`` (Ray is connected by then)."""
         self.pool = EnvironmentPool(
             pooling=settings.pooling,
             run_id=settings.run_id,
             max_actors=settings.concurrency,
         )
+        self.progress = SweepProgress(total=0)
+        """The counts so far: what an interrupted run had done when it stopped."""
+        self._stopping = False
         self.followers = Followers(self.pool)
         self.status: StatusPublisher | None = None
         self._queue: deque[SweepItem] = deque()
@@ -127,7 +139,8 @@ class Scheduler:
         queue = deque(sorted(items, key=self._expected_cost, reverse=True))
         for item in queue:
             self._add_pending(item, +1)
-        progress = SweepProgress(total=len(queue))
+        progress = self.progress = SweepProgress(total=len(queue))
+        self.control = self.pool.control = start_control()
         # The board is for `crabray cluster status` on a cluster that outlives the run. A
         # local instance the run started ends with it, and no crabray command reads it: a
         # board there would only cost a worker process at every start (docs/performance.md).
@@ -156,8 +169,10 @@ class Scheduler:
                 self._flush(progress, force=not (queue or in_flight or self._delayed))
             if self.status is not None:
                 self.status.publish(progress, final=True)
-        except BaseException:
+        except BaseException as exc:
             # Interrupted or failed: what finished goes to disk (unless writing is what failed).
+            if isinstance(exc, KeyboardInterrupt) and not self._flushing:
+                self._stop(in_flight)
             if self._unwritten and not self._flushing:
                 self._flush(progress, force=True)
             raise
@@ -169,6 +184,35 @@ class Scheduler:
                     self.pool.discard(actor)
             self.pool.shutdown()
         return progress
+
+    def _stop(self, in_flight: dict[Any, InFlight]) -> None:
+        """Ask the episodes in flight to end after their step; keep what they report in time.
+
+        Each reports within ``stop_grace_sec`` a ``cancelled`` record of everything it
+        did (``crabray.episode.watch_episode``); the rest are killed by the caller.
+        A second interrupt ends the wait.
+        """
+        if not in_flight:
+            return
+        logger.warning("interrupted: stopping %d episodes in flight", len(in_flight))
+        self._stopping = True
+        self.control.stop.remote()
+        deadline = time.monotonic() + self.settings.stop_grace_sec
+        while in_flight and (left := deadline - time.monotonic()) > 0:
+            try:
+                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=left)
+            except KeyboardInterrupt:
+                logger.warning("interrupted again: not waiting for the episodes in flight")
+                break
+            if not ready:
+                break
+            ready, _ = ray.wait(list(in_flight), num_returns=len(in_flight), timeout=0)
+            outcomes = [
+                (flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)
+            ]
+            self._unwritten += [(flight, record) for flight, record in outcomes if record]
+        if in_flight:
+            logger.warning("%d episodes did not stop in time; killing them", len(in_flight))
 
     @property
     def pool_hit_rate(self) -> float:
@@ -472,6 +516,9 @@ class Scheduler:
             if (item.agent.name, item.task_id, item.epoch) in retried:
                 progress.retries += 1
                 continue
+            if record.result.termination_reason is TerminationReason.CANCELLED:
+                progress.cancelled += 1
+                continue
             progress.done += 1
             progress.successes += int(record.result.success)
             progress.timeouts += int(record.result.termination_reason is TerminationReason.TIMEOUT)
@@ -495,6 +542,9 @@ class Scheduler:
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
             reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
             result = died_result(job, tags, exc, flight.cancelled, flight.started_at, reachable)
+            if self._stopping:
+                result.termination_reason = TerminationReason.CANCELLED
+                result.error = f"the run was interrupted and the episode's job ended: {exc}"
             result.wall_time_sec = time.monotonic() - flight.submitted
             return EpisodeRecord(result=result)
         if never_ran(flight, outcome):
@@ -503,7 +553,7 @@ class Scheduler:
         for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
                 self._discard(actor, close=True)
-            elif self.followers.has(actor):
+            elif self.followers.has(actor) and not self._stopping:
                 self._promote(actor, outcome.record)
             else:
                 self.pool.release(actor)

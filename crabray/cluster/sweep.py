@@ -43,10 +43,19 @@ class SchedulerSettings(BaseModel):
     pooling: bool = Field(description="Reuse environments across episodes.")
     warm: int = Field(ge=0, description="Environments started per configuration ahead.")
     timeout_grace_sec: float = Field(
-        default=10.0, ge=0, description="Past a task's time limit before it is cancelled."
+        default=30.0,
+        ge=0,
+        description="Past a task's time limit before the driver cancels it: a backstop, the "
+        "episode ends itself at its limit (crabray.episode.watch_episode).",
     )
     kill_grace_sec: float = Field(
         default=5.0, ge=0, description="After cancelling, before the episode's actors are killed."
+    )
+    stop_grace_sec: float = Field(
+        default=15.0,
+        ge=0,
+        description="Interrupted: how long the episodes in flight get to end and report what "
+        "they did before their actors are killed.",
     )
     host_wait_sec: float = Field(
         default=60.0, ge=0, description="How long to wait for a lost host kind to come back."

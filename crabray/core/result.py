@@ -29,7 +29,9 @@ class TerminationReason(StrEnum):
 
     ``env_error`` is an infrastructure failure (the sandbox broke from outside:
     the engine unreachable, the node lost, the host's disk full): the episode
-    may be retried as a new attempt. Every other reason is a final result;
+    may be retried as a new attempt. ``cancelled`` is an episode the run's
+    interrupt (Ctrl-C, SIGTERM) stopped: its row keeps what it did so far, and
+    a resumed run runs it again. Every other reason is a final result;
     ``sandbox_error`` among them: the sandbox broke of what was done inside it
     (:class:`~crabray.core.errors.SandboxBrokenError`: its guest killed, its
     memory exhausted), or the worker running the episode died on a live node of
@@ -51,11 +53,17 @@ class TerminationReason(StrEnum):
     EVALUATOR_ERROR = "evaluator_error"
     TOKEN_LIMIT = "token_limit"
     COST_LIMIT = "cost_limit"
+    CANCELLED = "cancelled"
 
     @property
     def is_infra(self) -> bool:
         """True when the failure is the infrastructure's, not the agent's: retry it."""
         return self is TerminationReason.ENV_ERROR
+
+    @property
+    def is_final(self) -> bool:
+        """True when the episode needs no other attempt (a resumed run skips it)."""
+        return not (self.is_infra or self is TerminationReason.CANCELLED)
 
 
 def sandbox_failure_reason(error: BaseException) -> TerminationReason:
@@ -129,6 +137,7 @@ ATTRIBUTION_BY_REASON: dict[TerminationReason, Attribution] = {
     TerminationReason.EVALUATOR_ERROR: Attribution.BENCHMARK,
     TerminationReason.TOKEN_LIMIT: Attribution.AGENT,
     TerminationReason.COST_LIMIT: Attribution.AGENT,
+    TerminationReason.CANCELLED: Attribution.INFRASTRUCTURE,
 }
 """Who a termination reason is attributed to, before the error's evidence
 (:data:`ERROR_EVIDENCE`) is read; docs/reference/termination.md has it as a table."""

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from crabray.results.store._layout import check_output_dir
     from crabray.results.store.dataset import (
         INFRA_REASONS,
+        UNFINISHED_REASONS,
         EpisodeKey,
         attempts_so_far,
         finished_keys,
@@ -54,16 +55,19 @@ if TYPE_CHECKING:
         read_episodes,
         read_steps,
     )
+    from crabray.results.store.lock import run_lock
     from crabray.results.store.remote import check_uri
     from crabray.results.store.root import ResultsRoot, shown_uri
     from crabray.results.store.runs import (
         RunManifest,
+        RunState,
         has_results,
         latest_run,
         list_runs,
         nested_roots,
         new_run_id,
         read_manifest,
+        run_state,
         write_manifest,
     )
     from crabray.results.store.schema import (
@@ -88,9 +92,11 @@ _NAMES = {
     "ResultsRoot": "crabray.results.store.root",
     "RunComparison": "crabray.results.board.compare",
     "RunManifest": "crabray.results.store.runs",
+    "RunState": "crabray.results.store.runs",
     "STAT_COLUMNS": "crabray.results.board.leaderboard",
     "STEPS_SCHEMA": "crabray.results.store.schema",
     "TAG": "crabray.results.board.leaderboard",
+    "UNFINISHED_REASONS": "crabray.results.store.dataset",
     "attempts_so_far": "crabray.results.store.dataset",
     "breakdown": "crabray.results.board.leaderboard",
     "breakdown_table": "crabray.results.board.arrow_board",
@@ -117,6 +123,8 @@ _NAMES = {
     "read_manifest": "crabray.results.store.runs",
     "read_steps": "crabray.results.store.dataset",
     "render": "crabray.results.board.render",
+    "run_lock": "crabray.results.store.lock",
+    "run_state": "crabray.results.store.runs",
     "shown_uri": "crabray.results.store.root",
     "steps_table": "crabray.results.store.schema",
     "terminal_view": "crabray.results.board.render",
@@ -139,11 +147,13 @@ __all__ = [
     "STAT_COLUMNS",
     "STEPS_SCHEMA",
     "TAG",
+    "UNFINISHED_REASONS",
     "EpisodeKey",
     "ResultSink",
     "ResultsRoot",
     "RunComparison",
     "RunManifest",
+    "RunState",
     "attempts_so_far",
     "breakdown",
     "breakdown_table",
@@ -170,6 +180,8 @@ __all__ = [
     "read_manifest",
     "read_steps",
     "render",
+    "run_lock",
+    "run_state",
     "shown_uri",
     "steps_table",
     "terminal_view",

@@ -18,6 +18,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -37,7 +38,7 @@ from crabray.cluster.scheduler import (
     SweepProgress,
 )
 from crabray.core import EnvironmentConfig
-from crabray.core.errors import ConfigError
+from crabray.core.errors import ConfigError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
@@ -46,12 +47,14 @@ from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
     RunManifest,
+    RunState,
     attempts_so_far,
     check_output_dir,
     finished_keys,
     list_runs,
     new_run_id,
     read_manifest,
+    run_lock,
     write_manifest,
 )
 from crabray.results.store.root import ResultsRoot
@@ -71,6 +74,9 @@ class RunOptions(RunSettings):
 
     suite: str = Field(description="Path of the suite.")
     agents: list[AgentSpec] = Field(min_length=1)
+    agent_config: str | None = Field(
+        default=None, description="The agents file the agents came from, recorded for resume."
+    )
 
 
 class RunSummary(BaseModel):
@@ -90,6 +96,22 @@ class RunSummary(BaseModel):
         description="The run's episodes attributed to the benchmark or the infrastructure, by "
         "cause: empty when every episode is the agent's (the run then exits 0).",
     )
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """The run was interrupted (Ctrl-C, SIGTERM) after it started; what finished is on disk.
+
+    A ``KeyboardInterrupt``, so whatever cleans up on one still does.
+    """
+
+    def __init__(self, run_id: str, planned: int, finished: int, cancelled: int) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+        self.planned = planned
+        self.finished = finished
+        """Episodes of the run with a final result on disk, earlier attempts included."""
+        self.cancelled = cancelled
+        """Episodes stopped mid-way whose partial rows were written (a resume reruns them)."""
 
 
 StartCallback = Callable[[str, int, int], None]
@@ -136,12 +158,32 @@ def _run_suite(
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
     check_output_dir(ResultsRoot.parse(options.out_dir).local())
-    manifest: RunManifest | None = None
     if options.resume is None:
         manifest = _new_manifest(options, suite, out_given)
-        run_id = manifest.run_id
     else:
-        run_id = _resumed_run(options, options.resume, suite)
+        manifest = _resumed_run(options, options.resume, suite)
+        # A manifest from before a field was recorded gains what this resume was given.
+        manifest = manifest.model_copy(
+            update={
+                "options": {**_recorded_options(options, out_given), **manifest.options},
+                "agent_config": manifest.agent_config or options.agent_config,
+            }
+        )
+    with run_lock(out_given, manifest.run_id):
+        return _run_locked(options, suite, task_ids, manifest, on_start, on_progress, on_submit)
+
+
+def _run_locked(
+    options: RunOptions,
+    suite: Suite,
+    task_ids: list[str],
+    manifest: RunManifest,
+    on_start: StartCallback | None,
+    on_progress: ProgressCallback | None,
+    on_submit: SubmitCallback | None,
+) -> RunSummary:
+    """The run, once this process holds its lock: nobody else writes it meanwhile."""
+    run_id = manifest.run_id
     done = finished_keys(options.out_dir, run_id)
     attempts = attempts_so_far(options.out_dir, run_id)
     planned = [
@@ -174,8 +216,8 @@ def _run_suite(
         check_hostable(needs)
         specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]
         cleanup_orphans(specs, here=is_local_instance())
-    if manifest is not None:
-        write_manifest(options.out_dir, manifest)
+    manifest = manifest.model_copy(update={"planned": len(planned), "state": RunState.RUNNING})
+    write_manifest(options.out_dir, manifest)
     logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
     if on_start is not None:
         on_start(run_id, len(planned), len(items))
@@ -183,20 +225,28 @@ def _run_suite(
     redactor = Redactor([*agent_secrets(options.agents), *secrets_in_environment(os.environ)])
     sink = ResultSink(options.out_dir, run_id, redactor)
     scheduler = None
-    with _redacted_logs(redactor):
-        if items:
-            settings = SchedulerSettings(
-                run_id=run_id,
-                concurrency=options.concurrency,
-                retry=RetryPolicy(max_attempts=options.max_attempts),
-                max_steps=options.max_steps,
-                time_limit_sec=options.time_limit_sec,
-                pooling=options.pooling,
-                warm=options.warm,
-            )
-            scheduler = Scheduler(suite, settings, _writer(suite, sink), on_progress, on_submit)
-            progress = scheduler.run(items)
-            sink.compact()
+    try:
+        with _redacted_logs(redactor):
+            if items:
+                scheduler = Scheduler(
+                    suite,
+                    _scheduler_settings(options, run_id),
+                    _writer(suite, sink),
+                    on_progress,
+                    on_submit,
+                )
+                progress = scheduler.run(items)
+                sink.compact()
+    except KeyboardInterrupt as exc:
+        _record_state(options.out_dir, manifest, RunState.INTERRUPTED)
+        so_far = scheduler.progress if scheduler is not None else progress
+        raise RunInterrupted(
+            run_id, len(planned), len(planned) - len(items) + so_far.done, so_far.cancelled
+        ) from exc
+    except BaseException:
+        _record_state(options.out_dir, manifest, RunState.FAILED)
+        raise
+    _record_state(options.out_dir, manifest, RunState.FINISHED)
     return RunSummary(
         run_id=run_id,
         planned=len(planned),
@@ -209,6 +259,27 @@ def _run_suite(
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
         not_the_agents=causes_not_the_agents(options.out_dir, run_id),
     )
+
+
+def _scheduler_settings(options: RunOptions, run_id: str) -> SchedulerSettings:
+    return SchedulerSettings(
+        run_id=run_id,
+        concurrency=options.concurrency,
+        retry=RetryPolicy(max_attempts=options.max_attempts),
+        max_steps=options.max_steps,
+        time_limit_sec=options.time_limit_sec,
+        pooling=options.pooling,
+        warm=options.warm,
+    )
+
+
+def _record_state(out_dir: str | Path, manifest: RunManifest, state: RunState) -> None:
+    """Record where the run stands in its manifest; a failure to is logged, not raised
+    (the run's own outcome, on its way out, matters more)."""
+    try:
+        write_manifest(out_dir, manifest.model_copy(update={"state": state}))
+    except ResultsError as exc:
+        logger.warning("could not record the run's state (%s): %s", state, exc)
 
 
 def load_checked_suite(ref: SuiteRef) -> Suite:
@@ -337,16 +408,22 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
             )
         ),
         agents=[a.name for a in options.agents],
-        options={
-            **options.model_dump(mode="json", exclude={"resume", "address", "run_id"}),
-            "out_dir": ResultsRoot.parse(out_given).shown,
-        },
+        agent_config=options.agent_config,
+        options=_recorded_options(options, out_given),
         crabray_version=__version__,
     )
 
 
-def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> str:
-    """``resume``, checked against what that run ran."""
+def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, Any]:
+    """The options a manifest records; the results root as given (a store's URI, no keys)."""
+    return {
+        **options.model_dump(mode="json", exclude={"resume", "address", "run_id", "agent_config"}),
+        "out_dir": ResultsRoot.parse(out_given).shown,
+    }
+
+
+def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:
+    """The manifest of ``resume``, checked against what the options say to run."""
     agents = [a.name for a in options.agents]
     manifest = read_manifest(options.out_dir, resume)
     if options.suite_origin is not None:
@@ -374,4 +451,4 @@ def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> str:
                 f"pass the same {flag} to resume it",
                 field="--resume",
             )
-    return resume
+    return manifest

@@ -41,6 +41,8 @@ EpisodeKey = tuple[str, str, int]
 """``(agent, task_id, epoch)``: an episode within one run."""
 
 INFRA_REASONS = frozenset(reason.value for reason in TerminationReason if reason.is_infra)
+UNFINISHED_REASONS = frozenset(reason.value for reason in TerminationReason if not reason.is_final)
+"""Reasons of rows that are no verdict on the agent and run again on resume (infra, cancelled)."""
 """Termination reasons that are the infrastructure's failure (the episode is retried)."""
 
 _RANK = ("attempt", "finished_at", "episode_id")
@@ -499,7 +501,8 @@ def finished_keys(out_dir: str | Path, run_id: str) -> set[EpisodeKey]:
 
     An episode is finished when its kept row is not attributed to the
     infrastructure (an ``env_error`` after its retries, a model API that could
-    not be reached): a resumed run skips exactly these and tries the others again.
+    not be reached, an episode the run's interrupt stopped: ``cancelled``): a
+    resumed run skips exactly these and tries the others again.
 
     Raises:
         ResultsError: A bad run id or an unreadable part file.

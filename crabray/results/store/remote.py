@@ -372,6 +372,9 @@ def _sigterm_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if callable(signal.getsignal(signal.SIGTERM)):
+        yield  # the caller handles it already (crabray run: it stops the run cleanly)
+        return
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

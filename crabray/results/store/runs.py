@@ -1,7 +1,10 @@
 """Run manifests: what a run was asked to do, so it can be listed, reported and resumed.
 
 A manifest is a small JSON file, ``OUT/runs/<RUN>.json``, written atomically
-when a run starts. The episodes themselves live in the Parquet tables.
+when a run starts (and again when it is resumed and when it ends, with its
+state). The episodes themselves live in the Parquet tables. Fields added later
+have defaults: a manifest written before them still reads, and what needs them
+(a resume without options) says which option to pass instead.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -21,6 +25,17 @@ from crabray.results.store._layout import atomic_write, check_run_id, runs_dir, 
 logger = logging.getLogger(__name__)
 
 _MANIFEST_SUFFIX = ".json"
+
+
+class RunState(StrEnum):
+    """Where a run stands, as ``runs list`` shows it."""
+
+    RUNNING = "running"
+    FINISHED = "finished"
+    INTERRUPTED = "interrupted"
+    """Stopped by Ctrl-C or SIGTERM, or its process died: ``crabray run --resume`` it."""
+    FAILED = "failed"
+    """Ended by an error (its message was shown); resume it once the cause is fixed."""
 
 
 class RunManifest(BaseModel):
@@ -41,6 +56,18 @@ class RunManifest(BaseModel):
         description="Run options (epochs, limits, backend, ...) so a resume can reuse them.",
     )
     crabray_version: str = Field(description="Version of crabray that created the run.")
+    agent_config: str | None = Field(
+        default=None,
+        description="The agents file (TOML, absolute path) defining the agents, if any; a "
+        "resume reads it again.",
+    )
+    planned: int | None = Field(
+        default=None, description="Episodes the run consists of (agents x tasks x epochs)."
+    )
+    state: RunState | None = Field(
+        default=None,
+        description="Where the run stands; None in manifests written before it was recorded.",
+    )
 
     @field_validator("run_id")
     @classmethod
@@ -160,3 +187,19 @@ def read_manifest(out_dir: str | Path, run_id: str) -> RunManifest:
             f"{run_id!r}; rename the file or fix its run_id"
         )
     return manifest
+
+
+def run_state(out_dir: str | Path, manifest: RunManifest) -> RunState | None:
+    """Where ``manifest``'s run stands: its recorded state, unless the writer is gone.
+
+    A run recorded as running whose lock nobody holds lost its process (killed,
+    or the machine stopped): it is interrupted. Only a local root can tell (a
+    store's lock is on the machine that writes it).
+    """
+    from crabray.results.store.lock import is_locked
+
+    state = manifest.state
+    local = "://" not in str(out_dir)
+    if state is RunState.RUNNING and local and not is_locked(out_dir, manifest.run_id):
+        return RunState.INTERRUPTED
+    return state

@@ -36,7 +36,8 @@ _EXTRA_DESCRIPTIONS: dict[str, str] = {
     "model": "Model the agent used, if it uses one.",
     "epoch": "Repetition index of the same task and agent.",
     "attempt": "Infrastructure retry number, from 0.",
-    "termination_reason": "Why the episode ended; 'env_error' is an infrastructure failure.",
+    "termination_reason": "Why the episode ended; 'env_error' is an infrastructure failure, "
+    "'cancelled' an interrupted run's (both run again on resume).",
     "success": "Whether the task was solved.",
     "tokens_in": "Prompt tokens the agent consumed.",
     "tokens_out": "Completion tokens the agent produced.",

@@ -1,0 +1,57 @@
+"""The run's stop request: how the driver asks every running episode to end after its step.
+
+One small async actor per run (``RunControl``). Every environment actor asks
+it, once when it starts, for ``stopped()``: a call that returns only when the
+driver calls ``stop()``. Its reference becoming ready is the signal, read
+locally with ``ray.wait(timeout=0)`` by the episode's watch
+(``crabray.episode.watch_episode``): no call per step, one waiting call per
+actor. The control actor dying (its driver died) reads as a stop too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ray
+
+_MAX_WAITERS = 100_000
+"""Waiting calls the control actor holds at once: one per environment actor of the run."""
+
+
+class RunControl:
+    """Holds the run's stop request; ``stopped`` waits for it."""
+
+    def __init__(self) -> None:
+        self._stop = asyncio.Event()
+
+    async def stop(self) -> None:
+        """Ask every episode of the run to end after its current step."""
+        self._stop.set()
+
+    async def stopped(self) -> bool:
+        """Return once ``stop`` was called."""
+        await self._stop.wait()
+        return True
+
+
+RemoteRunControl = ray.remote(num_cpus=0, max_restarts=0)(RunControl)
+
+
+def start_control() -> Any:
+    """A new control actor for a run (it only holds a flag)."""
+    return RemoteRunControl.options(max_concurrency=_MAX_WAITERS).remote()
+
+
+class StopWatch:
+    """An environment actor's view of the run's stop request."""
+
+    def __init__(self, control: Any | None) -> None:
+        self._ref = None if control is None else control.stopped.remote()
+
+    def requested(self) -> bool:
+        """Whether the driver asked to stop (or is gone). Never blocks."""
+        if self._ref is None:
+            return False
+        ready, _ = ray.wait([self._ref], timeout=0)
+        return bool(ready)

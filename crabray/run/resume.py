@@ -1,0 +1,146 @@
+"""``crabray run --resume RUN``: the run's own settings, from its manifest.
+
+A resume needs nothing but the run's id (or ``latest``, the most recent run
+under the results root): the suite, the agents and their agents file, the
+epochs, the task selection and every option that decides what an episode is
+come from the manifest the run wrote when it started.
+
+An option given alongside ``--resume`` is of one of two kinds:
+
+- what the episodes are (``WHAT``: suite, agents, agents file, epochs, tasks,
+  step and time limits, suite format and its options): it must equal what the
+  run recorded, else the resume is refused: a run whose episodes differ is
+  another run;
+- how they run (``HOW``: concurrency, attempts, pooling, warm-up, local slots,
+  the Ray address): it applies to the resume, which may use other resources.
+
+A manifest written before a field was recorded has no value for it: the
+resume then says which option to pass.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crabray.core.errors import ConfigError, ResultsError
+from crabray.results import RunManifest, latest_run, list_runs, read_manifest
+from crabray.results.store.root import ResultsRoot
+from crabray.run.settings import RunConfig
+
+LATEST = "latest"
+
+WHAT: dict[str, str] = {
+    "format": "--suite-format",
+    "backend": "--backend",
+    "index": "--index",
+    "base_image": "--base-image",
+    "services": "--services",
+    "epochs": "--epochs",
+    "task_ids": "--task",
+    "max_steps": "--max-steps",
+    "time_limit_sec": "--time-limit-sec",
+}
+"""Options that decide what the run's episodes are, with their flags: a resume keeps them."""
+
+HOW = ("concurrency", "max_attempts", "pooling", "warm", "local_slots", "suite_origin")
+"""Options a resume takes from the manifest unless given: how episodes run, not what they are."""
+
+
+def resume_config(config: RunConfig) -> RunConfig:
+    """``config`` (a ``--resume``'s) completed from the run's manifest, its id resolved.
+
+    Args:
+        config: The settings given; ``config.resume`` is a run id or ``latest``, and
+            the fields set (``model_fields_set``) are those the user gave.
+
+    Raises:
+        ConfigError: An option given differs from what the run recorded, or the
+            manifest predates a field the resume needs (the message names the flag).
+        ResultsError: The run (or any run, for ``latest``) is not in the results root.
+    """
+    if config.resume is None:
+        return config
+    manifest = _read(config.out_dir, config.resume)
+    given = config.model_fields_set
+    update: dict[str, object] = {"resume": manifest.run_id}
+    if "suite" not in given or config.suite is None:
+        update["suite"] = manifest.suite
+    if "agents" not in given or not config.agents:
+        update["agents"] = list(manifest.agents)
+    update |= _agent_config(config, manifest)
+    for name, flag in WHAT.items():
+        recorded = manifest.options.get(name)
+        if name in given:
+            value = getattr(config, name)
+            if name in manifest.options and recorded != value:
+                raise ConfigError(
+                    f"run {manifest.run_id} was started with {name}={recorded!r}, not {value!r}; "
+                    f"pass the same {flag} to resume it, or leave it out (a resume takes it "
+                    "from the run)",
+                    field="--resume",
+                )
+        elif name in manifest.options:
+            update[name] = recorded
+        else:
+            raise _predates(manifest, name, flag)
+    for name in HOW:
+        if name not in given and manifest.options.get(name) is not None:
+            update[name] = manifest.options[name]
+    return RunConfig.model_validate({**config.model_dump(exclude_unset=True), **update})
+
+
+def _read(out: str | Path, run_id: str) -> RunManifest:
+    """The manifest of ``run_id`` (``latest``: the newest run) under a folder or a store."""
+    given = ResultsRoot.parse(out)
+    with given.readable(whole=False) as root:
+        return _read_local(root, run_id, given)
+
+
+def _read_local(root: Path, run_id: str, given: ResultsRoot) -> RunManifest:
+    if run_id == LATEST:
+        found = latest_run(root)
+        if found is None:
+            raise ConfigError(
+                f"no run to resume in {given.shown}: it holds no run; give the results root the "
+                "run went to with --out",
+                field="--resume",
+            )
+        run_id = found
+    elif given.is_store and run_id not in list_runs(root):
+        raise ResultsError(f"--resume {run_id}: no run {run_id} in {given.shown}")
+    return read_manifest(root, run_id)
+
+
+def _agent_config(config: RunConfig, manifest: RunManifest) -> dict[str, object]:
+    """The agents file: the run's, checked against one given; or say to pass it."""
+    recorded = manifest.agent_config
+    given = config.agent_config
+    if given is not None:
+        if recorded is not None and Path(given).resolve() != Path(recorded).resolve():
+            raise ConfigError(
+                f"run {manifest.run_id} read its agents from {recorded}, not {given}; pass the "
+                "same --agent-config to resume it, or leave it out",
+                field="--resume",
+            )
+        return {}
+    if "agent_config" in manifest.model_fields_set:
+        return {"agent_config": recorded}
+    from crabray.agents.config import bare_kinds
+
+    configured = [name for name in manifest.agents if name not in bare_kinds()]
+    if configured:
+        raise ConfigError(
+            f"run {manifest.run_id}'s manifest (crabray {manifest.crabray_version}) does not "
+            f"record the agents file that defines {', '.join(configured)}; pass it with "
+            "--agent-config FILE",
+            field="--resume",
+        )
+    return {}
+
+
+def _predates(manifest: RunManifest, name: str, flag: str) -> ConfigError:
+    return ConfigError(
+        f"run {manifest.run_id}'s manifest (crabray {manifest.crabray_version}) does not "
+        f"record {name}; pass {flag} with the value the run was started with",
+        field="--resume",
+    )
