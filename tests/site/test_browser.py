@@ -328,7 +328,7 @@ def test_run_picker_and_comparison(
     ]
     runs.nth(1).click()
     browser_page.wait_for_load_state("load")
-    assert browser_page.inner_text("#scope") == f"run {OLDER_RUN_ID}"
+    assert browser_page.inner_text("#scope").startswith(f"run {OLDER_RUN_ID} (")
     assert browser_page.locator("#episodes tbody tr").count() == 5
     assert browser_page.locator("#run-picker a.current").get_attribute("data-run") == OLDER_RUN_ID
     browser_page.click("#compare-link")
