@@ -210,14 +210,16 @@ def test_agent_fail_ends_the_episode(run: Runner, hello: BenchmarkConfig) -> Non
     assert record.result.success is False
 
 
-def test_oracle_without_solution_is_an_agent_error(
+def test_oracle_without_solution_is_the_benchmarks_fault_and_never_a_pass(
     run: Runner, make_env: Callable[..., EnvironmentConfig]
 ) -> None:
     bench = bench_of(make_env())
     record = run(bench, OracleAgent(AgentSpec(name="oracle", kind="oracle")))
     assert record.result.termination_reason is Reason.AGENT_ERROR
     assert "has no reference solution" in (record.result.error or "")
-    assert record.result.error_type == "AgentError"
+    assert record.result.error_type == "NoSolutionError"
+    assert record.result.attribution.value == "benchmark"
+    assert not record.result.success and record.result.score == 0.0
 
 
 # -- bad calls ------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 An agent is created once per episode (or reused after ``reset``). The episode
 gives it a ``TaskBrief`` at reset, then a ``StepInput`` every step, and reads
 back an ``AgentStep``. Everything crossing this seam is a pydantic model, so
-the same agent runs in-process or inside a Ray episode job.
+the same agent runs in-process or inside a Ray episode call.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class AgentUsage(BaseModel):
 
 
 class AgentSpec(BaseModel):
-    """How to build an agent: what the driver sends to episode jobs.
+    """How to build an agent: what the driver sends to episode calls.
 
     Args:
         name: The agent's name in results (``oracle``, ``noop``, or a configured name).

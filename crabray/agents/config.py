@@ -13,7 +13,7 @@ repository root)::
     price_out_per_mtok = 10.0
     max_cost_usd = 0.5
 
-Each table becomes an ``AgentSpec``, what the driver sends to episode jobs.
+Each table becomes an ``AgentSpec``, what the driver sends to episode calls.
 A spec never carries the API key: it names the environment variable
 (``key_env``) or, for a key written in the file (``api_key``, discouraged),
 the file itself; the agent reads the key when it starts an episode, in the
@@ -111,7 +111,7 @@ class AgentConfig(LLMSettings):
         return self
 
     def to_spec(self, source: Path) -> AgentSpec:
-        """The spec episode jobs receive: everything but the key itself."""
+        """The spec episode calls receive: everything but the key itself."""
         limits = self.model_dump(include={"max_tokens", "max_cost_usd", "max_conversation_bytes"})
         if self.kind in BUILTIN_KINDS:
             return AgentSpec(name=self.name, kind=self.kind, model=self.model, **limits)

@@ -85,7 +85,7 @@ class LLMAgent(Agent):
 
     The client (and the API key) is set up at the first ``reset``, inside the
     episode, so a missing key is that episode's ``agent_error`` rather than a
-    crash of the job that would be retried as an infrastructure failure.
+    crash of the episode call that would be retried as an infrastructure failure.
 
     Raises:
         ConfigError: The spec's settings are not valid LLM settings.

@@ -21,7 +21,7 @@ import ray
 from crabray.backends import create_backend
 from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, PythonCall
 from crabray.cluster.control import StopWatch
-from crabray.cluster.jobs import EpisodeJob, execute, node_name, pack, unpack
+from crabray.cluster.episode_call import EpisodeCall, execute, node_name, pack, unpack
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
 
@@ -176,20 +176,20 @@ class EnvironmentActor:
     def describe(self) -> dict[str, Any]:
         return {**self.backend.describe(), "host": socket.gethostname()}
 
-    def run_episode(self, job: bytes, others: dict[str, Any]) -> bytes:
+    def run_episode(self, call: bytes, others: dict[str, Any]) -> bytes:
         """Run an episode whose first environment is this actor's sandbox.
 
         Args:
-            job: The episode to run, an ``EpisodeJob`` as ``jobs.pack`` made it; the
-                ``JobOutcome`` comes back packed the same way.
+            call: The episode to run, an ``EpisodeCall`` as ``episode_call.pack`` made it; the
+                ``CallOutcome`` comes back packed the same way.
             others: Actor handles of the task's other environments, by name.
 
         A sandbox the episode left broken (an infrastructure failure) is marked so:
         the reset and the episode the driver may have queued behind this one
         (``crabray.cluster.pipeline``) then refuse it instead of using it, and
-        that episode's outcome says it never ran (``JobOutcome.unprepared``).
+        that episode's outcome says it never ran (``CallOutcome.unprepared``).
         """
-        outcome = execute(unpack(job, EpisodeJob), self, others)
+        outcome = execute(unpack(call, EpisodeCall), self, others)
         if self.spec.name in outcome.broken_envs and self.broken is None:
             self.broken = f"its episode failed: {outcome.record.result.error}"
         return pack(outcome)

@@ -26,7 +26,7 @@ before the follower ran (its predecessor broke the sandbox, timed out or
 killed the worker; the reset failed), the follower goes back to the queue
 with the same attempt number: it never ran, so it is not a failure of its
 own and writes no row. Whether it ran is the actor's word
-(``JobOutcome.unprepared``), or, when its call raised, the outcome of the
+(``CallOutcome.unprepared``), or, when its call raised, the outcome of the
 reset queued before it, never a guess from timing. A worker dying during a
 reset made in the follower's own call is an infrastructure failure of the
 follower (a row, retried as the next attempt), as the driver cannot tell
@@ -41,7 +41,7 @@ from typing import Any
 import ray
 
 from crabray.backends import backend_class
-from crabray.cluster.jobs import JobOutcome
+from crabray.cluster.episode_call import CallOutcome
 from crabray.cluster.pool import EnvironmentPool
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sweep import InFlight
@@ -60,9 +60,9 @@ class Followers:
     def has(self, actor: Any) -> bool:
         return id(actor) in self._by_actor
 
-    def attach(self, leader: InFlight, follower: InFlight, job: bytes) -> None:
+    def attach(self, leader: InFlight, follower: InFlight, call: bytes) -> None:
         """Queue ``follower`` on ``leader``'s actor: its reset, then the episode itself
-        (``job``: its ``EpisodeJob``, packed)."""
+        (``call``: its ``EpisodeCall``, packed)."""
         actor = leader.host
         ((spec, _),) = leader.actors.values()
         follower.actors = dict(leader.actors)
@@ -72,7 +72,7 @@ class Followers:
             actor, reset=not backend_class(spec.backend).reset_in_call
         )
         follower.reset_seen = follower.behind is None
-        ref = actor.run_episode.remote(job, {})
+        ref = actor.run_episode.remote(call, {})
         self._by_actor[id(actor)] = (ref, follower)
 
     def promote(self, actor: Any, now: float) -> tuple[Any, InFlight] | None:
@@ -94,7 +94,7 @@ class Followers:
         return None if queued is None else queued[1]
 
 
-def never_ran(flight: InFlight, outcome: JobOutcome | None) -> bool:
+def never_ran(flight: InFlight, outcome: CallOutcome | None) -> bool:
     """Whether a follower's sandbox could not be made clean, so its episode never ran.
 
     Args:

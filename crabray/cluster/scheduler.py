@@ -31,9 +31,9 @@ from typing import Any
 import ray
 
 from crabray.cluster.control import start_control
-from crabray.cluster.jobs import (
-    EpisodeJob,
-    JobOutcome,
+from crabray.cluster.episode_call import (
+    CallOutcome,
+    EpisodeCall,
     died_result,
     pack,
     reaches_its_worker,
@@ -80,7 +80,7 @@ SubmitCallback = Callable[[SweepItem, float], None]
 
 
 class Scheduler:
-    """Runs sweep items as Ray episode jobs with pooled, pinned environment actors.
+    """Runs sweep items as Ray actor calls of episodes with pooled, pinned environment actors.
 
     Args:
         suite: The loaded suite (the driver's copy, for environments, limits, tags).
@@ -317,7 +317,7 @@ class Scheduler:
         flight.node_call = self.pool.node_call(host)
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
         self.on_submit(item, time.time())
-        return host.run_episode.remote(pack(self._job(item)), others), flight
+        return host.run_episode.remote(pack(self._call(item)), others), flight
 
     def _follow(self, leader: InFlight) -> None:
         """Queue the next episode of the same configuration behind ``leader`` on its actor
@@ -333,7 +333,7 @@ class Scheduler:
                 del self._queue[index]
                 self._add_pending(item, -1)
                 follower = InFlight(item, time.monotonic(), None)
-                self.followers.attach(leader, follower, pack(self._job(item)))
+                self.followers.attach(leader, follower, pack(self._call(item)))
                 return
 
     def _promote(self, actor: Any, previous: EpisodeRecord) -> None:
@@ -368,7 +368,7 @@ class Scheduler:
         self._queue.appendleft(item)
         self._add_pending(item, +1)
 
-    def _job(self, item: SweepItem) -> EpisodeJob:
+    def _call(self, item: SweepItem) -> EpisodeCall:
         entry = self.suite.entry(item.task_id)
         settings = EpisodeSettings(
             run_id=self.settings.run_id,
@@ -382,7 +382,7 @@ class Scheduler:
             max_tokens=item.agent.max_tokens,
             max_cost_usd=item.agent.max_cost_usd,
         )
-        return EpisodeJob(
+        return EpisodeCall(
             suite=self.suite.ref, task_id=item.task_id, agent=item.agent, settings=settings
         )
 
@@ -524,27 +524,27 @@ class Scheduler:
             progress.timeouts += int(record.result.termination_reason is TerminationReason.TIMEOUT)
 
     def _outcome(self, ref: Any, flight: InFlight) -> EpisodeRecord | None:
-        """The record of a finished job; a job that died becomes an error record.
+        """The record of a finished call; a call that died becomes an error record.
 
         None for a follower that never ran because the reset before it failed: it
         goes back to the queue with the same attempt.
         """
         try:
-            outcome = unpack(ray.get(ref), JobOutcome)
+            outcome = unpack(ray.get(ref), CallOutcome)
         except Exception as exc:
             if never_ran(flight, None):
                 self._requeue_unrun(flight)
                 return None
-            job = self._job(flight.item)
-            job.settings.node = node_name(flight.node_call)
+            call = self._call(flight.item)
+            call.settings.node = node_name(flight.node_call)
             for _, actor in flight.actors.values():
                 self._discard(actor)
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
             reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
-            result = died_result(job, tags, exc, flight.cancelled, flight.started_at, reachable)
+            result = died_result(call, tags, exc, flight.cancelled, flight.started_at, reachable)
             if self._stopping:
                 result.termination_reason = TerminationReason.CANCELLED
-                result.error = f"the run was interrupted and the episode's job ended: {exc}"
+                result.error = f"the run was interrupted and the episode's call ended: {exc}"
             result.wall_time_sec = time.monotonic() - flight.submitted
             return EpisodeRecord(result=result)
         if never_ran(flight, outcome):

@@ -1,6 +1,6 @@
 """Records an episode produces: one ``EpisodeResult`` per attempt and one ``StepRecord`` per step.
 
-These models cross every boundary (episode job -> driver -> Parquet), so they
+These models cross every boundary (episode call -> driver -> Parquet), so they
 are plain pydantic models of scalars, strings and lists.
 """
 
@@ -425,7 +425,7 @@ class EpisodeFiles(BaseModel):
 
 
 class EpisodeRecord(BaseModel):
-    """What an episode job returns to the driver: the result, its steps, its files.
+    """What an episode call returns to the driver: the result, its steps, its files.
 
     Workers never write the dataset: files an episode produced (screenshots)
     travel here, by path relative to the output directory, and the driver

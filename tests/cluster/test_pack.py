@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from crabray.cluster.jobs import EpisodeJob, JobOutcome, pack, unpack
+from crabray.cluster.episode_call import CallOutcome, EpisodeCall, pack, unpack
 from crabray.core.result import EpisodeRecord, EpisodeResult, StepRecord, TerminationReason
 
 
-def outcome() -> JobOutcome:
+def outcome() -> CallOutcome:
     result = EpisodeResult(
         run_id="r", suite="s", task_id="t", agent="a", termination_reason=TerminationReason.SUCCESS
     )
@@ -23,14 +23,14 @@ def outcome() -> JobOutcome:
         arguments_json='{"command": "true"}',
     )
     record = EpisodeRecord(result=result, steps=[step], artifacts={"artifacts/x.png": b"\x89PNG"})
-    return JobOutcome(record=record, broken_envs=["box"])
+    return CallOutcome(record=record, broken_envs=["box"])
 
 
 def test_an_outcome_comes_back_equal() -> None:
     sent = outcome()
-    assert unpack(pack(sent), JobOutcome) == sent
+    assert unpack(pack(sent), CallOutcome) == sent
 
 
 def test_bytes_of_another_model_are_refused() -> None:
-    with pytest.raises(TypeError, match="expected a packed EpisodeJob, got JobOutcome"):
-        unpack(pack(outcome()), EpisodeJob)
+    with pytest.raises(TypeError, match="expected a packed EpisodeCall, got CallOutcome"):
+        unpack(pack(outcome()), EpisodeCall)

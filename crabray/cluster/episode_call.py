@@ -1,7 +1,7 @@
-"""The episode job: one episode, run by the actor that holds its first environment.
+"""The episode call: one episode, run by the actor that holds its first environment.
 
-The driver sends an ``EpisodeJob`` (a suite reference, never suite objects)
-with the handles of the task's other environment actors. The job loads the
+The driver sends an ``EpisodeCall`` (a suite reference, never suite objects)
+with the handles of the task's other environment actors. The call loads the
 suite in its worker (cached), prepares each sandbox (start if new, reset if
 used; counted in setup time, with resets the pool did ahead of the episode),
 runs the episode in-process and returns the record with the sandboxes that
@@ -37,8 +37,8 @@ from crabray.formats import SuiteRef, load_suite
 logger = logging.getLogger(__name__)
 
 
-class EpisodeJob(BaseModel):
-    """Everything an episode job needs besides its actors."""
+class EpisodeCall(BaseModel):
+    """Everything an episode call needs besides its actors."""
 
     suite: SuiteRef
     task_id: str
@@ -46,7 +46,7 @@ class EpisodeJob(BaseModel):
     settings: EpisodeSettings
 
 
-class JobOutcome(BaseModel):
+class CallOutcome(BaseModel):
     """The episode's record, and which sandboxes must not be reused."""
 
     record: EpisodeRecord
@@ -57,10 +57,10 @@ class JobOutcome(BaseModel):
     the driver then retires the actor and queues the episode again, same attempt."""
 
 
-_Packed = TypeVar("_Packed", EpisodeJob, JobOutcome)
+_Packed = TypeVar("_Packed", EpisodeCall, CallOutcome)
 
 
-def pack(value: EpisodeJob | JobOutcome) -> bytes:
+def pack(value: EpisodeCall | CallOutcome) -> bytes:
     """``value`` pickled, as the episode's actor call sends and returns it.
 
     Ray passes bytes through as they are, but serializes any other object
@@ -90,7 +90,7 @@ class StopRequest(Protocol):
 
 
 class Host(Protocol):
-    """The environment actor running the job: its sandbox is used in-process."""
+    """The environment actor running the call: its sandbox is used in-process."""
 
     spec: SandboxSpec
     backend: Backend
@@ -102,12 +102,12 @@ class Host(Protocol):
 
 
 def failed_result(
-    job: EpisodeJob,
+    call: EpisodeCall,
     tags: list[str],
     error: BaseException,
     started_at: datetime | None = None,
 ) -> EpisodeResult:
-    """The result of an episode whose sandbox could not be made or whose job died.
+    """The result of an episode whose sandbox could not be made or whose call died.
 
     As :func:`~crabray.core.result.sandbox_failure_reason` says: ``setup_error`` when
     its configuration is wrong (``SandboxConfigError``, never retried), ``sandbox_error``
@@ -115,18 +115,18 @@ def failed_result(
     failed around it; retried).
 
     Args:
-        job: The episode (its settings' ``node`` is where it ran, when known).
+        call: The episode (its settings' ``node`` is where it ran, when known).
         tags: The task's tags.
         error: What failed.
         started_at: When the episode was dispatched; now when unknown. It never
             comes after ``finished_at``.
     """
-    settings = job.settings
+    settings = call.settings
     now = utcnow()
     return EpisodeResult(
         run_id=settings.run_id,
         suite=settings.suite,
-        task_id=job.task_id,
+        task_id=call.task_id,
         tags=tags,
         agent=settings.agent,
         model=settings.model,
@@ -164,9 +164,9 @@ def killed_by_its_sandbox(error: BaseException) -> bool:
     )
 
 
-def sandbox_result(job: EpisodeJob, tags: list[str], error: BaseException) -> EpisodeResult:
+def sandbox_result(call: EpisodeCall, tags: list[str], error: BaseException) -> EpisodeResult:
     """A final ``sandbox_error`` result: the episode's own sandbox killed its worker."""
-    result = failed_result(job, tags, error)
+    result = failed_result(call, tags, error)
     result.termination_reason = TerminationReason.SANDBOX_ERROR
     result.error = (
         "the worker running this episode died while its node lived: something the episode's "
@@ -188,14 +188,14 @@ def reaches_its_worker(spec: SandboxSpec) -> bool:
 
 
 def died_result(
-    job: EpisodeJob,
+    call: EpisodeCall,
     tags: list[str],
     error: BaseException,
     cancelled: bool,
     started_at: datetime,
     reachable: bool = False,
 ) -> EpisodeResult:
-    """The result of an episode job that raised or died instead of returning its outcome.
+    """The result of an episode call that raised or died instead of returning its outcome.
 
     A timeout when the driver cancelled it (past its time limit); a final
     ``sandbox_error`` (the agent's) when its worker died on a live node and one
@@ -205,9 +205,9 @@ def died_result(
     it (by hand, by the host's OOM killer, by a crash).
     """
     if not cancelled and reachable and killed_by_its_sandbox(error):
-        logger.warning("episode %s killed its own worker: %s", job.task_id, error)
-        return sandbox_result(job, tags, error)
-    result = failed_result(job, tags, remote_cause(error), started_at=started_at)
+        logger.warning("episode %s killed its own worker: %s", call.task_id, error)
+        return sandbox_result(call, tags, error)
+    result = failed_result(call, tags, remote_cause(error), started_at=started_at)
     if cancelled:
         result.termination_reason = TerminationReason.TIMEOUT
         result.error = (
@@ -215,7 +215,7 @@ def died_result(
             f"killed ({type(error).__name__})"
         )
     else:
-        logger.warning("episode job for %s died: %s", job.task_id, error)
+        logger.warning("episode call for %s died: %s", call.task_id, error)
         if killed_by_its_sandbox(error):
             result.error = (
                 "the worker running this episode died while its node lived, and its "
@@ -225,28 +225,28 @@ def died_result(
     return result
 
 
-def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
-    """Run ``job`` with ``host``'s sandbox in-process and ``others`` through their actors."""
-    entry = load_suite(job.suite).entry(job.task_id)
+def execute(call: EpisodeCall, host: Host, others: dict[str, Any]) -> CallOutcome:
+    """Run ``call`` with ``host``'s sandbox in-process and ``others`` through their actors."""
+    entry = load_suite(call.suite).entry(call.task_id)
     configs = entry.benchmark.task_environments(entry.task)
     remote = {c.name: ActorBackend(c, others[c.name]) for c in configs if c.name in others}
     backends: dict[str, Backend] = {host.spec.name: host.backend, **remote}
-    settings = job.settings.model_copy(update={"node": node_name()})
+    settings = call.settings.model_copy(update={"node": node_name()})
     if host.stop.requested():  # queued behind an episode when the run was interrupted
-        stopped = job.model_copy(update={"settings": settings})
+        stopped = call.model_copy(update={"settings": settings})
         result = failed_result(stopped, list(entry.task.tags), EpisodeCancelled("not started"))
         result.termination_reason = TerminationReason.CANCELLED
         result.error = "the run was interrupted before the episode started"
-        return JobOutcome(record=EpisodeRecord(result=result), unprepared=True)
+        return CallOutcome(record=EpisodeRecord(result=result), unprepared=True)
     t0 = time.monotonic()
     try:
         spent = [host.prepare(), *(backend.prepare() for backend in remote.values())]
     except SandboxError as exc:
-        failed = job.model_copy(update={"settings": settings})
+        failed = call.model_copy(update={"settings": settings})
         record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
-        return JobOutcome(record=record, broken_envs=list(backends), unprepared=True)
+        return CallOutcome(record=record, broken_envs=list(backends), unprepared=True)
     prepare_sec = time.monotonic() - t0
-    agent = create_agent(job.agent)
+    agent = create_agent(call.agent)
     watched = watch_episode(
         entry.benchmark, entry.task, agent, backends, settings, host.stop.requested
     )
@@ -259,7 +259,7 @@ def execute(job: EpisodeJob, host: Host, others: dict[str, Any]) -> JobOutcome:
     # still running holds the sandboxes: they go with their actors.
     reason = record.result.termination_reason
     broken = watched.stuck or reason.is_infra or reason is TerminationReason.SANDBOX_ERROR
-    return JobOutcome(record=record, broken_envs=list(backends) if broken else [])
+    return CallOutcome(record=record, broken_envs=list(backends) if broken else [])
 
 
 def node_name() -> str:
