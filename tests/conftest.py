@@ -23,6 +23,49 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 ROOT = Path(__file__).resolve().parents[1]
 
+COMPONENT_DIRS = (
+    "attribution",
+    "backends/docker",
+    "backends/ssh",
+    "backends/vm",
+    "cluster",
+    "desktop",
+    "docs",
+    "integrity",
+    "interrupts",
+    "preflight",
+)
+"""Test folders whose tests start Ray, Docker, sshd, QEMU, a desktop or the documentation site."""
+COMPONENT_FIXTURES = frozenset(
+    {"client", "crab_desktop_image", "local_ray", "two_workers", "private_ray", "desktop"}
+)
+"""Fixtures that start one of those components."""
+COMPONENT_PARAMS = ("docker", "ssh", "vm")
+"""Parametrized ids naming a backend that is one of those components."""
+
+
+def _needs_a_component(item: pytest.Item) -> bool:
+    """Whether ``item`` starts Ray, Docker, sshd, QEMU, a desktop or a browser, or is slow."""
+    if item.get_closest_marker("ray") or item.get_closest_marker("slow"):
+        return True
+    where = Path(str(item.fspath)).relative_to(ROOT / "tests").as_posix()
+    if where.startswith(COMPONENT_DIRS) or "browser" in where:
+        return True
+    if COMPONENT_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if any(kind in item.name.split("_") for kind in COMPONENT_PARAMS):
+        return True  # test_a_vm_without_python3_...: the backend is in its name
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and any(
+        kind in str(value) for value in callspec.params.values() for kind in COMPONENT_PARAMS
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Split the suite by cost: ``-m fast`` runs the units, ``-m component`` the rest."""
+    for item in items:
+        item.add_marker("component" if _needs_a_component(item) else "fast")
+
 
 def raw_episode_rows(out: Path, columns: list[str]) -> list[dict[str, Any]]:
     """Every committed episode row under ``out``, duplicates and retries included.

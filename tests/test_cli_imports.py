@@ -124,6 +124,8 @@ def test_a_suite_without_networkx_graphs_loads_without_networkx(tmp_path: Path) 
     assert "networkx" not in loaded
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_a_run_and_its_resume_never_import_pandas(tmp_path: Path) -> None:
     """pandas is 0.3 to 0.8 s of a run's driver: writing, resuming and compacting need none.
 
