@@ -45,7 +45,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import socket
-import threading
 import uuid
 from typing import Any
 
@@ -127,8 +126,6 @@ class DockerBackend(Backend):
         self._reset_image: str | None = self.image
         self._snapshot: str | None = None
         self._spares: SpareQueue[tuple[Container, Guest]] | None = None
-        self._lock = threading.Lock()
-        self._closed = False
         self._guest = Guest(
             self._launch_guest,
             f"docker sandbox of '{config.name}'",
@@ -138,11 +135,7 @@ class DockerBackend(Backend):
         """Set once the image showed it has no python3: commands take the plain exec path."""
 
     @override
-    def start(self) -> None:
-        if self._closed:
-            raise SandboxError(f"docker sandbox of '{self.config.name}' is closed; make a new one")
-        if self._container is not None:
-            raise SandboxError(f"docker sandbox of '{self.config.name}' is already started")
+    def _start(self) -> None:
         self._client = connect()
         self._ensure_image()
         if self.settings.die_with_owner:
@@ -168,13 +161,13 @@ class DockerBackend(Backend):
         logger.debug("docker sandbox of '%s': container %s", self.config.name, self._container.name)
 
     @override
-    def reset(self) -> None:
+    def _reset(self) -> None:
         """Swap in a clean container (the warm spare, or a new one) and drop the used one.
 
         Raises:
             SandboxError: No clean container could be made; do not reuse the sandbox.
         """
-        used = self._require_started("reset")
+        used = self._started("reset", self._container)
         self._guest.close()
         spare = self._take_spare()
         if spare is None:
@@ -207,7 +200,7 @@ class DockerBackend(Backend):
             ValueError: ``command`` is an empty list or holds something other than strings.
             SandboxError: Not started, closed, or the engine could not run it.
         """
-        container = self._require_started("exec")
+        container = self._started("exec", self._container)
         if isinstance(command, str):
             argv = [self.settings.shell, "-c", command]
         elif command and all(isinstance(arg, str) for arg in command):
@@ -251,7 +244,7 @@ class DockerBackend(Backend):
             SandboxFileError: ``path`` is a directory, or a parent is not a directory.
             SandboxError: The engine failed.
         """
-        container = self._require_started(f"write '{path}'")
+        container = self._started(f"write '{path}'", self._container)
         target = self._path(path)
         if target == "/":
             raise SandboxFileError(f"cannot write '{path}': it is the root directory")
@@ -285,7 +278,7 @@ class DockerBackend(Backend):
             SandboxFileError: The path is missing, a directory or not a regular file.
             SandboxError: The engine failed.
         """
-        container = self._require_started(f"read '{path}'")
+        container = self._started(f"read '{path}'", self._container)
         target = self._path(path)
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         if self._guest.trusted and not self._no_python:
@@ -328,7 +321,7 @@ class DockerBackend(Backend):
             SandboxError: Not started, or the container has no screen (no X
                 server on ``$DISPLAY``, or no ``xwd``); says which image has one.
         """
-        container = self._require_started("take a screenshot")
+        container = self._started("take a screenshot", self._container)
         result = run_exec_raw(
             self._api(),
             str(container.id),
@@ -379,17 +372,13 @@ class DockerBackend(Backend):
         return self._guest.check()
 
     def _launch_guest(self) -> GuestChannel:
-        container = self._require_started("start its guest")
+        container = self._started("start its guest", self._container)
         return start_guest(
             self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
         )
 
     @override
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+    def _close(self) -> None:
         self._guest.close()
         if self._spares is not None:
             self._spares.close()
@@ -453,18 +442,6 @@ class DockerBackend(Backend):
         if self._client is None:
             raise SandboxError("internal error: no docker client")
         return self._client.api
-
-    def _require_started(self, operation: str) -> Container:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the docker sandbox of '{self.config.name}' is closed"
-            )
-        if self._container is None:
-            raise SandboxError(
-                f"cannot {operation}: the docker sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._container
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self._workdir, path))

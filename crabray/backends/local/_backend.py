@@ -143,7 +143,6 @@ class LocalBackend(Backend):
         self._bound: list[str] = []
         """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``); with
         a cgroup, :meth:`_prefix` puts the cgroup's before it."""
-        self._closed = False
         self._groups = ProcessGroups()
         self._display = DisplayHook(self.settings.display, config.name)
         self._isolation: Literal["bwrap", "none"] | None = None
@@ -161,7 +160,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: The sandbox is not started, or is closed.
         """
-        return self._require_started("root")
+        return self._started("root", self._root)
 
     @property
     def isolation(self) -> Isolation:
@@ -175,19 +174,10 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: The sandbox is not started, or is closed.
         """
-        return self._require_started("workdir") / WORK_DIR
+        return self._started("workdir", self._root) / WORK_DIR
 
     @override
-    def start(self) -> None:
-        if self._closed:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}' is closed; "
-                "create a new backend to start again"
-            )
-        if self._root is not None:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}' is already started at {self._root}"
-            )
+    def _start(self) -> None:
         shell = _shell(self.settings, self.config.name)
         self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
@@ -223,7 +213,7 @@ class LocalBackend(Backend):
             )
 
     @override
-    def reset(self) -> None:
+    def _reset(self) -> None:
         """Give the next episode a clean sandbox.
 
         Confined without a screen under a root driver, the running holder is
@@ -236,7 +226,7 @@ class LocalBackend(Backend):
         episode runs; every later reset swaps the spare in and orders the next
         one (the used directory is removed in that thread).
         """
-        sandbox = self._require_started("reset")
+        sandbox = self._started("reset", self._root)
         self._guest.renew()  # every process of the sandbox dies below: the next guest is clean
         self._groups.kill_all()
         if self._reset_in_place():
@@ -394,7 +384,7 @@ class LocalBackend(Backend):
             SandboxError: Not started, closed, the host could not spawn a process, or a
                 confined sandbox's bwrap process is gone.
         """
-        sandbox = self._require_started("exec")
+        sandbox = self._started("exec", self._root)
         argv = raw_argv = self._argv(command)
         started = time.monotonic()
         run_env = spawn_env = {**self._command_env(sandbox), **(env or {})}
@@ -494,7 +484,7 @@ class LocalBackend(Backend):
         It starts in ``/`` (isolated, see ``GUEST_ARGV``), never in the working
         directory the agent writes; each call changes into its own directory.
         """
-        sandbox = self._require_started("start its guest")
+        sandbox = self._started("start its guest", self._root)
         argv = list(GUEST_ARGV)
         # The guest's own environment is made like a command's: nothing of the driver's.
         env = self._command_env(sandbox)
@@ -620,10 +610,7 @@ class LocalBackend(Backend):
         return data
 
     @override
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _close(self) -> None:
         sandbox, self._root = self._root, None
         self._spare.close()
         self._guest.close()
@@ -670,18 +657,6 @@ class LocalBackend(Backend):
         if self._display.display is None and self._holder.resets_in_place:
             return "in place"
         return "spare" if self._uses_spares() else "new holder"
-
-    def _require_started(self, operation: str) -> Path:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the local sandbox of '{self.config.name}' is closed"
-            )
-        if self._root is None:
-            raise SandboxError(
-                f"cannot {operation}: the local sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._root
 
     @staticmethod
     def _make_dirs(sandbox: Path) -> None:
@@ -746,7 +721,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
         """
-        sandbox = self._require_started(f"{operation} '{path}'")
+        sandbox = self._started(f"{operation} '{path}'", self._root)
         return resolve_unconfined(sandbox, path, operation)
 
     def _host_file(self, path: str, operation: str) -> Path:
@@ -771,7 +746,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: Not started, closed, or the sandbox's bwrap process is gone.
         """
-        sandbox = self._require_started("reach the sandbox's files")
+        sandbox = self._started("reach the sandbox's files", self._root)
         if self._holder is None:
             raise SandboxError(f"internal error: the sandbox of '{self.config.name}' is unconfined")
         identity = self._holder.identity
