@@ -53,7 +53,6 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import MAX_FILE_BYTES, Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import file_error, read_archive, tar_stream
@@ -72,11 +71,12 @@ from crabray.backends.docker._engine import (
     prune,
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
-from crabray.backends.docker._settings import DockerSettings, parse_docker_settings
+from crabray.backends.docker._settings import DockerSettings
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
 from crabray.backends.ownership import owner_tag
+from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
@@ -93,7 +93,6 @@ _SPARE_ERRORS: tuple[type[Exception], ...] = (CrabrayError, *ENGINE_ERRORS)
 """What a warm spare's start may have failed with: crabray's own errors or the engine's."""
 
 
-@register_backend("docker")
 class DockerBackend(Backend):
     """A sandbox that is a Docker container on the engine ``DOCKER_HOST`` names.
 
@@ -659,3 +658,13 @@ def _running(container: Container) -> bool:
     inside it (an engine that does not answer raises, which the guest counts as lost around)."""
     container.reload()
     return container.status == "running"
+
+
+def parse_docker_settings(settings: dict[str, Any]) -> DockerSettings:
+    """Validate ``backend_settings`` so a typo fails before any container exists.
+
+    Raises:
+        ConfigError: A setting is unknown, has the wrong type, or none of
+            ``image``, ``build`` and ``build_context`` is given; names the field.
+    """
+    return parse_settings(DockerSettings, settings, DockerBackend.kind)

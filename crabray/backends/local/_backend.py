@@ -55,7 +55,6 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
 from crabray.backends.display import DisplayHook, missing_tools
@@ -90,10 +89,11 @@ from crabray.backends.local._paths import (
     resolve_unconfined,
     sandbox_abspath,
 )
-from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
+from crabray.backends.local._settings import Isolation, LocalSettings
 from crabray.backends.local._spare import Built, SpareSandbox
 from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
+from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError, SandboxHostError
 
@@ -114,7 +114,6 @@ _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 filled, or, without one, the host's."""
 
 
-@register_backend("local")
 class LocalBackend(Backend):
     """A sandbox that is a directory on the host, confined by bubblewrap where possible.
 
@@ -817,3 +816,12 @@ def _remove(path: Path) -> None:
         OSError: Something could not be removed.
     """
     remove_path(str(path))
+
+
+def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
+    """Validate ``backend_settings`` so a typo fails before any sandbox exists.
+
+    Raises:
+        ConfigError: A setting is unknown or has the wrong type; names the field.
+    """
+    return parse_settings(LocalSettings, settings, LocalBackend.kind)

@@ -49,7 +49,6 @@ from typing import Any, TypeVar
 import paramiko
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import (
     MAX_FILE_BYTES,
     Backend,
@@ -66,7 +65,8 @@ from crabray.backends.guest import (
     NoPythonError,
     UntrustedGuestError,
 )
-from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
+from crabray.backends.settings import parse_settings
+from crabray.backends.ssh._connection import SshSettings, connect, load_key
 from crabray.backends.ssh._guest import ChannelGuest
 from crabray.backends.ssh._remote import (
     EXEC_VAR,
@@ -94,7 +94,6 @@ _PREFLIGHT_ATTEMPTS = 2
 """Tries the preflight gives a host to answer: a host down stops the run at once."""
 
 
-@register_backend("ssh")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
 
@@ -695,3 +694,12 @@ def _close_quietly(
     if thing is not None:
         with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
             thing.close()
+
+
+def parse_ssh_settings(settings: dict[str, Any]) -> SshSettings:
+    """Validate ``backend_settings`` so a typo fails before any connection is tried.
+
+    Raises:
+        ConfigError: A setting is missing, unknown or has the wrong type; names the field.
+    """
+    return parse_settings(SshSettings, settings, SshBackend.kind)

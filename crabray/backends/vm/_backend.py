@@ -36,9 +36,9 @@ from typing import Any
 
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.ownership import is_abandoned, write_owner
+from crabray.backends.settings import parse_settings
 from crabray.backends.ssh import SshBackend, SshSettings
 from crabray.backends.vm._cache import cache_file, restore_cache, save_cache
 from crabray.backends.vm._qemu import (
@@ -52,7 +52,7 @@ from crabray.backends.vm._qemu import (
     stop_process,
     wait_for_ssh,
 )
-from crabray.backends.vm._settings import VmSettings, parse_vm_settings
+from crabray.backends.vm._settings import VmSettings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 from crabray.core.retry import RetryPolicy
@@ -79,7 +79,6 @@ def runtime_root(settings: VmSettings) -> Path:
     return Path(tempfile.gettempdir()) / f"crabray-vm-{os.getuid()}"
 
 
-@register_backend("vm")
 class VmBackend(Backend):
     """A sandbox inside a QEMU virtual machine; reset reverts the whole machine.
 
@@ -490,3 +489,12 @@ def check_files(settings: VmSettings, name: str) -> None:
         raise SandboxHostError(
             f"'{settings.qemu_binary}' is not installed; apt-get install qemu-system-x86"
         )
+
+
+def parse_vm_settings(settings: dict[str, Any]) -> VmSettings:
+    """Validate ``backend_settings`` so a typo fails before any VM boots.
+
+    Raises:
+        ConfigError: A setting is unknown, missing or has the wrong type; names the field.
+    """
+    return parse_settings(VmSettings, settings, VmBackend.kind)
