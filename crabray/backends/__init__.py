@@ -1,12 +1,13 @@
 """Sandboxes behind one interface, and the registry that names them.
 
 A backend is chosen by ``EnvironmentConfig.backend`` (a kind such as
-``local``) and built with :func:`create_backend`. Shipped kinds are imported
-lazily from a module path, so a kind whose optional dependency is missing
-fails with an install hint when it is asked for, not when crabray is imported.
-Other backends register themselves with :func:`register_backend`, or are
-declared by an installed package in the ``crabray.backends`` entry-point group
-(see ``docs/plugins.md``).
+``local``) and built with :func:`create_backend`. A backend class declares
+its kind once, as ``Backend.kind``; the registry files it under that name.
+Shipped kinds are imported lazily from their package ``crabray.backends.<kind>``,
+so a kind whose optional dependency is missing fails with an install hint when
+it is asked for, not when crabray is imported. Other backends register
+themselves with :func:`register_backend`, or are declared by an installed
+package in the ``crabray.backends`` entry-point group (see ``docs/plugins.md``).
 
 Example:
     >>> from crabray.backends import create_backend
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from crabray.backends.base import Backend, ExecResult
 from crabray.core.environment import EnvironmentConfig
@@ -49,13 +50,28 @@ ENTRY_POINT_GROUP = "crabray.backends"
 
 
 def _accept(kind: str, cls: Any) -> type[Backend]:
+    """A ``Backend`` subclass whose own ``kind``, if it declares one, is ``kind``.
+
+    A class that declares its ``kind`` is filed under it and nothing else; one
+    that declares none (a plugin's subclass of a shipped backend, named by its
+    entry point or ``@register_backend("name")``) takes the name (:func:`_name_class`).
+
+    Raises:
+        TypeError: Not a ``Backend`` subclass, or it declares another kind.
+    """
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise TypeError(f"backend '{kind}' must be a Backend subclass, got {cls!r}")
+    declared = cls.__dict__.get("kind")
+    if declared is not None and declared != kind:
+        raise TypeError(
+            f"{cls.__module__}.{cls.__qualname__} declares kind '{declared}' but is "
+            f"registered as backend '{kind}'"
+        )
     return cls
 
 
 def _name_class(kind: str, cls: type[Backend]) -> None:
-    """The registry name and the class's ``kind`` never disagree."""
+    """A class registered without a ``kind`` of its own takes the name it is registered under."""
     cls.kind = kind
 
 
@@ -63,40 +79,74 @@ _BACKENDS: Registry[type[Backend]] = Registry(
     "backend", group=ENTRY_POINT_GROUP, field="backend", accept=_accept, on_register=_name_class
 )
 """Backend classes by kind: shipped kinds are imported only when asked for."""
-_BACKENDS.add_lazy("local", "crabray.backends.local:LocalBackend")
-# Each optional kind names the extra (pyproject.toml) that installs what it needs.
-for _kind, _target in (
-    ("docker", "crabray.backends.docker:DockerBackend"),
-    ("ssh", "crabray.backends.ssh:SshBackend"),
-    ("vm", "crabray.backends.vm:VmBackend"),
-):
-    _BACKENDS.add_lazy(_kind, _target, install_hint=f"pip install 'crabray[{_kind}]'")
+
+_SHIPPED = {
+    "local": ("LocalBackend", False),
+    "docker": ("DockerBackend", True),
+    "ssh": ("SshBackend", True),
+    "vm": ("VmBackend", True),
+}
+"""Each shipped kind: the class its package ``crabray.backends.<kind>`` exports (which
+declares that kind), and whether it needs the extra of the same name (pyproject.toml)."""
+
+for _kind, (_class, _extra) in _SHIPPED.items():
+    _BACKENDS.add_lazy(
+        _kind,
+        f"crabray.backends.{_kind}:{_class}",
+        install_hint=f"pip install 'crabray[{_kind}]'" if _extra else "",
+    )
 
 
-def register_backend(kind: str) -> Callable[[BackendT], BackendT]:
-    """Class decorator that makes a ``Backend`` subclass available as ``kind``.
+@overload
+def register_backend(kind: BackendT, /) -> BackendT: ...
 
-    Sets the class's ``kind``, so the registry name and the class never disagree.
+
+@overload
+def register_backend(kind: str, /) -> Callable[[BackendT], BackendT]: ...
+
+
+def register_backend(kind: str | BackendT, /) -> BackendT | Callable[[BackendT], BackendT]:
+    """Class decorator that makes a ``Backend`` subclass available under its kind.
+
+    Bare (``@register_backend``), it files the class under the ``kind`` the class
+    declares. Given a name (``@register_backend("mine")``), it files the class
+    under that name and sets the class's ``kind`` to it, so the registry name and
+    the class never disagree.
 
     Args:
-        kind: The name environment configs use in their ``backend`` field.
+        kind: The name environment configs use in their ``backend`` field, or the
+            class itself (bare use).
 
     Returns:
-        The decorator, which returns the class unchanged otherwise.
+        The class unchanged (bare), or the decorator that returns it unchanged.
 
     Raises:
-        TypeError: The decorated object is not a ``Backend`` subclass.
-        DuplicateNameError: Another class is already registered under ``kind``
+        TypeError: The decorated object is not a ``Backend`` subclass, or (bare) the
+            class declares no ``kind`` of its own.
+        DuplicateNameError: Another class is already registered under the kind
             (a ``ConfigError``).
     """
+    if not isinstance(kind, str):
+        declared = kind.__dict__.get("kind") if isinstance(kind, type) else None
+        if not isinstance(declared, str):
+            raise TypeError(
+                f"@register_backend needs a Backend subclass that declares its kind "
+                f'(kind = "..."), or a name: @register_backend("name"); got {kind!r}'
+            )
+        return _register(declared, kind)
+    name = kind
 
     def decorate(cls: BackendT) -> BackendT:
-        if not (isinstance(cls, type) and issubclass(cls, Backend)):
-            raise TypeError(f"@register_backend({kind!r}) needs a Backend subclass, got {cls!r}")
-        _BACKENDS.register(kind, cls)
-        return cls
+        return _register(name, cls)
 
     return decorate
+
+
+def _register(kind: str, cls: BackendT) -> BackendT:
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise TypeError(f"@register_backend({kind!r}) needs a Backend subclass, got {cls!r}")
+    _BACKENDS.register(kind, cls)
+    return cls
 
 
 def available_backends() -> list[str]:

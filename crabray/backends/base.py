@@ -8,8 +8,9 @@ checks each one against the real thing).
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -66,6 +67,9 @@ def output_text(data: bytes, cut: bool) -> str:
     return text + OUTPUT_CUT_MARKER if cut else text
 
 
+H = TypeVar("H")
+
+
 class PythonCall(BaseModel):
     """A plain-Python action to run inside the sandbox: its source and its arguments, as text.
 
@@ -103,13 +107,25 @@ class Backend(ABC):
     episodes, then ``close()``. All paths are sandbox paths (absolute, or
     relative to the sandbox's working directory).
 
+    The lifecycle's states and its errors live here, once for every backend:
+    ``start``, ``reset`` and ``close`` refuse what the state forbids (a second
+    start, a reset before start, a start after close; a second close does
+    nothing) and call the hooks a backend implements (:meth:`_start`,
+    :meth:`_reset`, :meth:`_close`). Its other operations call
+    :meth:`_require_started` (or :meth:`_started`) first, which raise the same
+    errors for every backend.
+
     Args:
         config: The environment this sandbox serves; ``config.backend_settings``
             holds the backend's own options.
     """
 
     kind: ClassVar[str]
-    """The registry name of the backend (``local``, ``docker``, ...)."""
+    """The backend's kind: the name environments ask for it by (``local``, ``docker``, ...).
+
+    Declared once, on the class; the registry files the class under it
+    (:func:`crabray.backends.register_backend`) and node placement counts
+    slots by it (:mod:`crabray.cluster.placement`)."""
 
     settings_model: ClassVar[type[BackendSettings] | None] = None
     """The model of the backend's ``backend_settings``; ``None`` accepts any settings.
@@ -139,22 +155,116 @@ class Backend(ABC):
         if settings is None and self.settings_model is not None:
             settings = parse_settings(self.settings_model, config.backend_settings, self.kind)
         self.settings = settings
+        self._state: Literal["new", "started", "closed"] = "new"
+        self._lifecycle = threading.RLock()
+        """Held through a start, a reset and a close: a close from another thread waits
+        for the start or reset under way, so nothing it makes is left behind."""
 
-    @abstractmethod
+    @property
+    def started(self) -> bool:
+        """Whether ``start()`` succeeded and ``close()`` has not been called since."""
+        return self._state == "started"
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called: the sandbox cannot be used or started again."""
+        return self._state == "closed"
+
     def start(self) -> None:
         """Create the sandbox in its clean state.
+
+        A failed start leaves the backend unstarted (unless the backend closed
+        itself in the attempt): ``start()`` may be called again.
+
+        Raises:
+            SandboxError: The sandbox is already started, is closed, or could not be created.
+        """
+        with self._lifecycle:
+            if self._state == "closed":
+                raise SandboxError(f"{self._label} is closed; make a new backend to start again")
+            if self._state == "started":
+                raise SandboxError(f"{self._label} is already started")
+            self._start()
+            if self._state == "new":
+                self._state = "started"
+
+    def reset(self) -> None:
+        """Bring a started sandbox back to exactly its clean state.
+
+        Raises:
+            SandboxError: The sandbox is not started, is closed, or could not be
+                restored; it must not be reused.
+        """
+        with self._lifecycle:
+            self._require_started("reset")
+            self._reset()
+
+    def close(self) -> None:
+        """Destroy the sandbox and everything it started; calling it twice is harmless.
+
+        Closing a backend that never started releases what its constructor or a
+        failed start left; the backend cannot be started afterwards.
+        """
+        with self._lifecycle:
+            if self._state == "closed":
+                return
+            self._state = "closed"
+            self._close()
+
+    @abstractmethod
+    def _start(self) -> None:
+        """Create the sandbox; called by :meth:`start` on a new backend only.
 
         Raises:
             SandboxError: The sandbox could not be created.
         """
 
     @abstractmethod
-    def reset(self) -> None:
-        """Bring a started sandbox back to exactly its clean state.
+    def _reset(self) -> None:
+        """Restore the clean state; called by :meth:`reset` on a started backend only.
 
         Raises:
-            SandboxError: The sandbox could not be restored; it must not be reused.
+            SandboxError: The sandbox could not be restored.
         """
+
+    @abstractmethod
+    def _close(self) -> None:
+        """Destroy what the backend made; called by :meth:`close` once, even unstarted.
+
+        Never raises for what it could not remove: that is logged.
+        """
+
+    @property
+    def _label(self) -> str:
+        """How lifecycle errors name the sandbox: ``local sandbox of 'shell'``."""
+        return f"{self.kind} sandbox of '{self.config.name}'"
+
+    def _require_started(self, operation: str) -> None:
+        """Refuse ``operation`` unless the sandbox is started and not closed.
+
+        Raises:
+            SandboxError: Closed, or not started (saying to call ``start()``).
+        """
+        if self._state == "closed":
+            raise SandboxError(f"cannot {operation}: the {self._label} is closed")
+        if self._state != "started":
+            raise SandboxError(
+                f"cannot {operation}: the {self._label} is not started; call start() first"
+            )
+
+    def _started(self, operation: str, handle: H | None) -> H:
+        """``handle`` (the backend's root, container, connection ...) once started.
+
+        Raises:
+            SandboxError: As :meth:`_require_started`; also when ``handle`` is
+                ``None`` (the backend has none yet, as during its own start).
+        """
+        self._require_started(operation)
+        if handle is None:
+            raise SandboxError(
+                f"cannot {operation}: the {self._label} is not started; call start() first"
+            )
+        return handle
 
     @abstractmethod
     def exec(
@@ -254,10 +364,6 @@ class Backend(ABC):
             SandboxError: The sandbox has no screen (the default).
         """
         raise SandboxError(f"the '{self.kind}' sandbox of '{self.config.name}' has no screen")
-
-    @abstractmethod
-    def close(self) -> None:
-        """Destroy the sandbox and everything it started; calling it twice is harmless."""
 
     @classmethod
     def check_settings(cls, settings: dict[str, Any]) -> None:

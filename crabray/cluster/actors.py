@@ -49,7 +49,6 @@ class EnvironmentActor:
         self.stop = StopWatch(control)
         self.spec = spec
         self.backend: Backend = create_backend(spec.config())
-        self.started = False
         self.dirty = False
         self.broken: str | None = None
         self.ahead_sec = 0.0
@@ -57,11 +56,10 @@ class EnvironmentActor:
 
     def warm(self) -> None:
         """Start the sandbox ahead of demand, so the first episode finds it ready."""
-        if not self.started:
+        if not self.backend.started:
             t0 = time.monotonic()
             self.backend.start()
             self.ahead_sec += time.monotonic() - t0
-            self.started = True
 
     def recycle(self) -> None:
         """Reset a used sandbox right after its episode, while it waits in the pool.
@@ -95,13 +93,11 @@ class EnvironmentActor:
         t0 = time.monotonic()
         try:
             self.backend.close()
-            self.started = False
             self.backend = create_backend(self.spec.config())
             self.backend.start()
         except Exception as exc:
             self.broken = f"renewing the sandbox failed: {exc}"
             raise
-        self.started = True
         self.dirty = False
         self.ahead_sec += time.monotonic() - t0
 
@@ -124,9 +120,8 @@ class EnvironmentActor:
         if self.broken is not None:
             raise SandboxError(f"the '{self.spec.name}' sandbox is broken ({self.broken})")
         ahead, self.ahead_sec = self.ahead_sec, 0.0
-        if not self.started:
+        if not self.backend.started:
             self.backend.start()
-            self.started = True
         elif self.dirty:
             self._reset_for_episode()
         self.dirty = True
@@ -167,7 +162,6 @@ class EnvironmentActor:
 
     def close(self) -> None:
         self.backend.close()
-        self.started = False
 
     def node(self) -> str:
         """The node this actor lives on, asked once at creation: rows name it if the node dies."""

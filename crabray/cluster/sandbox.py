@@ -66,6 +66,10 @@ class SandboxSpec(BaseModel):
 class ActorBackend(Backend):
     """The backend interface, forwarded to an environment actor.
 
+    The sandbox's own lifecycle runs in the actor's backend; the states kept
+    here (:class:`Backend`'s) are this handle's: its ``start`` and ``reset``
+    both ask the actor to prepare the sandbox, and its ``close`` closes it.
+
     Args:
         config: The environment the actor serves.
         actor: The actor's handle.
@@ -85,10 +89,10 @@ class ActorBackend(Backend):
                 f"{exc}"
             ) from exc
 
-    def start(self) -> None:
+    def _start(self) -> None:
         self.prepare()
 
-    def reset(self) -> None:
+    def _reset(self) -> None:
         self.prepare()
 
     def prepare(self) -> float:
@@ -127,5 +131,5 @@ class ActorBackend(Backend):
     def screenshot(self) -> bytes:
         return self._call("screenshot")
 
-    def close(self) -> None:
+    def _close(self) -> None:
         self._call("close")

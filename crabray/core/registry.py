@@ -2,7 +2,7 @@
 
 A :class:`Registry` maps names to objects of one type. Objects enter it three ways:
 
-- by decorator at import time (``@register_backend("docker")`` calls
+- by decorator at import time (``@register_backend`` calls
   :meth:`Registry.register`);
 - as a lazy entry ``"module:attr"`` (:meth:`Registry.add_lazy`): crabray's own
   kinds with optional dependencies are imported only when asked for, so a

@@ -217,15 +217,21 @@ def test_close_leaves_nothing_behind(
 
 
 def test_close_twice_is_harmless_and_the_sandbox_is_unusable_after(
-    backend_factory: BackendFactory,
+    backend_factory: BackendFactory, backend_kind: str
 ) -> None:
-    backend = backend_factory()
+    backend = backend_factory(name="twice")
+    with pytest.raises(SandboxError, match=f"{backend_kind} sandbox of 'twice' is already started"):
+        backend.start()
     backend.close()
     backend.close()
     with pytest.raises(SandboxError, match="closed"):
         backend.exec("true")
     with pytest.raises(SandboxError, match="closed"):
         backend.get_file("anything")
+    with pytest.raises(SandboxError, match=r"cannot reset: .* is closed"):
+        backend.reset()
+    with pytest.raises(SandboxError, match="is closed; make a new backend to start again"):
+        backend.start()
 
 
 def test_two_sandboxes_do_not_share_files(backend_factory: BackendFactory) -> None:

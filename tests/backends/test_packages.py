@@ -36,6 +36,7 @@ def test_each_kind_is_the_class_its_package_exports(kind: str) -> None:
     assert {backend, settings} <= set(package.__all__)
     assert backend_class(kind) is getattr(package, backend)
     assert backend_class(kind).settings_model is getattr(package, settings)
+    assert vars(getattr(package, backend))["kind"] == kind, "the class declares its own kind"
 
 
 def test_no_module_imports_a_backend_packages_private_parts_from_outside() -> None:

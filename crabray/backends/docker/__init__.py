@@ -9,9 +9,9 @@ are the implementation: the backend (``_backend``), its settings
 
 from __future__ import annotations
 
-from crabray.backends.docker._backend import DockerBackend
+from crabray.backends.docker._backend import DockerBackend, parse_docker_settings
 from crabray.backends.docker._engine import connect, prune
-from crabray.backends.docker._settings import BindMount, DockerSettings, parse_docker_settings
+from crabray.backends.docker._settings import BindMount, DockerSettings
 
 __all__ = [
     "BindMount",

@@ -46,7 +46,6 @@ from __future__ import annotations
 import logging
 import posixpath
 import socket
-import threading
 import uuid
 from typing import Any
 
@@ -55,7 +54,6 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import MAX_FILE_BYTES, Backend, ExecResult, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import file_error, read_archive, tar_stream
@@ -75,15 +73,12 @@ from crabray.backends.docker._engine import (
 )
 from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
 from crabray.backends.docker._network import ensure_isolated_network, warn_if_host_reachable
-from crabray.backends.docker._settings import (
-    ISOLATED_NETWORK,
-    DockerSettings,
-    parse_docker_settings,
-)
+from crabray.backends.docker._settings import ISOLATED_NETWORK, DockerSettings
 from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
 from crabray.backends.ownership import owner_tag
+from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
@@ -100,7 +95,6 @@ _SPARE_ERRORS: tuple[type[Exception], ...] = (CrabrayError, *ENGINE_ERRORS)
 """What a warm spare's start may have failed with: crabray's own errors or the engine's."""
 
 
-@register_backend("docker")
 class DockerBackend(Backend):
     """A sandbox that is a Docker container on the engine ``DOCKER_HOST`` names.
 
@@ -133,8 +127,6 @@ class DockerBackend(Backend):
         self._reset_image: str | None = self.image
         self._snapshot: str | None = None
         self._spares: SpareQueue[tuple[Container, Guest]] | None = None
-        self._lock = threading.Lock()
-        self._closed = False
         self._guest = Guest(
             self._launch_guest,
             f"docker sandbox of '{config.name}'",
@@ -144,11 +136,7 @@ class DockerBackend(Backend):
         """Set once the image showed it has no python3: commands take the plain exec path."""
 
     @override
-    def start(self) -> None:
-        if self._closed:
-            raise SandboxError(f"docker sandbox of '{self.config.name}' is closed; make a new one")
-        if self._container is not None:
-            raise SandboxError(f"docker sandbox of '{self.config.name}' is already started")
+    def _start(self) -> None:
         self._client = connect()
         self._prepare_network()
         self._ensure_image()
@@ -175,13 +163,13 @@ class DockerBackend(Backend):
         logger.debug("docker sandbox of '%s': container %s", self.config.name, self._container.name)
 
     @override
-    def reset(self) -> None:
+    def _reset(self) -> None:
         """Swap in a clean container (the warm spare, or a new one) and drop the used one.
 
         Raises:
             SandboxError: No clean container could be made; do not reuse the sandbox.
         """
-        used = self._require_started("reset")
+        used = self._started("reset", self._container)
         self._guest.close()
         spare = self._take_spare()
         if spare is None:
@@ -214,7 +202,7 @@ class DockerBackend(Backend):
             ValueError: ``command`` is an empty list or holds something other than strings.
             SandboxError: Not started, closed, or the engine could not run it.
         """
-        container = self._require_started("exec")
+        container = self._started("exec", self._container)
         if isinstance(command, str):
             argv = [self.settings.shell, "-c", command]
         elif command and all(isinstance(arg, str) for arg in command):
@@ -258,7 +246,7 @@ class DockerBackend(Backend):
             SandboxFileError: ``path`` is a directory, or a parent is not a directory.
             SandboxError: The engine failed.
         """
-        container = self._require_started(f"write '{path}'")
+        container = self._started(f"write '{path}'", self._container)
         target = self._path(path)
         if target == "/":
             raise SandboxFileError(f"cannot write '{path}': it is the root directory")
@@ -292,7 +280,7 @@ class DockerBackend(Backend):
             SandboxFileError: The path is missing, a directory or not a regular file.
             SandboxError: The engine failed.
         """
-        container = self._require_started(f"read '{path}'")
+        container = self._started(f"read '{path}'", self._container)
         target = self._path(path)
         limit = MAX_FILE_BYTES if max_bytes is None else max_bytes
         if self._guest.trusted and not self._no_python:
@@ -335,7 +323,7 @@ class DockerBackend(Backend):
             SandboxError: Not started, or the container has no screen (no X
                 server on ``$DISPLAY``, or no ``xwd``); says which image has one.
         """
-        container = self._require_started("take a screenshot")
+        container = self._started("take a screenshot", self._container)
         result = run_exec_raw(
             self._api(),
             str(container.id),
@@ -386,17 +374,13 @@ class DockerBackend(Backend):
         return self._guest.check()
 
     def _launch_guest(self) -> GuestChannel:
-        container = self._require_started("start its guest")
+        container = self._started("start its guest", self._container)
         return start_guest(
             self._api(), str(container.id), workdir=self._workdir, shell=self.settings.shell
         )
 
     @override
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+    def _close(self) -> None:
         self._guest.close()
         if self._spares is not None:
             self._spares.close()
@@ -461,18 +445,6 @@ class DockerBackend(Backend):
         if self._client is None:
             raise SandboxError("internal error: no docker client")
         return self._client.api
-
-    def _require_started(self, operation: str) -> Container:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the docker sandbox of '{self.config.name}' is closed"
-            )
-        if self._container is None:
-            raise SandboxError(
-                f"cannot {operation}: the docker sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._container
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(self._workdir, path))
@@ -698,3 +670,13 @@ def _running(container: Container) -> bool:
     inside it (an engine that does not answer raises, which the guest counts as lost around)."""
     container.reload()
     return container.status == "running"
+
+
+def parse_docker_settings(settings: dict[str, Any]) -> DockerSettings:
+    """Validate ``backend_settings`` so a typo fails before any container exists.
+
+    Raises:
+        ConfigError: A setting is unknown, has the wrong type, or none of
+            ``image``, ``build`` and ``build_context`` is given; names the field.
+    """
+    return parse_settings(DockerSettings, settings, DockerBackend.kind)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from crabray.backends.base import RUN_ID_VAR
 from crabray.backends.envs import env_image
-from crabray.backends.settings import BackendSettings, parse_settings
+from crabray.backends.settings import BackendSettings
 
 ISOLATED_NETWORK = "crabray-net"
 """The ``network`` that reaches the outside but never the host (see ``_network``)."""
@@ -268,13 +268,3 @@ class DockerSettings(BackendSettings):
         if self.pids_limit is not None:
             options["pids_limit"] = self.pids_limit
         return options
-
-
-def parse_docker_settings(settings: dict[str, Any]) -> DockerSettings:
-    """Validate ``backend_settings`` so a typo fails before any container exists.
-
-    Raises:
-        ConfigError: A setting is unknown, has the wrong type, or none of
-            ``image``, ``build`` and ``build_context`` is given; names the field.
-    """
-    return parse_settings(DockerSettings, settings, "docker")

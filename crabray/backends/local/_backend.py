@@ -55,7 +55,6 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
 from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
 from crabray.backends.display import DisplayHook, missing_tools
@@ -90,10 +89,11 @@ from crabray.backends.local._paths import (
     resolve_unconfined,
     sandbox_abspath,
 )
-from crabray.backends.local._settings import Isolation, LocalSettings, parse_local_settings
+from crabray.backends.local._settings import Isolation, LocalSettings
 from crabray.backends.local._spare import Built, SpareSandbox
 from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
+from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import SandboxError, SandboxFileError, SandboxHostError
 
@@ -114,7 +114,6 @@ _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 filled, or, without one, the host's."""
 
 
-@register_backend("local")
 class LocalBackend(Backend):
     """A sandbox that is a directory on the host, confined by bubblewrap where possible.
 
@@ -143,7 +142,6 @@ class LocalBackend(Backend):
         self._bound: list[str] = []
         """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``); with
         a cgroup, :meth:`_prefix` puts the cgroup's before it."""
-        self._closed = False
         self._groups = ProcessGroups()
         self._display = DisplayHook(self.settings.display, config.name)
         self._isolation: Literal["bwrap", "none"] | None = None
@@ -161,7 +159,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: The sandbox is not started, or is closed.
         """
-        return self._require_started("root")
+        return self._started("root", self._root)
 
     @property
     def isolation(self) -> Isolation:
@@ -175,19 +173,10 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: The sandbox is not started, or is closed.
         """
-        return self._require_started("workdir") / WORK_DIR
+        return self._started("workdir", self._root) / WORK_DIR
 
     @override
-    def start(self) -> None:
-        if self._closed:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}' is closed; "
-                "create a new backend to start again"
-            )
-        if self._root is not None:
-            raise SandboxError(
-                f"local sandbox of '{self.config.name}' is already started at {self._root}"
-            )
+    def _start(self) -> None:
         shell = _shell(self.settings, self.config.name)
         self._bound = memory_prefix(self.settings.memory_mb, self.config.name)
         isolation = choose_isolation(self.settings.isolation, self.config.name)
@@ -223,7 +212,7 @@ class LocalBackend(Backend):
             )
 
     @override
-    def reset(self) -> None:
+    def _reset(self) -> None:
         """Give the next episode a clean sandbox.
 
         Confined without a screen under a root driver, the running holder is
@@ -236,7 +225,7 @@ class LocalBackend(Backend):
         episode runs; every later reset swaps the spare in and orders the next
         one (the used directory is removed in that thread).
         """
-        sandbox = self._require_started("reset")
+        sandbox = self._started("reset", self._root)
         self._guest.renew()  # every process of the sandbox dies below: the next guest is clean
         self._groups.kill_all()
         if self._reset_in_place():
@@ -394,7 +383,7 @@ class LocalBackend(Backend):
             SandboxError: Not started, closed, the host could not spawn a process, or a
                 confined sandbox's bwrap process is gone.
         """
-        sandbox = self._require_started("exec")
+        sandbox = self._started("exec", self._root)
         argv = raw_argv = self._argv(command)
         started = time.monotonic()
         run_env = spawn_env = {**self._command_env(sandbox), **(env or {})}
@@ -494,7 +483,7 @@ class LocalBackend(Backend):
         It starts in ``/`` (isolated, see ``GUEST_ARGV``), never in the working
         directory the agent writes; each call changes into its own directory.
         """
-        sandbox = self._require_started("start its guest")
+        sandbox = self._started("start its guest", self._root)
         argv = list(GUEST_ARGV)
         # The guest's own environment is made like a command's: nothing of the driver's.
         env = self._command_env(sandbox)
@@ -620,10 +609,7 @@ class LocalBackend(Backend):
         return data
 
     @override
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _close(self) -> None:
         sandbox, self._root = self._root, None
         self._spare.close()
         self._guest.close()
@@ -670,18 +656,6 @@ class LocalBackend(Backend):
         if self._display.display is None and self._holder.resets_in_place:
             return "in place"
         return "spare" if self._uses_spares() else "new holder"
-
-    def _require_started(self, operation: str) -> Path:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the local sandbox of '{self.config.name}' is closed"
-            )
-        if self._root is None:
-            raise SandboxError(
-                f"cannot {operation}: the local sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._root
 
     @staticmethod
     def _make_dirs(sandbox: Path) -> None:
@@ -746,7 +720,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxFileError: ``path`` resolves (following symlinks) outside the sandbox.
         """
-        sandbox = self._require_started(f"{operation} '{path}'")
+        sandbox = self._started(f"{operation} '{path}'", self._root)
         return resolve_unconfined(sandbox, path, operation)
 
     def _host_file(self, path: str, operation: str) -> Path:
@@ -771,7 +745,7 @@ class LocalBackend(Backend):
         Raises:
             SandboxError: Not started, closed, or the sandbox's bwrap process is gone.
         """
-        sandbox = self._require_started("reach the sandbox's files")
+        sandbox = self._started("reach the sandbox's files", self._root)
         if self._holder is None:
             raise SandboxError(f"internal error: the sandbox of '{self.config.name}' is unconfined")
         identity = self._holder.identity
@@ -842,3 +816,12 @@ def _remove(path: Path) -> None:
         OSError: Something could not be removed.
     """
     remove_path(str(path))
+
+
+def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
+    """Validate ``backend_settings`` so a typo fails before any sandbox exists.
+
+    Raises:
+        ConfigError: A setting is unknown or has the wrong type; names the field.
+    """
+    return parse_settings(LocalSettings, settings, LocalBackend.kind)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from crabray.backends.display import DisplaySetting
-from crabray.backends.settings import BackendSettings, parse_settings
+from crabray.backends.settings import BackendSettings
 
 Isolation = Literal["auto", "bwrap", "none"]
 """How a local sandbox's commands are confined (see :class:`LocalSettings`)."""
@@ -80,12 +80,3 @@ class LocalSettings(BackendSettings):
         description="A private X server (Xvfb) for desktop actions: true for 1280x800x24, or a "
         "screen size 'WxHxD'; commands get DISPLAY. Off by default.",
     )
-
-
-def parse_local_settings(settings: dict[str, Any]) -> LocalSettings:
-    """Validate ``backend_settings`` so a typo fails before any sandbox exists.
-
-    Raises:
-        ConfigError: A setting is unknown or has the wrong type; names the field.
-    """
-    return parse_settings(LocalSettings, settings, "local")

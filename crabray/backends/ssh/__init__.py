@@ -10,8 +10,8 @@ run on the remote machine (``_remote``). Importing it needs ``paramiko``.
 
 from __future__ import annotations
 
-from crabray.backends.ssh._backend import SshBackend
-from crabray.backends.ssh._connection import SshSettings, parse_ssh_settings
+from crabray.backends.ssh._backend import SshBackend, parse_ssh_settings
+from crabray.backends.ssh._connection import SshSettings
 
 __all__ = [
     "SshBackend",

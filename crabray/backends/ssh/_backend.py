@@ -49,7 +49,6 @@ from typing import Any, TypeVar
 import paramiko
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import (
     MAX_FILE_BYTES,
     Backend,
@@ -66,7 +65,8 @@ from crabray.backends.guest import (
     NoPythonError,
     UntrustedGuestError,
 )
-from crabray.backends.ssh._connection import SshSettings, connect, load_key, parse_ssh_settings
+from crabray.backends.settings import parse_settings
+from crabray.backends.ssh._connection import SshSettings, connect, load_key
 from crabray.backends.ssh._guest import ChannelGuest
 from crabray.backends.ssh._remote import (
     EXEC_VAR,
@@ -94,7 +94,6 @@ _PREFLIGHT_ATTEMPTS = 2
 """Tries the preflight gives a host to answer: a host down stops the run at once."""
 
 
-@register_backend("ssh")
 class SshBackend(Backend):
     """A sandbox that is a directory on a remote machine; as isolated as that machine's user.
 
@@ -122,7 +121,6 @@ class SshBackend(Backend):
         self._root: str | None = None
         self._login_shell: str | None = None
         """The remote login shell when it is a POSIX shell (commands skip a ``/bin/sh``)."""
-        self._closed = False
         self._guest = Guest(
             self._launch_guest,
             f"{config.backend} sandbox of '{config.name}'",
@@ -136,19 +134,15 @@ class SshBackend(Backend):
     @property
     def root(self) -> str:
         """The remote sandbox root (no symlinks): nothing outside it is reachable by path."""
-        return self._require_started("root")
+        return self._started("root", self._root)
 
     @property
     def workdir(self) -> str:
         """The remote working directory; commands start here."""
-        return posixpath.join(self._require_started("workdir"), WORK_DIR)
+        return posixpath.join(self._started("workdir", self._root), WORK_DIR)
 
     @override
-    def start(self) -> None:
-        if self._closed:
-            raise SandboxError(f"ssh sandbox of '{self.config.name}' is closed; make a new backend")
-        if self._root is not None:
-            raise SandboxError(f"ssh sandbox of '{self.config.name}' is already started")
+    def _start(self) -> None:
         self._key = load_key(self.settings)
         self.reconnect()
         name = re.sub(r"[^A-Za-z0-9_.-]", "_", self.config.name)[:40]
@@ -198,8 +192,8 @@ class SshBackend(Backend):
         self._guest.renew()
 
     @override
-    def reset(self) -> None:
-        root = self._require_started("reset")
+    def _reset(self) -> None:
+        root = self._started("reset", self._root)
         self._guest.renew()
         self._admin(wipe_script(root, recreate=True), "reset the sandbox; do not reuse it")
         if self.settings.reset_command:
@@ -234,7 +228,7 @@ class SshBackend(Backend):
             ValueError: ``command`` is an empty list or holds non-strings; an ``env`` name is bad.
             SandboxError: Not started, closed, or the connection failed (after reconnecting).
         """
-        root = self._require_started("exec")
+        root = self._started("exec", self._root)
         marker = uuid.uuid4().hex
         if not self._no_python:
             try:
@@ -361,10 +355,7 @@ class SshBackend(Backend):
         return data
 
     @override
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _close(self) -> None:
         root, self._root = self._root, None
         try:
             if root is not None:
@@ -465,7 +456,7 @@ class SshBackend(Backend):
         )
 
     def _launch_guest(self) -> GuestChannel:
-        root = self._require_started("start its guest")
+        root = self._started("start its guest", self._root)
         marker = uuid.uuid4().hex
         script = exec_script(
             root,
@@ -482,18 +473,6 @@ class SshBackend(Backend):
             self._admin(kill_exec_script(pid, marker), "kill a guest that stopped answering")
 
         return ChannelGuest(channel, kill)
-
-    def _require_started(self, operation: str) -> str:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the ssh sandbox of '{self.config.name}' is closed"
-            )
-        if self._root is None:
-            raise SandboxError(
-                f"cannot {operation}: the ssh sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._root
 
     @staticmethod
     def _command(command: str | list[str]) -> str | list[str]:
@@ -674,7 +653,7 @@ class SshBackend(Backend):
         Raises:
             SandboxFileError: ``..`` or an absolute path leads out of the sandbox.
         """
-        root = self._require_started(f"{operation} '{path}'")
+        root = self._started(f"{operation} '{path}'", self._root)
         candidate = path if path.startswith("/") else posixpath.join(root, WORK_DIR, path)
         return confine_lexically(root, candidate, path, operation)
 
@@ -682,7 +661,7 @@ class SshBackend(Backend):
         self, sftp: paramiko.SFTPClient, target: str, path: str, operation: str
     ) -> None:
         """Refuse a path whose deepest existing part resolves (via symlinks) outside the sandbox."""
-        root = self._require_started(operation)
+        root = self._started(operation, self._root)
         probe = target
         while True:
             try:
@@ -715,3 +694,12 @@ def _close_quietly(
     if thing is not None:
         with contextlib.suppress(OSError, EOFError, paramiko.SSHException):
             thing.close()
+
+
+def parse_ssh_settings(settings: dict[str, Any]) -> SshSettings:
+    """Validate ``backend_settings`` so a typo fails before any connection is tried.
+
+    Raises:
+        ConfigError: A setting is missing, unknown or has the wrong type; names the field.
+    """
+    return parse_settings(SshSettings, settings, SshBackend.kind)

@@ -16,13 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 import paramiko
 from pydantic import Field, SecretStr
 from typing_extensions import override
 
-from crabray.backends.settings import BackendSettings, parse_settings
+from crabray.backends.settings import BackendSettings
 from crabray.core.errors import ConfigError, SandboxError
 from crabray.core.retry import RetryPolicy
 
@@ -98,15 +97,6 @@ class SshSettings(BackendSettings):
     def address(self) -> str:
         """``user@host:port``, for messages (never carries a secret)."""
         return f"{self.user}@{self.host}:{self.port}"
-
-
-def parse_ssh_settings(settings: dict[str, Any]) -> SshSettings:
-    """Validate ``backend_settings`` so a typo fails before any connection is tried.
-
-    Raises:
-        ConfigError: A setting is missing, unknown or has the wrong type; names the field.
-    """
-    return parse_settings(SshSettings, settings, "ssh")
 
 
 class _HostKeyUnknown(paramiko.SSHException):

@@ -9,14 +9,13 @@ Importing it needs ``paramiko`` (the SSH backend drives the guest).
 
 from __future__ import annotations
 
-from crabray.backends.vm._backend import VmBackend
+from crabray.backends.vm._backend import VmBackend, parse_vm_settings
 from crabray.backends.vm._settings import (
     IMAGE_HOST_KEY,
     IMAGE_INITRD,
     IMAGE_KERNEL,
     IMAGE_KEY,
     VmSettings,
-    parse_vm_settings,
 )
 
 __all__ = [

@@ -29,7 +29,6 @@ import os
 import shutil
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,9 +36,9 @@ from typing import Any
 
 from typing_extensions import override
 
-from crabray.backends import register_backend
 from crabray.backends.base import Backend, ExecResult, PythonCall
 from crabray.backends.ownership import is_abandoned, write_owner
+from crabray.backends.settings import parse_settings
 from crabray.backends.ssh import SshBackend, SshSettings
 from crabray.backends.vm._cache import cache_file, restore_cache, save_cache
 from crabray.backends.vm._qemu import (
@@ -53,7 +52,7 @@ from crabray.backends.vm._qemu import (
     stop_process,
     wait_for_ssh,
 )
-from crabray.backends.vm._settings import VmSettings, parse_vm_settings
+from crabray.backends.vm._settings import VmSettings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 from crabray.core.retry import RetryPolicy
@@ -80,7 +79,6 @@ def runtime_root(settings: VmSettings) -> Path:
     return Path(tempfile.gettempdir()) / f"crabray-vm-{os.getuid()}"
 
 
-@register_backend("vm")
 class VmBackend(Backend):
     """A sandbox inside a QEMU virtual machine; reset reverts the whole machine.
 
@@ -108,70 +106,60 @@ class VmBackend(Backend):
         self._qmp: Qmp | None = None
         self._ssh: SshBackend | None = None
         self._accel = ""
-        self._closed = False
-        self._lock = threading.RLock()
         self._times: dict[str, Any] = {"resets": 0}
 
     # -- lifecycle ------------------------------------------------------------
 
     @override
-    def start(self) -> None:
-        with self._lock:
-            if self._closed:
-                raise SandboxError(
-                    f"vm sandbox of '{self.config.name}' is closed; make a new backend"
-                )
-            if self._dir is not None:
-                raise SandboxError(f"vm sandbox of '{self.config.name}' is already started")
-            check_files(self.settings, self.config.name)
-            root = runtime_root(self.settings)
-            try:
-                root.mkdir(parents=True, exist_ok=True)
-                self._dir = Path(
-                    tempfile.mkdtemp(prefix=f"{VM_PREFIX}{uuid.uuid4().hex[:8]}-", dir=root)
-                )
-                write_owner(self._dir)
-            except OSError as exc:
-                raise SandboxError(f"cannot make the VM folder under {root}: {exc}") from exc
-            self._port = free_loopback_port()
-            self._accel = self._choose_accel()
-            try:
-                self._launch()
-                self._ssh = SshBackend(self.config, settings=self._ssh_settings())
-                self._ssh.start()
-                if self.settings.reset_mode == "snapshot":
-                    self._save_clean_state(self._ssh)
-            except BaseException:
-                self._teardown()
-                raise
+    def _start(self) -> None:
+        check_files(self.settings, self.config.name)
+        root = runtime_root(self.settings)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            self._dir = Path(
+                tempfile.mkdtemp(prefix=f"{VM_PREFIX}{uuid.uuid4().hex[:8]}-", dir=root)
+            )
+            write_owner(self._dir)
+        except OSError as exc:
+            raise SandboxError(f"cannot make the VM folder under {root}: {exc}") from exc
+        self._port = free_loopback_port()
+        self._accel = self._choose_accel()
+        try:
+            self._launch()
+            self._ssh = SshBackend(self.config, settings=self._ssh_settings())
+            self._ssh.start()
+            if self.settings.reset_mode == "snapshot":
+                self._save_clean_state(self._ssh)
+        except BaseException:
+            self._teardown()
+            raise
 
     @override
-    def reset(self) -> None:
-        with self._lock:
-            ssh = self._require_ssh("reset")
-            started = time.monotonic()
-            try:
-                if self.settings.reset_mode == "snapshot":
-                    # the snapshot holds the fresh sandbox directory: reconnecting is all
-                    self._require_qmp().hmp(f"loadvm {SNAPSHOT}")
-                    ssh.reconnect()
-                    ssh.renew_guest()
-                else:
-                    # the boot cache predates the sandbox directory: make it again
-                    self._stop_qemu()
-                    self._launch()
-                    ssh.reconnect()
-                    ssh.reset()
-            except CrabrayError as exc:
-                raise SandboxError(
-                    f"cannot revert the VM of '{self.config.name}': {exc}; do not reuse it"
-                ) from exc
-            took = round(time.monotonic() - started, 3)
-            self._times["last_reset_sec"] = took
-            self._times["resets"] += 1
-            logger.info(
-                "VM '%s' reverted (%s) in %.1f s", self.config.name, self.settings.reset_mode, took
-            )
+    def _reset(self) -> None:
+        ssh = self._started("reset", self._ssh)
+        started = time.monotonic()
+        try:
+            if self.settings.reset_mode == "snapshot":
+                # the snapshot holds the fresh sandbox directory: reconnecting is all
+                self._require_qmp().hmp(f"loadvm {SNAPSHOT}")
+                ssh.reconnect()
+                ssh.renew_guest()
+            else:
+                # the boot cache predates the sandbox directory: make it again
+                self._stop_qemu()
+                self._launch()
+                ssh.reconnect()
+                ssh.reset()
+        except CrabrayError as exc:
+            raise SandboxError(
+                f"cannot revert the VM of '{self.config.name}': {exc}; do not reuse it"
+            ) from exc
+        took = round(time.monotonic() - started, 3)
+        self._times["last_reset_sec"] = took
+        self._times["resets"] += 1
+        logger.info(
+            "VM '%s' reverted (%s) in %.1f s", self.config.name, self.settings.reset_mode, took
+        )
 
     @override
     def exec(
@@ -188,7 +176,9 @@ class VmBackend(Backend):
             ValueError: ``command`` is an empty list or holds non-strings.
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
-        return self._require_ssh("exec").exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
+        return self._started("exec", self._ssh).exec(
+            command, timeout_sec=timeout_sec, cwd=cwd, env=env
+        )
 
     @override
     def call_python(self, call: PythonCall) -> Any:
@@ -197,15 +187,15 @@ class VmBackend(Backend):
         A revert (snapshot or reboot) ends the guest with the connection; the
         next call starts a new one.
         """
-        return self._require_ssh(f"run action '{call.action}'").call_python(call)
+        return self._started(f"run action '{call.action}'", self._ssh).call_python(call)
 
     @override
     def check_python(self) -> str:
-        return self._require_ssh("start its guest").check_python()
+        return self._started("start its guest", self._ssh).check_python()
 
     @override
     def agent_begins(self) -> None:
-        self._require_ssh("trust its guest").agent_begins()
+        self._started("trust its guest", self._ssh).agent_begins()
 
     @override
     def put_file(self, path: str, data: bytes) -> None:
@@ -215,7 +205,7 @@ class VmBackend(Backend):
             SandboxFileError: The path is outside the sandbox, a directory, or not writable.
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
-        self._require_ssh(f"write '{path}'").put_file(path, data)
+        self._started(f"write '{path}'", self._ssh).put_file(path, data)
 
     @override
     def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
@@ -225,15 +215,11 @@ class VmBackend(Backend):
             SandboxFileError: The path is outside the sandbox, missing, or a directory.
             SandboxError: Not started, closed, or the guest's SSH link failed.
         """
-        return self._require_ssh(f"read '{path}'").get_file(path, max_bytes=max_bytes)
+        return self._started(f"read '{path}'", self._ssh).get_file(path, max_bytes=max_bytes)
 
     @override
-    def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._teardown()
+    def _close(self) -> None:
+        self._teardown()
 
     @override
     def describe(self) -> dict[str, Any]:
@@ -466,18 +452,6 @@ class VmBackend(Backend):
             raise SandboxError(f"the VM of '{self.config.name}' has no QEMU running")
         return self._qmp
 
-    def _require_ssh(self, operation: str) -> SshBackend:
-        if self._closed:
-            raise SandboxError(
-                f"cannot {operation}: the vm sandbox of '{self.config.name}' is closed"
-            )
-        if self._ssh is None:
-            raise SandboxError(
-                f"cannot {operation}: the vm sandbox of '{self.config.name}' is not started; "
-                "call start() first"
-            )
-        return self._ssh
-
 
 def _qemu_img(*args: str) -> None:
     try:
@@ -515,3 +489,12 @@ def check_files(settings: VmSettings, name: str) -> None:
         raise SandboxHostError(
             f"'{settings.qemu_binary}' is not installed; apt-get install qemu-system-x86"
         )
+
+
+def parse_vm_settings(settings: dict[str, Any]) -> VmSettings:
+    """Validate ``backend_settings`` so a typo fails before any VM boots.
+
+    Raises:
+        ConfigError: A setting is unknown, missing or has the wrong type; names the field.
+    """
+    return parse_settings(VmSettings, settings, VmBackend.kind)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
-from crabray.backends.settings import BackendSettings, parse_settings
+from crabray.backends.settings import BackendSettings
 
 IMAGE_KERNEL, IMAGE_INITRD, IMAGE_KEY, IMAGE_HOST_KEY = (
     "vmlinuz",
@@ -122,12 +122,3 @@ class VmSettings(BackendSettings):
 
 def _in(directory: Path | None, name: str) -> Path | None:
     return None if directory is None else directory.expanduser() / name
-
-
-def parse_vm_settings(settings: dict[str, Any]) -> VmSettings:
-    """Validate ``backend_settings`` so a typo fails before any VM boots.
-
-    Raises:
-        ConfigError: A setting is unknown, missing or has the wrong type; names the field.
-    """
-    return parse_settings(VmSettings, settings, "vm")

@@ -23,6 +23,7 @@ from crabray.backends import (
     Backend,
     LocalBackend,
     available_backends,
+    backend_class,
     create_backend,
     register_backend,
 )
@@ -288,6 +289,32 @@ def test_register_backend_makes_a_new_kind_creatable(
     assert type(backend) is ScratchBackend
     with pytest.raises(TypeError):
         register_backend("nonsense")(dict)  # type: ignore[type-var]
+
+
+def test_a_backend_declares_its_kind_once_and_is_filed_under_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backends, "_BACKENDS", backends._BACKENDS.copy())
+
+    @register_backend
+    class DeclaredBackend(LocalBackend):
+        kind = "declared"
+
+    assert backend_class("declared") is DeclaredBackend
+    config = EnvironmentConfig(
+        name="e", backend="declared", backend_settings={"root_dir": str(tmp_path)}
+    )
+    backend = create_backend(config)
+    with pytest.raises(SandboxError, match="cannot exec: the declared sandbox of 'e' is not"):
+        backend.exec("true")
+    with pytest.raises(TypeError, match="declares kind 'declared' but is registered as"):
+        register_backend("other")(DeclaredBackend)
+    assert "other" not in available_backends()
+    with pytest.raises(TypeError, match="declares its kind"):
+
+        @register_backend
+        class Undeclared(LocalBackend):
+            pass
 
 
 def test_create_backend_returns_an_unstarted_local_backend(tmp_path: Path) -> None:
