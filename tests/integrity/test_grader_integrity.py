@@ -24,25 +24,6 @@ BACKENDS: dict[str, dict[str, Any]] = {
     "docker": {"image": "crabray/debian:latest"},
 }
 
-KNOWN_ENV_ERRORS = {
-    (
-        "kill-restart-py",
-        "local",
-    ): "the guest dies twice in a row: an env_error (attribution, #24 item 2)",
-    (
-        "symlink-escape-py",
-        "local",
-    ): "a write through the agent's symlink is a 'host failure' (#24 item 2)",
-    (
-        "symlink-escape-cmd",
-        "local",
-    ): "a write through the agent's symlink is a 'host failure' (#24 item 2)",
-    ("kill-restart-py", "docker"): "kill -9 -1 stops the container: an env_error (#24 item 2)",
-    ("kill-restart-cmd", "docker"): "kill -9 -1 stops the container: an env_error (#24 item 2)",
-}
-"""Attacks that score 0 but are still recorded as infrastructure failures: another part of
-issue 24 (what the agent causes is the agent's) fixes their classification."""
-
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
 def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -88,8 +69,5 @@ def test_every_attack_scores_zero_and_counts(battery_rows: Any, attack: str, kin
     task = f"{attack}-{kind}"
     row = rows[task]
     assert not row.success and row.score == 0.0, f"{task} forged a pass on {backend}"
-    reason = KNOWN_ENV_ERRORS.get((task, backend))
-    if reason is not None and row.termination_reason == "env_error":
-        pytest.xfail(reason)
     assert row.termination_reason != "env_error", f"{task} on {backend}: {row.error}"
     assert row.attempt == 0
