@@ -325,6 +325,16 @@ class Backend(ABC):
         """
         return False
 
+    def grader_replaced(self) -> bool:
+        """Whether the agent replaced this sandbox's grader: a guest started after its first action.
+
+        Only a backend that grades by a trusted path (``grader_trusted``) can
+        tell; there, a guest that had to be started after the agent acted (it
+        killed the one started before) runs from what the agent could change,
+        and its verdicts are not the grade. False where the backend cannot tell.
+        """
+        return False
+
     def check_python(self) -> str:
         """Start the sandbox's guest if needed and return its Python version.
 

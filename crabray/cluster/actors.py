@@ -151,6 +151,9 @@ class EnvironmentActor:
     def grader_trusted(self, ran_commands: bool) -> bool:
         return self.backend.grader_trusted(ran_commands=ran_commands)
 
+    def grader_replaced(self) -> bool:
+        return self.backend.grader_replaced()
+
     def put_file(self, path: str, data: bytes) -> None:
         self.backend.put_file(path, data)
 

@@ -122,6 +122,10 @@ class ActorBackend(Backend):
         trusted: bool = self._call("grader_trusted", ran_commands)
         return trusted
 
+    def grader_replaced(self) -> bool:
+        replaced: bool = self._call("grader_replaced")
+        return replaced
+
     def put_file(self, path: str, data: bytes) -> None:
         self._call("put_file", path, data)
 

@@ -289,6 +289,8 @@ class _Episode:
         """Set when the run is interrupted: the episode ends after its current step."""
         self.calling: tuple[int, int, ActionCall, AgentStep, str, float] | None = None
         """The call running or last run: recorded unfinished if the episode is stopped in it."""
+        self.grader_was_replaced = False
+        """Set when the agent replaced a sandbox's grader: the episode is then no pass."""
 
     def run(self) -> EpisodeRecord:
         try:
@@ -634,17 +636,39 @@ class _Episode:
             env = self._env_for(self.task.scorer)
             graders[id(env)] = env
         try:
+            sandboxes = [env for env in graders.values() if env.name != ROOT_ENV]
             self.result.grader_trusted = all(
-                env.backend.grader_trusted(ran_commands=env.graded_by_command)
-                for env in graders.values()
-                if env.name != ROOT_ENV
+                env.backend.grader_trusted(ran_commands=env.graded_by_command) for env in sandboxes
             )
+            replaced = [env.name for env in sandboxes if env.backend.grader_replaced()]
         except SandboxError as exc:
             logger.warning(
                 "cannot tell whether episode %s was graded by a trusted path: %s",
                 self.result.episode_id,
                 exc,
             )
+            return
+        if replaced:
+            self._grader_replaced(replaced)
+
+    def _grader_replaced(self, envs: list[str]) -> None:
+        """The agent killed the grader started before its first action: no verdict is the grade.
+
+        What a guest started afterwards says comes from a sandbox the agent had
+        the run of (a module it planted, an interpreter it swapped), so the
+        episode is the agent's failure: it broke its sandbox's grading path.
+        """
+        self.grader_was_replaced = True
+        self.result.grader_trusted = False
+        if self.result.termination_reason is TerminationReason.SANDBOX_ERROR:
+            return  # already the agent's broken sandbox, with what broke it
+        self.result.termination_reason = TerminationReason.SANDBOX_ERROR
+        self.result.error_type = "GraderReplacedError"
+        self.result.error = (
+            f"the grader of {', '.join(envs)} was replaced: the agent killed the guest process "
+            "started before its first action, so what grades it now runs from what the agent "
+            "could change; no pass (docs/isolation.md, 'The grading path')"
+        )
 
     def _trajectory(self) -> str:
         """The agent's steps so far as a JSON array: what a scorer grading the process reads."""
@@ -729,6 +753,8 @@ class _Episode:
             result.score = score or 0.0
             result.success = result.score >= 1.0
             result.completeness = result.score
+        if self.grader_was_replaced:
+            result.success, result.score, result.completeness = False, 0.0, 0.0
         if result.attribution is not Attribution.AGENT:
             # The benchmark's or the infrastructure's fault: no verdict on the agent, so
             # never a pass (an oracle without a solution on a state that already passes).

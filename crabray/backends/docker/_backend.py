@@ -369,6 +369,10 @@ class DockerBackend(Backend):
         return self._guest.untrusted_starts == 0 and not (ran_commands and as_root)
 
     @override
+    def grader_replaced(self) -> bool:
+        return self._guest.untrusted_starts > 0
+
+    @override
     def check_python(self) -> str:
         self._require_started("start its guest")
         return self._guest.check()

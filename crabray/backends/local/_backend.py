@@ -477,6 +477,10 @@ class LocalBackend(Backend):
         """
         return self._holder is not None and self._guest.untrusted_starts == 0
 
+    @override
+    def grader_replaced(self) -> bool:
+        return self._holder is not None and self._guest.untrusted_starts > 0
+
     def _launch_guest(self) -> GuestChannel:
         """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it.
 
