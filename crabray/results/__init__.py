@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         wilson_interval,
     )
     from crabray.results.store._layout import check_output_dir
+    from crabray.results.store._uri import shown_uri
     from crabray.results.store.dataset import (
         INFRA_REASONS,
         EpisodeKey,
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
         read_steps,
     )
     from crabray.results.store.remote import check_uri
-    from crabray.results.store.root import ResultsRoot, shown_uri
+    from crabray.results.store.root import ResultsRoot
     from crabray.results.store.runs import (
         RunManifest,
         has_results,
@@ -117,7 +118,7 @@ _NAMES = {
     "read_manifest": "crabray.results.store.runs",
     "read_steps": "crabray.results.store.dataset",
     "render": "crabray.results.board.render",
-    "shown_uri": "crabray.results.store.root",
+    "shown_uri": "crabray.results.store._uri",
     "steps_table": "crabray.results.store.schema",
     "terminal_view": "crabray.results.board.render",
     "to_rich_table": "crabray.results.board.render",

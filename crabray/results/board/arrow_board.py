@@ -77,7 +77,8 @@ def graded(episodes: pa.Table) -> np.ndarray:
     """True for rows with a verdict on the agent (not an infrastructure failure)."""
     dictionary, indices = dictionary_indices(episodes.column("termination_reason"))
     infra = np.array([value in INFRA_REASONS for value in dictionary.to_pylist()] + [False])
-    return ~infra[indices]  # index -1 (a null) reads the trailing False: graded
+    verdicts: np.ndarray = ~infra[indices]  # index -1 (a null) reads the trailing False: graded
+    return verdicts
 
 
 def floats(episodes: pa.Table, name: str) -> np.ndarray:
