@@ -8,6 +8,6 @@ bash scripts/system-deps.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/lint-imports
-# Types: default mode over crabray, strict on core and the public API (pyproject.toml).
+# Types: --strict over the whole crabray package (pyproject.toml: strict = true).
 .venv/bin/mypy
 .venv/bin/python -m pytest "$@"

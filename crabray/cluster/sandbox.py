@@ -97,7 +97,8 @@ class ActorBackend(Backend):
 
     def prepare(self) -> float:
         """Start or reset the actor's sandbox; returns the seconds of that done ahead (pool)."""
-        return self._call("prepare")
+        seconds: float = self._call("prepare")
+        return seconds
 
     def exec(
         self,
@@ -107,13 +108,17 @@ class ActorBackend(Backend):
         cwd: str | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
-        return self._call("exec", command, {"timeout_sec": timeout_sec, "cwd": cwd, "env": env})
+        result: ExecResult = self._call(
+            "exec", command, {"timeout_sec": timeout_sec, "cwd": cwd, "env": env}
+        )
+        return result
 
     def call_python(self, call: PythonCall) -> Any:
         return self._call("call_python", call)
 
     def check_python(self) -> str:
-        return self._call("check_python")
+        version: str = self._call("check_python")
+        return version
 
     def agent_begins(self) -> None:
         self._call("agent_begins")
@@ -130,10 +135,12 @@ class ActorBackend(Backend):
         self._call("put_file", path, data)
 
     def get_file(self, path: str, *, max_bytes: int | None = None) -> bytes:
-        return self._call("get_file", path, max_bytes)
+        data: bytes = self._call("get_file", path, max_bytes)
+        return data
 
     def screenshot(self) -> bytes:
-        return self._call("screenshot")
+        png: bytes = self._call("screenshot")
+        return png
 
     def _close(self) -> None:
         self._call("close")

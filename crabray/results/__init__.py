@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         wilson_interval,
     )
     from crabray.results.store._layout import check_output_dir
+    from crabray.results.store._uri import shown_uri
     from crabray.results.store.dataset import (
         INFRA_REASONS,
         UNFINISHED_REASONS,
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     )
     from crabray.results.store.lock import run_lock
     from crabray.results.store.remote import check_uri
-    from crabray.results.store.root import ResultsRoot, shown_uri
+    from crabray.results.store.root import ResultsRoot
     from crabray.results.store.runs import (
         RunManifest,
         RunState,

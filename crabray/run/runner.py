@@ -27,16 +27,11 @@ from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
 from crabray.cluster.cleanup import cleanup_orphans
 from crabray.cluster.placement import check_hostable
+from crabray.cluster.progress import SweepProgress
 from crabray.cluster.ray_runtime import connect, is_local_instance, local_cpus
 from crabray.cluster.sandbox import SandboxSpec
-from crabray.cluster.scheduler import (
-    ProgressCallback,
-    Scheduler,
-    SchedulerSettings,
-    SubmitCallback,
-    SweepItem,
-    SweepProgress,
-)
+from crabray.cluster.scheduler import ProgressCallback, Scheduler, SubmitCallback
+from crabray.cluster.sweep import SchedulerSettings, SweepItem
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment

@@ -83,7 +83,10 @@ def read_single_file(stream: Iterator[bytes], path: str, limit: int) -> bytes:
             engine archives a file that changes meanwhile (the sandbox writing or
             swapping it) into a truncated stream, the caller's race, not the engine's.
     """
+    archive: tarfile.TarFile
     try:
+        # typeshed's tarfile wants a seekable, writable file object even in stream mode,
+        # which only ever calls read(): the reader's missing methods are never used.
         with tarfile.open(fileobj=_ChunkReader(stream), mode="r|") as archive:  # type: ignore[call-overload]
             member = archive.next()
             if member is None or not member.isfile():

@@ -247,7 +247,9 @@ def _kill_pid(api: Any, container_id: str, pid: int, shell: str) -> None:
 
 def _read_frames(sock: Any, output: _Output) -> None:
     try:
-        for stream, data in frames_iter(sock, tty=False):
+        # types-docker declares frames_iter without types (and its typed frames_iter_no_tty
+        # with str data): the frames are (stream number, bytes).
+        for stream, data in frames_iter(sock, tty=False):  # type: ignore[no-untyped-call]
             (output.stderr if stream == 2 else output.stdout).add(data)
     except _STREAM_ERRORS as exc:
         output.error = exc

@@ -51,6 +51,12 @@ import sys
 import time
 import traceback
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # type checkers only: the guest itself never imports typing (startup cost)
+    import types
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from typing import IO, Any
+
 BOOTSTRAP = (
     "import sys;b=sys.stdin.buffer;n=int(b.readline());"
     "exec(compile(b.read(n),'crabray-guest','exec'))"
@@ -73,11 +79,11 @@ _CHUNK = 65536
 _SWEEP_PASSES = 50
 _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
-_SEALED: list = []
+_SEALED: list[bool] = []
 """Whether :func:`seal` made this process non-dumpable (set once, by :func:`main`)."""
 
 
-def encode(message: dict) -> bytes:
+def encode(message: dict[str, Any]) -> bytes:
     """One frame: the length, then the JSON of ``message``."""
     body = json.dumps(message, separators=(",", ":")).encode("utf-8")
     return _HEADER.pack(len(body)) + body
@@ -87,7 +93,7 @@ class FrameTooLarge(ValueError):
     """A frame announced more bytes than its reader takes; nothing of its body was read."""
 
 
-def read_frame(read, max_size=None) -> dict | None:
+def read_frame(read: Callable[[int], bytes], max_size: int | None = None) -> dict[str, Any] | None:
     """The next message, reading with ``read(n)`` (which returns up to ``n`` bytes); None at EOF.
 
     A frame longer than ``max_size`` bytes raises :class:`FrameTooLarge` before its
@@ -102,11 +108,12 @@ def read_frame(read, max_size=None) -> dict | None:
     body = _read_exact(read, size)
     if body is None:
         return None
-    return json.loads(body.decode("utf-8"))
+    message: dict[str, Any] = json.loads(body.decode("utf-8"))
+    return message
 
 
-def _read_exact(read, size):
-    parts = []
+def _read_exact(read: Callable[[int], bytes], size: int) -> bytes | None:
+    parts: list[bytes] = []
     while size > 0:
         chunk = read(size)
         if not chunk:
@@ -116,10 +123,10 @@ def _read_exact(read, size):
     return b"".join(parts)
 
 
-def to_json(value) -> str:
+def to_json(value: object) -> str:
     """JSON text of a call's value; ``bytes`` travel as base64 under a tag."""
 
-    def default(obj):
+    def default(obj: object) -> object:
         if isinstance(obj, (bytes, bytearray)):
             return {_BYTES_TAG: base64.b64encode(bytes(obj)).decode("ascii")}
         if isinstance(obj, (set, frozenset, tuple)):
@@ -129,10 +136,10 @@ def to_json(value) -> str:
     return json.dumps(value, default=default)
 
 
-def from_json(text: str):
+def from_json(text: str) -> Any:
     """The value :func:`to_json` encoded, ``bytes`` restored."""
 
-    def hook(obj):
+    def hook(obj: dict[str, Any]) -> object:
         if len(obj) == 1 and _BYTES_TAG in obj:
             return base64.b64decode(obj[_BYTES_TAG])
         return obj
@@ -148,7 +155,7 @@ class KeptOutput:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.parts: list = []
+        self.parts: list[bytes] = []
         self.size = 0
         self.cut = False
 
@@ -190,7 +197,7 @@ def _sweep(name: str, value: str) -> None:
             return
 
 
-def _run(request: dict) -> dict:
+def _run(request: dict[str, Any]) -> dict[str, Any]:
     argv = request["argv"]
     env = {} if request.get("clear_env") else dict(os.environ)
     env.update(request.get("env") or {})
@@ -214,6 +221,8 @@ def _run(request: dict) -> dict:
     deadline = None if timeout is None else time.monotonic() + timeout
     limit = int(request.get("max_bytes") or 10 * 1024 * 1024)
     out, err = KeptOutput(limit), KeptOutput(limit)
+    if proc.stdout is None or proc.stderr is None:  # both are PIPE: never, but said for types
+        raise RuntimeError("internal error: the command's output pipes are missing")
     streams = {proc.stdout: out, proc.stderr: err}
     timed_out = collect_output(proc, streams, deadline, lambda: _kill(proc, marker))
     proc.wait()
@@ -227,7 +236,12 @@ def _run(request: dict) -> dict:
     }
 
 
-def collect_output(proc, streams, deadline, kill) -> bool:
+def collect_output(
+    proc: subprocess.Popen[bytes],
+    streams: Mapping[IO[bytes], KeptOutput],
+    deadline: float | None,
+    kill: Callable[[], None],
+) -> bool:
     """Read a command's pipes until it ended (plus a short drain) or the deadline killed it.
 
     The one read loop of every exec path: the guest's and the local backend's host one,
@@ -271,18 +285,18 @@ def collect_output(proc, streams, deadline, kill) -> bool:
     return timed_out
 
 
-def _kill(proc, marker) -> None:
+def _kill(proc: subprocess.Popen[bytes], marker: Sequence[str] | None) -> None:
     with contextlib.suppress(OSError):
         os.killpg(proc.pid, signal.SIGKILL)
     if marker:
         _sweep(marker[0], marker[1])
 
 
-_DEFINED: dict = {}
+_DEFINED: dict[str, dict[str, Any]] = {}
 """Namespaces of the functions already compiled, by the hash of their source units."""
 
 
-def _namespace(units) -> dict:
+def _namespace(units: Sequence[Sequence[Any]]) -> dict[str, Any]:
     key = hashlib.sha256(json.dumps(units).encode("utf-8")).hexdigest()
     if key in _DEFINED:
         return _DEFINED[key]
@@ -296,7 +310,7 @@ def _namespace(units) -> dict:
     return namespace
 
 
-def _remember(filename, first_line, lines) -> None:
+def _remember(filename: str, first_line: int, lines: list[str]) -> None:
     """Put a unit's lines where they are in their file, so tracebacks can quote them."""
     entry = linecache.cache.get(filename)
     known = list(entry[2]) if entry and len(entry) == 4 else []
@@ -306,7 +320,7 @@ def _remember(filename, first_line, lines) -> None:
     linecache.cache[filename] = (sum(map(len, known)), None, known, filename)
 
 
-def _call(request: dict) -> dict:
+def _call(request: dict[str, Any]) -> dict[str, Any]:
     cwd = request.get("cwd")
     if cwd:
         os.chdir(cwd)
@@ -328,7 +342,7 @@ def _call(request: dict) -> dict:
     return {"ok": True, "value": text, "output": captured.getvalue()[-10000:]}
 
 
-def _read(request: dict) -> dict:
+def _read(request: dict[str, Any]) -> dict[str, Any]:
     """A regular file's bytes, as the guest's user sees them, or why the guest did not read it.
 
     The errno's name is ``ENOENT``, ``EACCES``, ``ELOOP`` (the last component is a
@@ -380,12 +394,13 @@ def seal() -> bool:
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
-        return libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+        dumpable: int = libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0)
+        return dumpable == 0
     except (ImportError, OSError, AttributeError):
         return False
 
 
-def _error(exc: BaseException) -> dict:
+def _error(exc: BaseException) -> dict[str, Any]:
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename == "crabray-guest":
         tb = tb.tb_next  # the guest's own frames say nothing about the action
@@ -399,7 +414,7 @@ def _error(exc: BaseException) -> dict:
     }
 
 
-def _answer(request: dict) -> dict:
+def _answer(request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
     try:
         if op == "ping":
@@ -420,7 +435,7 @@ def _answer(request: dict) -> dict:
         return _error(exc)
 
 
-def _take_stdin():
+def _take_stdin() -> Callable[[int], bytes]:
     """Move the request pipe off fd 0 (which becomes ``/dev/null``); its ``read(n)``.
 
     What a call starts then inherits ``/dev/null`` as stdin, never the pipe
@@ -437,7 +452,7 @@ def _take_stdin():
     os.dup2(null, 0)
     os.close(null)
 
-    def read(size):
+    def read(size: int) -> bytes:
         if pending:
             chunk = bytes(pending[:size])
             del pending[:size]
@@ -457,7 +472,7 @@ class _UnchangedSource(importlib.machinery.SourceFileLoader):
 
     since_ns = 0
 
-    def get_code(self, fullname):
+    def get_code(self, fullname: str) -> types.CodeType:
         path = self.get_filename(fullname)
         with open(path, "rb") as handle:
             _check_unchanged(os.fstat(handle.fileno()), path, fullname, self.since_ns)
@@ -477,11 +492,16 @@ class _GuardedPaths:
     state, like any file the agent may change.
     """
 
-    def __init__(self, dirs, since_ns) -> None:
+    def __init__(self, dirs: Iterable[str], since_ns: int) -> None:
         self.dirs = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
         self.since_ns = since_ns
 
-    def find_spec(self, fullname, path=None, target=None):
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         origin = getattr(spec, "origin", None)
         if spec is None or not origin or not spec.has_location:
@@ -500,7 +520,7 @@ class _GuardedPaths:
         importlib.machinery.PathFinder.invalidate_caches()
 
 
-def _check_unchanged(info, path, fullname, since_ns) -> None:
+def _check_unchanged(info: os.stat_result, path: str, fullname: str, since_ns: int) -> None:
     if info.st_ctime_ns > since_ns:
         raise ImportError(
             f"module {fullname!r} ({path}) changed inside the sandbox after its guest started; "
@@ -510,7 +530,7 @@ def _check_unchanged(info, path, fullname, since_ns) -> None:
         )
 
 
-def _guard_imports(since_ns) -> None:
+def _guard_imports(since_ns: int) -> None:
     """Route path imports through :class:`_GuardedPaths` for the directories now on the path."""
     guarded = _GuardedPaths(list(sys.path), since_ns)
     sys.meta_path[:] = [

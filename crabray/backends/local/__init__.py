@@ -11,8 +11,8 @@ sandbox's own ``/etc`` (``_etc``), commands and their process groups
 
 from __future__ import annotations
 
+from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._backend import LocalBackend, parse_local_settings
-from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._settings import Isolation, LocalSettings
 
 __all__ = [

@@ -56,6 +56,7 @@ from typing import Any, Literal
 from typing_extensions import override
 
 from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
+from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
 from crabray.backends.display import DisplayHook, missing_tools
 from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
@@ -77,12 +78,9 @@ from crabray.backends.local._limits import (
 )
 from crabray.backends.local._network import require_pasta
 from crabray.backends.local._paths import (
-    HOME_DIR,
     SANDBOX_HOME,
     SANDBOX_TMP,
     SANDBOX_WORKDIR,
-    TMP_DIR,
-    WORK_DIR,
     SandboxView,
     is_mapped,
     read_bounded,

@@ -57,6 +57,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._enter import (
     Entry,
     entry_env,
@@ -68,14 +69,7 @@ from crabray.backends.local._enter import (
 from crabray.backends.local._etc import SANDBOX_HOSTNAME, etc_view
 from crabray.backends.local._inplace import Fresh, record, reset_command, reset_in_place
 from crabray.backends.local._network import Uplink
-from crabray.backends.local._paths import (
-    HOME_DIR,
-    SANDBOX_HOME,
-    SANDBOX_TMP,
-    SANDBOX_WORKDIR,
-    TMP_DIR,
-    WORK_DIR,
-)
+from crabray.backends.local._paths import SANDBOX_HOME, SANDBOX_TMP, SANDBOX_WORKDIR
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)

@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._enter import entry_env
-from crabray.backends.local._paths import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._wipe import remove_entry
 
 CLEARED = ("tmp", "home/user", "home/user/work", "dev", "dev/shm", "dev/mqueue", "dev/pts")

@@ -88,7 +88,8 @@ def vm_command_line(
     ctx: TaskContext, command: str | list[str], shell: bool = True, timeout_sec: float = 120.0
 ) -> str:
     """The standard output of a command run in the sandbox."""
-    return ctx.env.exec(command, timeout_sec=timeout_sec).stdout
+    output: str = ctx.env.exec(command, timeout_sec=timeout_sec).stdout
+    return output
 
 
 @getter("rule")
@@ -210,7 +211,10 @@ def plan_evaluator(
     multi = isinstance(block.func, list)
     plan: list[_Measure] = []
     for i, name in enumerate(funcs):
-        at = lambda field, i=i: f"{field}.{i}" if multi else field  # noqa: E731
+
+        def at(field: str, i: int = i) -> str:
+            return f"{field}.{i}" if multi else field
+
         try:
             function = lookup("metric", name)
         except Exception as exc:

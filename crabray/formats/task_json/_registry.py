@@ -36,9 +36,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import ErrorDetails
 
 from crabray.core.env import Env
 from crabray.core.errors import ActionError, SandboxFileError
@@ -94,7 +95,8 @@ class TaskContext:
 
     def read_sandbox(self, path: str) -> bytes:
         """The bytes of ``path`` in the sandbox (see ``Backend.get_file``)."""
-        return self.env.get_file(path)
+        data: bytes = self.env.get_file(path)
+        return data
 
     def read_sandbox_text(self, path: str) -> str:
         """The text of ``path`` in the sandbox, undecodable bytes replaced."""
@@ -171,7 +173,7 @@ class TaskFunction:
         return values, problems
 
 
-def _message(err: Any, function: TaskFunction) -> str:
+def _message(err: ErrorDetails, function: TaskFunction) -> str:
     if err["type"] == "extra_forbidden":
         known = ", ".join(function.parameters.model_fields) or "none"
         return f"'{function.name}' takes no such argument (its arguments: {known})"
@@ -248,16 +250,50 @@ def _is_local(hint: Any) -> bool:
     return any(LOCAL in getattr(each, "__metadata__", ()) for each in (hint, *options))
 
 
-def _decorator(kind: Kind, skip: int) -> Callable[..., Any]:
-    def decorate(
-        func: Callable[..., Any] | None = None,
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class FunctionDecorator(Protocol):
+    """A registering decorator, used bare (``@setup_function``) or with options."""
+
+    @overload
+    def __call__(self, func: _F, /) -> _F: ...
+
+    @overload
+    def __call__(
+        self,
+        func: None = None,
         /,
         *,
         name: str | None = None,
         aliases: tuple[str, ...] = (),
         check: CheckFn | None = None,
-    ) -> Any:
-        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+    ) -> Callable[[_F], _F]: ...
+
+
+def _decorator(kind: Kind, skip: int) -> FunctionDecorator:
+    @overload
+    def decorate(func: _F, /) -> _F: ...
+
+    @overload
+    def decorate(
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        aliases: tuple[str, ...] = (),
+        check: CheckFn | None = None,
+    ) -> Callable[[_F], _F]: ...
+
+    def decorate(
+        func: _F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        aliases: tuple[str, ...] = (),
+        check: CheckFn | None = None,
+    ) -> _F | Callable[[_F], _F]:
+        def register(f: _F) -> _F:
             for each in (name or f.__name__, *aliases):
                 _register(kind, f, each, skip, check)
             return f

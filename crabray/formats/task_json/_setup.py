@@ -39,7 +39,8 @@ def _check(result: Any, what: str, timeout_sec: float = 0.0) -> str:
                 timeout_sec=timeout_sec,
             )
         )
-    return result.stdout
+    output: str = result.stdout
+    return output
 
 
 @setup_function

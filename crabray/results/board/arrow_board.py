@@ -98,7 +98,8 @@ def attributed(episodes: pa.Table, whom: Attribution) -> np.ndarray:
         dictionary, indices = dictionary_indices(episodes.column("attribution"))
         if not (indices < 0).any():
             hits = np.array([value == whom.value for value in dictionary.to_pylist()] + [False])
-            return hits[indices]
+            picked: np.ndarray = hits[indices]
+            return picked
     return np.array([value is whom for value in attributions(episodes)], dtype=bool)
 
 

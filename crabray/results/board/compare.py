@@ -94,7 +94,8 @@ class RunComparison:
     @cached_property
     def tasks(self) -> pd.DataFrame:
         """``table`` as a pandas frame (made once, on first use)."""
-        return self.table.to_pandas()
+        frame: pd.DataFrame = self.table.to_pandas()
+        return frame
 
 
 def _change(rate_a: float, rate_b: float) -> str:

@@ -118,7 +118,9 @@ def leaderboard(
     rows = as_table(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
     if episodes.empty:
         return _empty([*keys, *STAT_COLUMNS])
-    return leaderboard_table(rows, keys, confidence=confidence, max_k=max_k).to_pandas()
+    table = leaderboard_table(rows, keys, confidence=confidence, max_k=max_k)
+    frame: pd.DataFrame = table.to_pandas()
+    return frame
 
 
 def _empty(columns: Sequence[str]) -> pd.DataFrame:
@@ -174,4 +176,5 @@ def breakdown(
     rows = as_table(episodes, needed, f"a breakdown by {column!r}")
     if episodes.empty and group not in keys:
         return _empty([*keys, group, *BREAKDOWN_STATS])
-    return breakdown_table(rows, column, keys, confidence=confidence).to_pandas()
+    frame: pd.DataFrame = breakdown_table(rows, column, keys, confidence=confidence).to_pandas()
+    return frame

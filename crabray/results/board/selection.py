@@ -41,10 +41,11 @@ def latest_mask(episodes: pa.Table) -> np.ndarray:
     order = np.argsort(np.array(dictionary.to_pylist(), dtype=object), kind="stable")
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    row_rank = rank[indices]
+    row_rank: np.ndarray = rank[indices]
     best = np.full(len(first), -1, np.int64)
     np.maximum.at(best, ids, row_rank)
-    return row_rank == best[ids]
+    latest: np.ndarray = row_rank == best[ids]
+    return latest
 
 
 def latest_per_task(episodes: pa.Table) -> pa.Table:

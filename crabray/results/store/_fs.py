@@ -76,7 +76,8 @@ class Location:
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists on the file system."""
-        return self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+        found: bool = self.filesystem.get_file_info(path).type != pafs.FileType.NotFound
+        return found
 
 
 def resolve(location: str | Path) -> Location:

@@ -62,7 +62,8 @@ def sorted_codes(column: pa.ChunkedArray) -> np.ndarray:
     order = to_numpy(pc.array_sort_indices(dictionary))
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
-    return rank[indices]
+    ranks: np.ndarray = rank[indices]
+    return ranks
 
 
 def episode_codes(table: pa.Table) -> np.ndarray:

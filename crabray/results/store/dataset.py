@@ -316,8 +316,9 @@ def _to_frame(table: pa.Table) -> pd.DataFrame:
     arrays afterwards costs twice as long at a million rows.
     """
     if "tags" not in table.column_names:
-        return table.to_pandas()
-    frame = table.drop_columns(["tags"]).to_pandas()
+        whole: pd.DataFrame = table.to_pandas()
+        return whole
+    frame: pd.DataFrame = table.drop_columns(["tags"]).to_pandas()
     frame.insert(table.column_names.index("tags"), "tags", table.column("tags").to_pylist())
     return frame
 

@@ -170,7 +170,8 @@ def llm_complete(
         logger.warning("LLM endpoint %s: %s; retry %d in %.0f s", url, problem, attempt + 1, delay)
         time.sleep(delay)
     try:
-        return json.loads(raw)
+        reply: dict[str, Any] = json.loads(raw)
+        return reply
     except ValueError as exc:
         snippet = raw[:_MESSAGE_CHARS].decode("utf-8", "replace")
         raise LLMError(f"LLM endpoint {url} answered non-JSON: {snippet!r}") from exc

@@ -89,7 +89,7 @@ def _load_grade_checkpoints() -> Callable[..., Any]:
         raise EvalFailure(
             MALFORMED, f"importing evaluator.py failed: {type(exc).__name__}: {exc}"
         ) from exc
-    function = getattr(module, "grade_checkpoints", None)
+    function: object = getattr(module, "grade_checkpoints", None)
     if function is None:
         raise EvalFailure(MALFORMED, "evaluator.py defines no grade_checkpoints function")
     if not callable(function):
