@@ -14,6 +14,7 @@ import asyncio
 from typing import Any
 
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 _MAX_WAITERS = 100_000
 """Waiting calls the control actor holds at once: one per environment actor of the run."""
@@ -39,8 +40,13 @@ RemoteRunControl = ray.remote(num_cpus=0, max_restarts=0)(RunControl)
 
 
 def start_control() -> Any:
-    """A new control actor for a run (it only holds a flag)."""
-    return RemoteRunControl.options(max_concurrency=_MAX_WAITERS).remote()
+    """A new control actor for a run (it only holds a flag), on the driver's own node.
+
+    Its death reads as a stop, so it must die with the driver and nothing else:
+    placed on another node, losing that node would stop the whole run.
+    """
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return RemoteRunControl.options(max_concurrency=_MAX_WAITERS, scheduling_strategy=here).remote()
 
 
 class StopWatch:
