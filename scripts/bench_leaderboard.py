@@ -53,6 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from crabray.core.result import attribution_of
 from crabray.results import EPISODES_SCHEMA, STEPS_SCHEMA
 
 logger = logging.getLogger("bench_leaderboard")
@@ -165,6 +166,10 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
             "node": pa.array(["node-1"] * rows),
             "error": pa.nulls(rows, pa.string()),
             "error_type": pa.nulls(rows, pa.string()),
+            # Every episode's attribution, by the one rule the sink applies.
+            "attribution": pa.array(
+                [attribution_of(reason, None).value for reason in reasons], pa.string()
+            ),
             "description": task_descriptions.take(pa.array(task_index)),
             "graph_json": graph.take(pa.array(task_index)),
             "conversation_json": pa.array([""] * rows),
