@@ -21,7 +21,7 @@ from crabray.cli.options import suite_format as chosen_format
 from crabray.cli.terminal import console, errors
 
 if TYPE_CHECKING:
-    from crabray.formats import Suite
+    from crabray.formats import SuiteRef
 
 tasks_app = typer.Typer(
     help="Inspect and validate the tasks of a suite.",
@@ -37,20 +37,21 @@ tasks_app = typer.Typer(
 )
 
 
-def _load_suite(
+def _suite_ref(
     suite: Path,
     suite_format: str | None,
     old_format: str | None,
     index: Path | None,
     base_image: str | None,
     services: Path | None,
-) -> Suite:
-    """Load SUITE as the ``tasks`` commands do; a problem exits with every error shown."""
-    from crabray.formats import load_suite, resolve_suite
+    backend: str | None = None,
+) -> SuiteRef:
+    """SUITE and the ``tasks`` commands' suite options, resolved once for each command."""
+    from crabray.formats import resolve_suite
 
     chosen = chosen_format(suite_format, old_format)
-    return load_suite(
-        resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+    return resolve_suite(
+        suite, chosen, backend=backend, index=index, base_image=base_image, services=services
     )
 
 
@@ -72,7 +73,9 @@ def tasks_list(
     services: ServicesOpt = None,
 ) -> None:
     """List the tasks of SUITE: id, environments, evaluator size, limits, tags."""
-    loaded = _load_suite(suite, suite_format, old_format, index, base_image, services)
+    from crabray.formats import load_suite
+
+    loaded = load_suite(_suite_ref(suite, suite_format, old_format, index, base_image, services))
     table = Table(title=f"{loaded.name} ({len(loaded.entries)} tasks)")
     for column in ("task", "benchmark", "environments", "evaluators", "max steps", "tags"):
         table.add_column(column)
@@ -117,12 +120,11 @@ def tasks_validate(
     services: ServicesOpt = None,
 ) -> None:
     """Check every task of SUITE; print every problem with its file, line and field."""
-    from crabray.formats import SuiteErrors, resolve_suite
+    from crabray.formats import SuiteErrors
     from crabray.formats.validate import oracle_problems
     from crabray.run.runner import load_checked_suite
 
-    chosen = chosen_format(suite_format, old_format)
-    ref = resolve_suite(suite, chosen, index=index, base_image=base_image, services=services)
+    ref = _suite_ref(suite, suite_format, old_format, index, base_image, services)
     loaded = load_checked_suite(ref)
     missing = oracle_problems(loaded) if oracle else []
     if missing:
@@ -171,19 +173,11 @@ def tasks_grade(
     Prints the score and each evaluator's or checkpoint's outcome: the gold
     file handed in should score 1, the untouched original 0.
     """
-    from crabray.formats import load_suite, resolve_suite
+    from crabray.formats import load_suite
     from crabray.run.grade import grade_task, parse_result_file
 
-    loaded = load_suite(
-        resolve_suite(
-            suite,
-            chosen_format(suite_format, old_format),
-            backend=backend,
-            index=index,
-            base_image=base_image,
-            services=services,
-        )
-    )
+    ref = _suite_ref(suite, suite_format, old_format, index, base_image, services, backend)
+    loaded = load_suite(ref)
     files = [parse_result_file(spec) for spec in result or []]
     graded = grade_task(loaded, task_id, files, skip_setup=skip_setup)
     outcome = graded.record.result
