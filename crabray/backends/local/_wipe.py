@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import stat
+from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
 
@@ -133,25 +134,23 @@ def _open_dir(parent_fd: int, name: str) -> int | None:
 
 
 def _unlink(parent_fd: int, name: str) -> None:
-    try:
-        os.unlink(name, dir_fd=parent_fd)
-    except FileNotFoundError:
-        return
-    except PermissionError:
-        _make_writable(parent_fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(name, dir_fd=parent_fd)
+    _remove_name(os.unlink, parent_fd, name)
 
 
 def _rmdir(parent_fd: int, name: str) -> None:
+    _remove_name(os.rmdir, parent_fd, name)
+
+
+def _remove_name(remove: Callable[..., None], parent_fd: int, name: str) -> None:
+    """``remove`` entry ``name`` of ``parent_fd``, making the directory writable if need be."""
     try:
-        os.rmdir(name, dir_fd=parent_fd)
+        remove(name, dir_fd=parent_fd)
     except FileNotFoundError:
         return
     except PermissionError:
         _make_writable(parent_fd)
         with contextlib.suppress(FileNotFoundError):
-            os.rmdir(name, dir_fd=parent_fd)
+            remove(name, dir_fd=parent_fd)
 
 
 def _make_writable(fd: int) -> None:
