@@ -510,7 +510,7 @@ class LocalBackend(Backend):
         """
         if self._root is None or not self._root.is_dir():
             return False
-        return self._isolation != "bwrap" or (self._holder is not None and self._holder.running)
+        return self._isolation != "bwrap" or (self._holder is not None and self._holder.intact)
 
     def _command_env(self, sandbox: Path) -> dict[str, str]:
         """The environment every process of the sandbox starts with: made, never the driver's."""

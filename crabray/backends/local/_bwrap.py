@@ -378,6 +378,16 @@ class Holder:
         return self._proc is not None and self._proc.poll() is None
 
     @property
+    def intact(self) -> bool:
+        """Whether the sandbox still stands: the holder runs and its pid 1 is not dying.
+
+        Killed from the host, pid 1 dies and bwrap exits a moment later; on a
+        busy machine that moment is long enough to mistake a lost sandbox for a
+        live one. Nothing inside can signal pid 1, so a dying pid 1 is the host's.
+        """
+        return self.running and self._pid1 is not None and not _dying(self._pid1)
+
+    @property
     def root_fd(self) -> int:
         """A descriptor of the sandbox's own root directory (``/`` as its processes see it).
 
@@ -477,6 +487,27 @@ def stage_dir() -> Path:
             "(crabray makes it again)"
         )
     return stage
+
+
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+_PF_EXITING = 0x4
+
+
+def _dying(pid: int) -> bool:
+    """Whether process ``pid`` is gone, exiting, a zombie, or has SIGKILL pending."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        stat_fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    if stat_fields[0] in ("Z", "X", "x") or int(stat_fields[6]) & _PF_EXITING:
+        return True
+    pending = (
+        int(line.split()[1], 16)
+        for line in status.splitlines()
+        if line.startswith(("SigPnd:", "ShdPnd:"))
+    )
+    return any(mask & _SIGKILL_BIT for mask in pending)
 
 
 def _signal(send: Callable[[], None]) -> None:
