@@ -307,6 +307,41 @@ def test_evaluator_raising_is_an_evaluator_error(
     # the call that triggered the evaluation is still on record
     assert result.steps == 1
     assert [s.action for s in record.steps] == ["list_files"]
+    assert result.attribution.value == "agent", "the agent acted: the state may be its doing"
+
+
+@evaluator
+def answer_is_42() -> bool:
+    """Plain Python in the sandbox: answer.txt holds 42 (raises when it cannot be read)."""
+    with open("answer.txt") as handle:
+        return handle.read().strip() == "42"
+
+
+def test_an_evaluator_crash_the_agent_provokes_is_counted_against_it(
+    run: Runner, make_env: Callable[..., EnvironmentConfig]
+) -> None:
+    """An agent that cannot solve the task must not leave the denominator by making its
+    evaluator raise (answer.txt made a directory): the error is recorded, the score is 0,
+    and the episode is the agent's."""
+    bench = bench_of(make_env(), evaluator=answer_is_42())
+    record = run(bench, ScriptAgent([call("run_command", command="mkdir answer.txt")]))
+    result = record.result
+    assert result.termination_reason is Reason.EVALUATOR_ERROR
+    assert "IsADirectoryError" in (result.error or "")
+    assert (result.error_type, result.attribution.value) == ("EvaluatorError", "agent")
+    assert (result.score, result.success) == (0.0, False)
+
+
+def test_an_evaluator_crash_before_the_agent_acts_is_the_benchmarks(
+    run: Runner, make_env: Callable[..., EnvironmentConfig]
+) -> None:
+    """On the state setup left, with no action of the agent's, the evaluator is at fault."""
+    bench = bench_of(make_env(), evaluator=answer_is_42())
+    record = run(bench, ScriptAgent([]))
+    result = record.result
+    assert result.termination_reason is Reason.EVALUATOR_ERROR
+    assert (result.error_type, result.attribution.value) == ("EvaluatorFaultError", "benchmark")
+    assert "the agent had not acted" in (result.error or "")
 
 
 def test_setup_failure_is_a_setup_error(

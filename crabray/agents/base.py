@@ -120,6 +120,9 @@ class Agent(ABC):
     """A policy acting in a task's environments."""
 
     kind: ClassVar[str]
+    replays_reference: ClassVar[bool] = False
+    """Whether the agent acts as the benchmark's own reference (the oracle): an
+    evaluator that raises on the state it leaves is the benchmark's fault."""
 
     def __init__(self, spec: AgentSpec) -> None:
         self.spec = spec

@@ -15,6 +15,7 @@ class OracleAgent(Agent):
     """
 
     kind = "oracle"
+    replays_reference = True
 
     def reset(self, brief: TaskBrief) -> None:
         if not brief.solution:

@@ -148,7 +148,21 @@ class ActionParameterError(ActionError):
 
 
 class EvaluatorError(CrabrayError):
-    """An evaluator raised, or returned something other than a bool."""
+    """An evaluator raised, or returned something other than a bool.
+
+    At run time this is the agent's outcome (score 0, counted): the state the
+    agent left can make an evaluator raise, so an error it provoked must not
+    take the episode out of its denominator.
+    """
+
+
+class EvaluatorFaultError(EvaluatorError):
+    """An evaluator or scorer at fault whatever the agent did: the benchmark's.
+
+    Raised when the task binds arguments it refuses or leaves one open, and
+    when it raises on a state no agent under test made: the reference
+    solution's (the oracle) or setup's own (no action of the agent ran).
+    """
 
 
 class GraphError(CrabrayError):

@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, create_model
 
 from crabray.core.actions import KEPT_PARAMS, Action, build_action
 from crabray.core.env import Env
-from crabray.core.errors import ActionError, EvaluatorError
+from crabray.core.errors import (
+    ActionError,
+    ActionParameterError,
+    CrabrayError,
+    EvaluatorError,
+    EvaluatorFaultError,
+)
 
 
 class Evaluator(Action):
@@ -34,7 +40,7 @@ class Evaluator(Action):
             EvaluatorError: It is not closed, raised, or returned a non-bool.
         """
         if not self.is_closed:
-            raise EvaluatorError(
+            raise EvaluatorFaultError(
                 f"evaluator '{self.name}' needs arguments {self.required_parameters}; "
                 f"bind them where the task declares it, e.g. {self.name}(...)"
             )
@@ -42,6 +48,8 @@ class Evaluator(Action):
             verdict = self.invoke({"env": env, "submission": submission}, {})
         except EvaluatorError:
             raise
+        except ActionParameterError as exc:
+            raise refused_arguments(self, exc) from exc
         except Exception as exc:
             raise EvaluatorError(
                 f"evaluator '{self.name}' raised {type(exc).__name__}: {exc}"
@@ -78,6 +86,27 @@ class Evaluator(Action):
             return not _verdict(inner, values)
 
         return _combined_evaluator(f"~{self.name}", negated, (self,))
+
+
+def refused_arguments(action: Action, exc: ActionParameterError) -> EvaluatorError:
+    """The error of an evaluator or scorer whose arguments were refused when it ran.
+
+    The benchmark's (:class:`EvaluatorFaultError`) when the arguments the task
+    binds are wrong on their own; otherwise the refusal came from inside its
+    body, which the state the agent left may have caused.
+    """
+    if action.bound_problems():
+        return EvaluatorFaultError(f"'{action.name}' is bound to arguments it refuses: {exc}")
+    return EvaluatorError(f"'{action.name}' raised {type(exc).__name__}: {exc}")
+
+
+def scorer_error(scorer: Action, exc: Exception) -> EvaluatorError:
+    """What a scorer that raised ``exc`` is recorded as: an :class:`EvaluatorError`."""
+    if isinstance(exc, ActionParameterError):
+        return refused_arguments(scorer, exc)
+    if isinstance(exc, EvaluatorError):
+        return exc
+    return EvaluatorError(str(exc) if isinstance(exc, CrabrayError) else repr(exc))
 
 
 def _verdict(part: Evaluator, values: dict[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, computed_field, model_validator
 
 from crabray.core.errors import (
     AuthenticationError,
+    EvaluatorFaultError,
     ModelUnreachableError,
     NoSolutionError,
     SandboxBrokenError,
@@ -110,10 +111,11 @@ class Attribution(StrEnum):
     """Whose doing an episode's outcome is: what a leaderboard may count against the agent.
 
     ``agent``: the agent's own result, success or failure, including whatever it
-    caused inside its sandbox; counted in every denominator. ``benchmark``: the
-    suite's own fault (a failing setup script, an image it names that does not
-    exist, an evaluator that raises or gets bad arguments, no solution for the
-    oracle); never retried, counted apart. ``infrastructure``: outside the
+    caused inside its sandbox (an evaluator that raised on the state it left
+    included); counted in every denominator. ``benchmark``: the suite's own
+    fault, provable without the agent (a failing setup script, an image it
+    names that does not exist, an evaluator bound to arguments it refuses, no
+    solution for the oracle); never retried, counted apart. ``infrastructure``: outside the
     sandbox (engine unreachable, node lost, worker killed, model API
     unreachable); retried where a retry can help, counted apart.
     """
@@ -134,7 +136,7 @@ ATTRIBUTION_BY_REASON: dict[TerminationReason, Attribution] = {
     TerminationReason.AGENT_ERROR: Attribution.AGENT,
     TerminationReason.ENV_ERROR: Attribution.INFRASTRUCTURE,
     TerminationReason.SANDBOX_ERROR: Attribution.AGENT,
-    TerminationReason.EVALUATOR_ERROR: Attribution.BENCHMARK,
+    TerminationReason.EVALUATOR_ERROR: Attribution.AGENT,
     TerminationReason.TOKEN_LIMIT: Attribution.AGENT,
     TerminationReason.COST_LIMIT: Attribution.AGENT,
     TerminationReason.CANCELLED: Attribution.INFRASTRUCTURE,
@@ -147,11 +149,14 @@ ERROR_EVIDENCE: dict[tuple[TerminationReason, str], Attribution] = {
     (TerminationReason.AGENT_ERROR, ModelUnreachableError.__name__): Attribution.INFRASTRUCTURE,
     (TerminationReason.AGENT_ERROR, AuthenticationError.__name__): Attribution.INFRASTRUCTURE,
     (TerminationReason.SETUP_ERROR, SandboxHostError.__name__): Attribution.INFRASTRUCTURE,
+    (TerminationReason.EVALUATOR_ERROR, EvaluatorFaultError.__name__): Attribution.BENCHMARK,
 }
 """A termination reason whose ``error_type`` says otherwise than the reason alone: an
 ``agent_error`` of an oracle with no solution to replay (the benchmark's) or of a model
 API that could not be used (the infrastructure's); a ``setup_error`` of a host that
-lacks what every sandbox of the kind needs (the infrastructure's)."""
+lacks what every sandbox of the kind needs (the infrastructure's); an ``evaluator_error``
+of arguments the task binds wrongly (the benchmark's: any other evaluator error may
+be the agent's doing, see :class:`~crabray.core.errors.EvaluatorError`)."""
 
 
 def attribution_of(reason: TerminationReason | str, error_type: str | None) -> Attribution:

@@ -49,9 +49,11 @@ from crabray.core.errors import (
     ConfigError,
     CrabrayError,
     EvaluatorError,
+    EvaluatorFaultError,
     SandboxError,
     SandboxFileError,
 )
+from crabray.core.evaluators import scorer_error
 from crabray.core.graph import GraphProgress
 from crabray.core.result import (
     ARTIFACTS_DIR,
@@ -280,6 +282,7 @@ class _Episode:
         self.progress: GraphProgress = task.evaluator.start()
         self.stats: GraphStats = self.progress.stats()
         self.actions_taken = 0
+        self.acted_in_sandbox = False
         self.consecutive_errors = 0
         self.time_limit = settings.time_limit_sec or benchmark.time_limit_of(task)
         self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
@@ -435,6 +438,7 @@ class _Episode:
                 raise ActionError(
                     f"no action '{call.name}'; available: {', '.join(sorted(self.space))}"
                 )
+            self.acted_in_sandbox = self.acted_in_sandbox or bound.env != ROOT_ENV
             returned = bound.action.run(self.envs[bound.env], **call.arguments)
             self.envs[bound.env].trajectory.append(
                 (bound.action.name, dict(call.arguments), returned)
@@ -506,7 +510,21 @@ class _Episode:
         except SandboxError as exc:
             raise _sandbox_end(exc) from exc
         except EvaluatorError as exc:
-            raise _End(TerminationReason.EVALUATOR_ERROR, exc) from exc
+            raise _End(TerminationReason.EVALUATOR_ERROR, self._evaluator_fault(exc)) from exc
+
+    def _evaluator_fault(self, exc: EvaluatorError) -> EvaluatorError:
+        """``exc`` as the benchmark's fault when no agent under test made the state it met.
+
+        Any other evaluator error stays the agent's: the state it left may be
+        what made the evaluator raise (see :class:`EvaluatorError`).
+        """
+        if isinstance(exc, EvaluatorFaultError):
+            return exc
+        if self.agent.replays_reference:
+            return EvaluatorFaultError(f"{exc} (on the state the reference solution left)")
+        if not self.acted_in_sandbox:
+            return EvaluatorFaultError(f"{exc} (on the state setup left: the agent had not acted)")
+        return exc
 
     def _judge(self, node: Evaluator) -> bool:
         if node.require_submit and not self.signals.submitted:
@@ -616,7 +634,8 @@ class _Episode:
             self._end(sandbox_failure_reason(exc), exc, f"scoring with '{scorer.name}'")
         except Exception as exc:
             logger.info("scorer '%s' of task %s failed: %s", scorer.name, self.task.id, exc)
-            self._end(TerminationReason.EVALUATOR_ERROR, exc, f"evaluation '{scorer.name}'")
+            error = self._evaluator_fault(scorer_error(scorer, exc))
+            self._end(TerminationReason.EVALUATOR_ERROR, error, f"evaluation '{scorer.name}'")
         finally:
             env.grading = False
 

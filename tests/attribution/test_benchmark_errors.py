@@ -73,7 +73,9 @@ def test_oracle_without_solution_and_evaluator_type_error_are_the_benchmarks(
     assert not episodes.loc["no-solution", "success"]
     assert episodes.loc["no-solution", "score"] == 0.0
     assert episodes.loc["bad-argument", "termination_reason"] == "evaluator_error"
+    # On the reference solution's state the evaluator raised: the benchmark's fault.
     assert episodes.loc["bad-argument", "attribution"] == "benchmark"
+    assert episodes.loc["bad-argument", "error_type"] == "EvaluatorFaultError"
     assert (episodes["attempt"] == 0).all(), "a benchmark error is never retried"
 
     # The terminal says what was not the agent's, with the messages in full.

@@ -29,7 +29,9 @@ def test_every_termination_reason_is_attributed(reason: TerminationReason) -> No
         ("sandbox_error", "SandboxBrokenError", Attribution.AGENT),
         ("setup_error", "SandboxConfigError", Attribution.BENCHMARK),
         ("setup_error", "SandboxHostError", Attribution.INFRASTRUCTURE),  # bwrap, an image
-        ("evaluator_error", "EvaluatorError", Attribution.BENCHMARK),
+        # An evaluator may raise on the state the agent left: the agent's, unless provably not.
+        ("evaluator_error", "EvaluatorError", Attribution.AGENT),
+        ("evaluator_error", "EvaluatorFaultError", Attribution.BENCHMARK),
         ("env_error", "SandboxError", Attribution.INFRASTRUCTURE),
         # The evidence is read for agent_error only: a timeout stays the agent's.
         ("timeout", "ModelUnreachableError", Attribution.AGENT),
