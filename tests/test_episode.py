@@ -34,7 +34,7 @@ from crabray.agents import (
 from crabray.backends import Backend, create_backend
 from crabray.core.errors import AgentError
 from crabray.core.result import CheckpointScore, EpisodeRecord, Score, TerminationReason
-from crabray.episode import EpisodeSettings, run_episode
+from crabray.episode import EpisodeLimits, EpisodeSettings, run_episode
 
 Reason = TerminationReason
 Move = list[ActionCall] | Exception
@@ -388,7 +388,7 @@ def test_agent_failing_at_reset_is_an_agent_error(run: Runner, hello: BenchmarkC
 
 
 def test_max_steps(run: Runner, hello: BenchmarkConfig) -> None:
-    record = run(hello, ScriptAgent(forever("list_files")), max_steps=4)
+    record = run(hello, ScriptAgent(forever("list_files")), limits=EpisodeLimits(max_steps=4))
     assert record.result.termination_reason is Reason.MAX_STEPS
     assert record.result.steps == 4
     assert len(record.steps) == 4

@@ -75,8 +75,22 @@ def test_run_defaults_are_written_once() -> None:
     required = {
         name for name, field in SchedulerSettings.model_fields.items() if field.is_required()
     }
-    assert {"concurrency", "max_steps", "pooling", "warm"} <= required
+    assert {"concurrency", "limits", "pooling", "warm"} <= required
     assert set(RunConfig.model_fields) >= set(RunSettings.model_fields)
+
+
+def test_limits_and_suite_options_are_declared_once() -> None:
+    """The run carries them by their flat names; the scheduler and the episode embed the model."""
+    from crabray.episode import EpisodeLimits, EpisodeSettings
+    from crabray.formats import SuiteOptions
+
+    for model in (SchedulerSettings, EpisodeSettings):
+        assert model.model_fields["limits"].annotation is EpisodeLimits
+        assert not set(model.model_fields) & set(EpisodeLimits.model_fields)
+    assert issubclass(RunSettings, EpisodeLimits) and issubclass(RunSettings, SuiteOptions)
+    settings = RunSettings(max_steps=3, time_limit_sec=9.5, backend="docker")
+    assert settings.limits == EpisodeLimits(max_steps=3, time_limit_sec=9.5)
+    assert settings.backend == "docker"
 
 
 def test_cli_run_file_errors_exit_2_with_file_and_field(tmp_path: Path) -> None:

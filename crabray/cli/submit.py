@@ -89,22 +89,12 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
         check_uri(str(settings.out_dir))
     client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
-    from crabray.formats import resolve_suite
     from crabray.results import new_run_id
     from crabray.run.runner import load_checked_suite
 
     select_agents(settings.agents, settings.agent_config)
     suite = Path(settings.suite)
-    load_checked_suite(
-        resolve_suite(
-            suite,
-            settings.format,
-            backend=settings.backend,
-            index=settings.index,
-            base_image=settings.base_image,
-            services=settings.services,
-        )
-    )
+    load_checked_suite(settings.resolve(suite))
     folder = suite if suite.is_dir() else suite.parent
     size = check_upload_size(folder)
     run_id = settings.resume or settings.run_id or new_run_id()

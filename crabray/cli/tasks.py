@@ -47,12 +47,15 @@ def _suite_ref(
     backend: str | None = None,
 ) -> SuiteRef:
     """SUITE and the ``tasks`` commands' suite options, resolved once for each command."""
-    from crabray.formats import resolve_suite
+    from crabray.formats import SuiteOptions
 
-    chosen = chosen_format(suite_format, old_format)
-    return resolve_suite(
-        suite, chosen, backend=backend, index=index, base_image=base_image, services=services
-    )
+    return SuiteOptions(
+        format=chosen_format(suite_format, old_format),
+        backend=backend,
+        index=None if index is None else str(index),
+        base_image=base_image,
+        services=None if services is None else str(services),
+    ).resolve(suite)
 
 
 @tasks_app.command(

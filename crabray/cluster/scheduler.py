@@ -270,11 +270,11 @@ class Scheduler:
     def _expected_cost(self, item: SweepItem) -> tuple[float, int]:
         """Longest-expected first: by time limit, then by step budget."""
         entry = self.suite.entry(item.task_id)
-        return self._time_limit(item), entry.benchmark.step_limit_of(entry.task)
+        return self._time_limit(item), self.settings.limits.steps_for(entry.benchmark, entry.task)
 
     def _time_limit(self, item: SweepItem) -> float:
         entry = self.suite.entry(item.task_id)
-        return self.settings.time_limit_sec or entry.benchmark.time_limit_of(entry.task)
+        return self.settings.limits.time_limit_for(entry.benchmark, entry.task)
 
     def _warm(self, queue: deque[SweepItem]) -> None:
         if not self.settings.warm or not self.settings.pooling:
@@ -377,8 +377,7 @@ class Scheduler:
             model=item.agent.model,
             epoch=item.epoch,
             attempt=item.attempt,
-            max_steps=self.settings.max_steps,
-            time_limit_sec=self.settings.time_limit_sec,
+            limits=self.settings.limits,
             max_tokens=item.agent.max_tokens,
             max_cost_usd=item.agent.max_cost_usd,
         )

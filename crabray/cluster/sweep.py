@@ -12,6 +12,7 @@ from crabray.agents import AgentSpec
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.result import utcnow
 from crabray.core.retry import RetryPolicy
+from crabray.episode.limits import EpisodeLimits
 
 
 class SweepItem(BaseModel):
@@ -36,10 +37,7 @@ class SchedulerSettings(BaseModel):
         default_factory=RetryPolicy,
         description="Tries of an episode whose infrastructure failed; agent failures never retry.",
     )
-    max_steps: int | None = Field(description="Overrides every task's step budget.")
-    time_limit_sec: float | None = Field(
-        default=None, gt=0, description="Overrides every task's time budget, in seconds."
-    )
+    limits: EpisodeLimits = Field(description="Budgets over every task's own.")
     pooling: bool = Field(description="Reuse environments across episodes.")
     warm: int = Field(ge=0, description="Environments started per configuration ahead.")
     timeout_grace_sec: float = Field(

@@ -69,6 +69,7 @@ from crabray.core.result import (
     sandbox_failure_reason,
     utcnow,
 )
+from crabray.episode.limits import EpisodeLimits
 from crabray.formats.validate import solution_bindings
 
 logger = logging.getLogger(__name__)
@@ -98,9 +99,8 @@ class EpisodeSettings(BaseModel):
     epoch: int = 0
     attempt: int = 0
     node: str | None = Field(default=None, description="Where it runs; the host name if unset.")
-    max_steps: int | None = Field(default=None, description="Overrides the task's step budget.")
-    time_limit_sec: float | None = Field(
-        default=None, gt=0, description="Overrides the task's time budget, in seconds."
+    limits: EpisodeLimits = Field(
+        default_factory=EpisodeLimits, description="Budgets over the task's own."
     )
     max_consecutive_action_errors: int = DEFAULT_MAX_CONSECUTIVE_ACTION_ERRORS
     max_tokens: int | None = Field(
@@ -284,8 +284,8 @@ class _Episode:
         self.actions_taken = 0
         self.acted_in_sandbox = False
         self.consecutive_errors = 0
-        self.time_limit = settings.time_limit_sec or benchmark.time_limit_of(task)
-        self.max_steps = settings.max_steps or benchmark.step_limit_of(task)
+        self.time_limit = settings.limits.time_limit_for(benchmark, task)
+        self.max_steps = settings.limits.steps_for(benchmark, task)
         self.t0 = time.monotonic()
         self.score: float | None = None
         self.stop = threading.Event()

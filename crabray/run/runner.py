@@ -37,7 +37,7 @@ from crabray.core.errors import ConfigError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
-from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite, resolve_suite
+from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite
 from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
@@ -142,14 +142,7 @@ def _run_suite(
     on_submit: SubmitCallback | None,
 ) -> RunSummary:
     """``run_suite`` with its results root on the local file system; ``out_given`` is recorded."""
-    ref = resolve_suite(
-        options.suite,
-        options.format,
-        backend=options.backend,
-        index=options.index,
-        base_image=options.base_image,
-        services=options.services,
-    )
+    ref = options.resolve(options.suite)
     suite = load_checked_suite(ref)
     task_ids = _selected(suite, options.task_ids)
     check_output_dir(ResultsRoot.parse(options.out_dir).local())
@@ -261,8 +254,7 @@ def _scheduler_settings(options: RunOptions, run_id: str) -> SchedulerSettings:
         run_id=run_id,
         concurrency=options.concurrency,
         retry=RetryPolicy(max_attempts=options.max_attempts),
-        max_steps=options.max_steps,
-        time_limit_sec=options.time_limit_sec,
+        limits=options.limits,
         pooling=options.pooling,
         warm=options.warm,
     )

@@ -24,10 +24,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from crabray.core.errors import ConfigError
 from crabray.core.retry import RetryPolicy
+from crabray.episode.limits import EpisodeLimits
+from crabray.formats import SuiteOptions
 from crabray.results.store.root import ResultsRoot
 
 DEFAULT_RESULTS = Path("results")
@@ -37,29 +39,29 @@ DEFAULT_RESULTS = Path("results")
 _PATH_FIELDS = ("suite", "agent_config", "index", "services", "out_dir")
 
 
-class RunSettings(BaseModel):
-    """How a run runs: where results go, how much runs at once, limits, retries, pooling."""
+class RunSettings(SuiteOptions, EpisodeLimits):
+    """How a run runs: where results go, how much runs at once, limits, retries, pooling.
+
+    How to read the suite (``SuiteOptions``) and the budgets over every task's
+    (``EpisodeLimits``) are declared once, in their own models; a run file and
+    the command line set their fields here by the same flat names.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    format: str | None = Field(default=None, description="Suite format; detected when unset.")
-    backend: str | None = Field(
-        default=None, description="Sandbox backend of formats that name none; theirs when unset."
-    )
-    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
-    base_image: str | None = Field(
-        default=None,
-        description="Task folders: the image that replaces every FROM of a Dockerfile.",
-    )
-    services: str | None = Field(
-        default=None, description="Task folders: the service registry file (default services.yml)."
-    )
     out_dir: Path | str = Field(
         default=DEFAULT_RESULTS,
         description="The results root: a directory, or a URI of a store pyarrow writes "
         "(s3://BUCKET/PREFIX, ...), kept as the string given.",
     )
-    concurrency: int = Field(default=2, gt=0, description="Episodes in flight at most.")
+    concurrency: int = Field(
+        default=2,
+        gt=0,
+        description="Episodes in flight at most. It also caps the environment actors a pool "
+        "keeps per sandbox configuration, and sizes a local Ray instance: 2 x concurrency "
+        "slots per host kind (unless local_slots) and at most concurrency x the widest "
+        "task's environments CPUs (crabray.cluster.ray_runtime.local_cpus).",
+    )
     address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
     resume: str | None = Field(default=None, description="Run id to resume.")
     run_id: str | None = Field(
@@ -78,15 +80,6 @@ class RunSettings(BaseModel):
         gt=0,
         description="Tries of an episode whose infrastructure fails.",
     )
-    max_steps: int | None = Field(
-        default=None, gt=0, description="Overrides every task's step budget."
-    )
-    time_limit_sec: float | None = Field(
-        default=None,
-        gt=0,
-        description="Overrides every task's time budget, in seconds (else the task's, "
-        "else the suite's, else the default episode time limit).",
-    )
     task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
@@ -95,6 +88,13 @@ class RunSettings(BaseModel):
         gt=0,
         description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
     )
+
+    @property
+    def limits(self) -> EpisodeLimits:
+        """The budgets over every task's, as the scheduler and the episodes take them."""
+        return EpisodeLimits.model_validate(
+            self.model_dump(include=set(EpisodeLimits.model_fields))
+        )
 
     @field_validator("out_dir", mode="before")
     @classmethod

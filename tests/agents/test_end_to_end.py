@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from crabray.core.result import TerminationReason
+from crabray.episode import EpisodeLimits
 from crabray.results import read_episodes, read_steps
 from crabray.results.site import build_site
 from tests.agents.conftest import (
@@ -63,7 +64,9 @@ def test_a_chatty_agents_conversation_is_cut_to_its_cap(
 ) -> None:
     chatty = "head -c 3000 /dev/zero | tr '\\0' x"  # each tool reply holds 3 kB of output
     server.add(*[tool_call("run_command", command=chatty) for _ in range(8)], text("Done."))
-    result = run_demo("hello-file", make_spec(max_conversation_bytes=8192), max_steps=9).result
+    result = run_demo(
+        "hello-file", make_spec(max_conversation_bytes=8192), limits=EpisodeLimits(max_steps=9)
+    ).result
     assert result.model_calls >= 8
     assert len(result.conversation_json.encode("utf-8")) <= 8192
     messages = json.loads(result.conversation_json)

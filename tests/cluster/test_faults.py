@@ -14,6 +14,7 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from crabray.core.errors import CrabrayError
+from crabray.episode import EpisodeLimits
 from crabray.results import read_episodes
 from tests.conftest import ROOT, raw_episode_rows, write_sleepy_suite
 
@@ -119,7 +120,7 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     settings = SchedulerSettings(
         run_id="timeouts",
         concurrency=2,
-        max_steps=None,
+        limits=EpisodeLimits(),
         pooling=True,
         warm=0,
         timeout_grace_sec=1.0,
@@ -197,7 +198,12 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(
             removed.append(time.monotonic())
 
     settings = SchedulerSettings(
-        run_id="lost", concurrency=2, max_steps=None, pooling=True, warm=0, host_wait_sec=5.0
+        run_id="lost",
+        concurrency=2,
+        limits=EpisodeLimits(),
+        pooling=True,
+        warm=0,
+        host_wait_sec=5.0,
     )
     scheduler = Scheduler(suite, settings, sink.write, on_submit=lose_the_node_at_first_dispatch)
     items = [SweepItem(task_id=t, agent=agent_spec("oracle")) for t in suite.task_ids]

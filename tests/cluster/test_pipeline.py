@@ -16,6 +16,7 @@ import pytest
 
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.scheduler import Scheduler, SchedulerSettings
+from crabray.episode import EpisodeLimits
 from crabray.formats import Suite
 from crabray.results import ResultSink, read_episodes
 from tests.conftest import raw_episode_rows, write_sleepy_suite
@@ -119,7 +120,7 @@ def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepPr
 
     suite: Suite = load_suite(resolve_suite(suite_path))
     settings = SchedulerSettings(
-        run_id="pipe", concurrency=1, max_steps=None, pooling=True, warm=0, **knobs
+        run_id="pipe", concurrency=1, limits=EpisodeLimits(), pooling=True, warm=0, **knobs
     )
     scheduler = Scheduler(suite, settings, ResultSink(out, "pipe").write)
     connect(hosts={"local": 2})

@@ -15,6 +15,7 @@ from ray.cluster_utils import Cluster
 from crabray.cluster.placement import node_labels, node_resources
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.status import BOARD_NAME, NAMESPACE, RunStatus, StatusBoard, run_statuses
+from crabray.episode import EpisodeLimits
 from tests.conftest import ROOT, write_sleepy_suite
 
 
@@ -96,7 +97,9 @@ def _sweep_and_read_statuses(tmp_path: Path, address: str | None) -> list[tuple[
     from crabray.results import ResultSink
 
     suite = load_suite(resolve_suite(write_sleepy_suite(tmp_path / "sweep.py", tasks=2, sleep=0)))
-    settings = SchedulerSettings(run_id="seen", concurrency=1, max_steps=None, pooling=True, warm=0)
+    settings = SchedulerSettings(
+        run_id="seen", concurrency=1, limits=EpisodeLimits(), pooling=True, warm=0
+    )
     scheduler = Scheduler(suite, settings, ResultSink(tmp_path / "out", "seen").write)
     connect(address, hosts={"local": 2})
     try:

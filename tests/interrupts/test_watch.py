@@ -12,7 +12,7 @@ from crabray.actions import SHELL_ACTIONS, path_exists
 from crabray.agents import Agent
 from crabray.backends import Backend, create_backend
 from crabray.core.result import TerminationReason
-from crabray.episode import EpisodeSettings, WatchedRecord, watch_episode
+from crabray.episode import EpisodeLimits, EpisodeSettings, WatchedRecord, watch_episode
 from tests.test_episode import ScriptAgent, call, forever
 
 Watch = Callable[[Agent, Callable[[], bool], float], WatchedRecord]
@@ -34,7 +34,7 @@ def watch(tmp_path: Path) -> Iterator[Watch]:
 
     def go(agent: Agent, stop: Callable[[], bool], limit: float) -> WatchedRecord:
         settings = EpisodeSettings(
-            run_id="r", suite="b", agent=agent.spec.name, time_limit_sec=limit
+            run_id="r", suite="b", agent=agent.spec.name, limits=EpisodeLimits(time_limit_sec=limit)
         )
         return watch_episode(bench, task, agent, {"box": backend}, settings, stop)
 

@@ -1,0 +1,49 @@
+"""How to read a suite beyond its path: one model, for every command that reads one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from crabray.formats.suite import SuiteRef
+
+
+class SuiteOptions(BaseModel):
+    """How to read a suite, beyond its path: defined once, for every command that reads one.
+
+    A run's settings (``crabray.run.RunSettings``) carry these fields; the
+    ``tasks`` commands build one from their options.
+    """
+
+    format: str | None = Field(default=None, description="Suite format; detected when unset.")
+    backend: str | None = Field(
+        default=None, description="Sandbox backend of formats that name none; theirs when unset."
+    )
+    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
+    base_image: str | None = Field(
+        default=None,
+        description="Task folders: the image that replaces every FROM of a Dockerfile.",
+    )
+    services: str | None = Field(
+        default=None, description="Task folders: the service registry file (default services.yml)."
+    )
+
+    def resolve(self, path: str | Path) -> SuiteRef:
+        """The suite at ``path`` read with these options (see :func:`resolve_suite`).
+
+        Raises:
+            ConfigError: As :func:`resolve_suite` does.
+        """
+        from crabray.formats.resolve import resolve_suite  # the loaders: only when resolving
+
+        return resolve_suite(
+            path,
+            self.format,
+            backend=self.backend,
+            index=self.index,
+            base_image=self.base_image,
+            services=self.services,
+        )
