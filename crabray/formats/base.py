@@ -108,6 +108,17 @@ class SuiteFormat(ABC):
             SuiteErrors: Every problem, each naming its file and field.
         """
 
+    def end_run(self, suite: Suite) -> None:
+        """Stop what the suite's tasks started on this host for a run that ends now.
+
+        Called once on the run's driver however the run ends (finished,
+        interrupted, failed). Nothing by default; task folders stop their services.
+
+        Raises:
+            CrabrayError: Something could not be stopped; the message says what.
+        """
+        return None
+
     def check_backend(self, backend: str) -> None:
         """Refuse a backend this format's tasks cannot run on (any is accepted here).
 

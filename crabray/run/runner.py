@@ -33,11 +33,12 @@ from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import ProgressCallback, Scheduler, SubmitCallback
 from crabray.cluster.sweep import SchedulerSettings, SweepItem
 from crabray.core import EnvironmentConfig
-from crabray.core.errors import ConfigError, ResultsError
+from crabray.core.errors import ConfigError, CrabrayError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite
+from crabray.formats.base import suite_format
 from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
@@ -223,7 +224,10 @@ def _run_locked(
                     on_progress,
                     on_submit,
                 )
-                progress = scheduler.run(items)
+                try:
+                    progress = scheduler.run(items)
+                finally:
+                    _end_run(suite)
                 sink.compact()
     except KeyboardInterrupt as exc:
         _record_state(options.out_dir, manifest, RunState.INTERRUPTED)
@@ -292,6 +296,17 @@ def load_checked_suite(ref: SuiteRef) -> Suite:
         raise SuiteErrors(exc.file or ref.path, problems) from exc
     check_suite(suite)
     return suite
+
+
+def _end_run(suite: Suite) -> None:
+    """Let the suite's format stop what its tasks started on this host (services).
+
+    A failure to stop is shown as a warning: every episode's result is recorded already.
+    """
+    try:
+        suite_format(suite.ref.format).end_run(suite)
+    except CrabrayError as exc:
+        logger.warning("after the run, %s", exc)
 
 
 @contextmanager

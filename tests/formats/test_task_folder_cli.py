@@ -103,3 +103,26 @@ def test_oracle_and_noop_with_checkpoints_and_failures(
         assert sick.error.startswith(
             "setup 'prepare_service' failed: service 'broken' is not healthy: GET "
         )
+
+
+def test_the_services_a_run_started_stop_when_it_ends(tmp_path: Path) -> None:
+    """A reset command that starts its service in the background (and a service that
+    ignores SIGTERM): once `crabray run` has exited, nothing listens on its port."""
+    from tests.formats.test_task_folder_services import STUBBORN, listening
+
+    require_env_image("task-base")
+    root = tmp_path / "suite"
+    write_task_folder(root / "hello", files={"dependencies.yml": "- notes\n"})
+    (root / "server.py").write_text(STUBBORN)
+    port = free_port()
+    (root / "services.yml").write_text(
+        "services:\n  notes:\n"
+        f"    reset: nohup python3 server.py {port} > server.log 2>&1 &\n"
+        f"    health_url: http://127.0.0.1:{port}/health\n    timeout_sec: 10\n"
+    )
+    out = tmp_path / "out"
+    done = crabray("run", str(root), "--agent", "oracle", "--out", str(out), timeout=600)
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
+    (row,) = read_episodes(out).itertuples()
+    assert row.success, "the episode ran with its service up"
+    assert not listening(port), "the service the run started was stopped when it ended"

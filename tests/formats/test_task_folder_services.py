@@ -16,6 +16,7 @@ from crabray.formats.task_folder import (
     load_registry,
     lock_service,
     prepare_service,
+    stop_services,
     unlock_service,
 )
 from tests.formats.conftest import FakeService
@@ -147,3 +148,65 @@ def test_a_service_is_locked_for_one_episode_at_a_time(tmp_path: Path) -> None:
     lock_service(reg, "db", timeout_sec=1)  # held by this process already: no wait
     unlock_service(reg, "db")
     unlock_service(reg, "db")  # harmless when not held
+
+
+# A service that ignores SIGTERM, as real ones stuck in a request do: only SIGKILL stops it.
+STUBBORN = (
+    "import http.server, signal, sys\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        self.send_response(200); self.end_headers()\n"
+    "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n"
+)
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def started_service(tmp_path: Path, stop: str | None = None) -> tuple[ServiceRegistry, int]:
+    """A registry whose reset starts a server in the background, as suites' scripts do."""
+    (tmp_path / "server.py").write_text(STUBBORN)
+    port = free_port()
+    text = (
+        "services:\n  notes:\n"
+        f"    reset: nohup {sys.executable} server.py {port} > server.log 2>&1 &\n"
+        f"    health_url: http://127.0.0.1:{port}/health\n    timeout_sec: 10\n"
+    )
+    if stop is not None:
+        text += f"    stop: {stop}\n"
+    reg = registry(tmp_path, text)
+    prepare_service(reg, "notes")
+    assert listening(port), "the reset started the service"
+    return reg, port
+
+
+def test_what_a_reset_started_is_stopped_when_the_run_ends(tmp_path: Path) -> None:
+    reg, port = started_service(tmp_path, stop="echo stopping > stopped.txt")
+    assert stop_services(reg) == ["notes"]
+    assert not listening(port), "the server ignoring SIGTERM was killed"
+    assert (tmp_path / "stopped.txt").read_text() == "stopping\n", "its stop command ran first"
+    assert stop_services(reg) == [], "nothing is left to stop"
+
+
+def test_a_service_in_use_by_another_run_is_left_running(tmp_path: Path) -> None:
+    reg, port = started_service(tmp_path)
+    lock_service(reg, "notes")  # an episode of another run holds it
+    try:
+        assert stop_services(reg) == []
+        assert listening(port)
+    finally:
+        unlock_service(reg, "notes")
+    assert stop_services(reg) == ["notes"]
+    assert not listening(port)
+
+
+def test_a_failing_stop_command_is_reported_and_the_service_still_stopped(
+    tmp_path: Path,
+) -> None:
+    reg, port = started_service(tmp_path, stop="echo no such thing >&2; exit 3")
+    with pytest.raises(ActionError, match=r"service 'notes': stop command .* exited 3"):
+        stop_services(reg)
+    assert not listening(port)

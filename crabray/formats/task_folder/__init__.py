@@ -26,6 +26,7 @@ from crabray.formats.task_folder._services import (
     load_registry,
     lock_service,
     prepare_service,
+    stop_services,
     unlock_service,
 )
 
@@ -47,5 +48,6 @@ __all__ = [
     "load_registry",
     "lock_service",
     "prepare_service",
+    "stop_services",
     "unlock_service",
 ]

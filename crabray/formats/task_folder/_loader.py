@@ -32,7 +32,12 @@ from crabray.formats.task_folder._sandbox import (
     solution_actions,
     teardown_actions,
 )
-from crabray.formats.task_folder._services import REGISTRY_FILE, ServiceRegistry, load_registry
+from crabray.formats.task_folder._services import (
+    REGISTRY_FILE,
+    ServiceRegistry,
+    load_registry,
+    stop_services,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +124,15 @@ class TaskFolderFormat(SuiteFormat):
 
     def load(self, path: Path, **options: str) -> Suite:
         return load(path, **options)
+
+    def end_run(self, suite: Suite) -> None:
+        """Stop the services the run's episodes reset on this host (``stop_services``)."""
+        errors: list[ConfigError] = []
+        registry, _ = _registry(Path(suite.ref.path), suite.ref.services, errors)
+        if registry is not None:
+            stopped = stop_services(registry)
+            if stopped:
+                logger.info("stopped the services the run started: %s", ", ".join(stopped))
 
     def check_backend(self, backend: str) -> None:
         check_backend(backend)

@@ -9,13 +9,21 @@ Before a task starts, only the services it names are reset, so tasks that
 share no service never wait for each other's. A task holds a host-wide lock
 on each of its services from before the reset until its episode ends, so two
 episodes running at once never reset a service under each other's feet.
+
+A reset command runs in a session of its own; what it leaves running there
+(the service it started) is recorded, and stopped when the run ends
+(``stop_services``, however the run ends), with the service's ``stop``
+command first when it has one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import logging
+import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -56,6 +64,13 @@ class Service(BaseModel):
     )
     health_url: str | None = Field(
         default=None, description="URL polled with GET until it answers 2xx."
+    )
+    stop: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Shell command that stops the service when the run ends, run on the "
+        "worker host in the registry file's folder (what the reset left running is stopped "
+        "after it in any case).",
     )
     timeout_sec: float = Field(
         default=30.0, gt=0, description="Limit of the reset, and of the wait for health."
@@ -162,7 +177,7 @@ def prepare_service(registry: ServiceRegistry, name: str) -> None:
         )
     started = time.monotonic()
     if service.reset is not None:
-        _run_reset(name, service.reset, service.timeout_sec, registry.folder)
+        _run_reset(registry, name, service.reset, service.timeout_sec)
     elif service.reset_url is not None:
         _post_reset(name, service.reset_url, service.timeout_sec)
     if service.health_url is not None:
@@ -217,31 +232,145 @@ def _lock_path(registry: ServiceRegistry, name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"crabray-service-{digest}.lock"
 
 
-def _run_reset(name: str, command: str, timeout_sec: float, folder: Path) -> None:
+def _run_reset(registry: ServiceRegistry, name: str, command: str, timeout_sec: float) -> None:
+    """Run the reset command in a session of its own, and record that session for the stop."""
+    folder = registry.folder
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             command,
             shell=True,
             cwd=folder,
-            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
-            timeout=timeout_sec,
+            start_new_session=True,
         )
-    except subprocess.TimeoutExpired as exc:
-        output = _text(exc.stdout) + _text(exc.stderr)
-        raise ActionError(
-            f"service '{name}': reset command `{command}` (in {folder}) did not finish within "
-            f"{timeout_sec:g} s{output_tail(output)}"
-        ) from exc
     except OSError as exc:
         raise ActionError(
             f"service '{name}': cannot run reset command `{command}` in {folder}: {exc}"
         ) from exc
-    if done.returncode != 0:
+    _remember_session(registry, name, proc.pid)
+    try:
+        output, _ = proc.communicate(timeout=timeout_sec)
+    except subprocess.TimeoutExpired as exc:
+        _kill_session(proc.pid, _session_start(proc.pid), grace_sec=0)
+        output = _text(exc.stdout)
+        proc.communicate()
+        raise ActionError(
+            f"service '{name}': reset command `{command}` (in {folder}) did not finish within "
+            f"{timeout_sec:g} s{output_tail(output)}"
+        ) from exc
+    if proc.returncode != 0:
         raise ActionError(
             f"service '{name}': reset command `{command}` (in {folder}) exited "
-            f"{done.returncode}{output_tail(done.stdout + done.stderr)}"
+            f"{proc.returncode}{output_tail(output)}"
         )
+
+
+STOP_GRACE_SEC = 5.0
+"""How long a service's processes get after SIGTERM before SIGKILL when the run ends."""
+_KILL_WAIT_SEC = 5.0
+
+
+def stop_services(registry: ServiceRegistry) -> list[str]:
+    """Stop the services this host reset for runs of the registry: the ``stop`` command of
+    each, then whatever its resets left running. A service another episode holds now (a
+    run still using it) is left to that run. Returns the services stopped.
+
+    Raises:
+        ActionError: A ``stop`` command failed; the rest are stopped first.
+    """
+    stopped, failures = [], []
+    for name, service in sorted(registry.services.items()):
+        record = _sessions_path(registry, name)
+        if not record.exists():
+            continue
+        with open(_lock_path(registry, name), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                logger.info("service '%s' is in use by another run; left running", name)
+                continue
+            if service.stop is not None:
+                failures += _run_stop(name, service.stop, service.timeout_sec, registry.folder)
+            for line in record.read_text().split():
+                sid, started = (int(part) for part in line.split(":"))
+                _kill_session(sid, started, STOP_GRACE_SEC)
+            record.unlink(missing_ok=True)
+            stopped.append(name)
+    if failures:
+        raise ActionError("; ".join(failures))
+    return stopped
+
+
+def _run_stop(name: str, command: str, timeout_sec: float, folder: Path) -> list[str]:
+    """Run a service's ``stop`` command; the failure, if any, as a message."""
+    try:
+        done = subprocess.run(
+            command, shell=True, cwd=folder, capture_output=True, text=True, timeout=timeout_sec
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [f"service '{name}': stop command `{command}` (in {folder}) failed: {exc}"]
+    if done.returncode != 0:
+        return [
+            f"service '{name}': stop command `{command}` (in {folder}) exited "
+            f"{done.returncode}{output_tail(done.stdout + done.stderr)}"
+        ]
+    return []
+
+
+def _sessions_path(registry: ServiceRegistry, name: str) -> Path:
+    return _lock_path(registry, name).with_suffix(".sessions")
+
+
+def _remember_session(registry: ServiceRegistry, name: str, sid: int) -> None:
+    """Record session ``sid`` (a reset command's, just started) as the service's."""
+    with open(_sessions_path(registry, name), "a") as record:
+        record.write(f"{sid}:{_session_start(sid)}\n")
+
+
+def _proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _session_start(pid: int) -> int:
+    """When process ``pid`` started, in clock ticks since boot (0 if it is gone already)."""
+    fields = _proc_stat(pid)
+    return int(fields[19]) if fields else 0
+
+
+def _session_members(sid: int, since: int) -> list[int]:
+    """The live processes of session ``sid`` started at or after ``since`` (not a recycled
+    id's); zombies are dead already, only waiting for their parent."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _proc_stat(int(entry.name))
+            if fields and fields[0] != "Z" and int(fields[3]) == sid and int(fields[19]) >= since:
+                members.append(int(entry.name))
+    return members
+
+
+def _kill_session(sid: int, since: int, grace_sec: float) -> None:
+    """SIGTERM every process of the session, then SIGKILL what is left after ``grace_sec``."""
+    deadline = time.monotonic() + grace_sec
+    sent = signal.SIGTERM if grace_sec > 0 else signal.SIGKILL
+    give_up = deadline + _KILL_WAIT_SEC
+    while members := _session_members(sid, since):
+        if time.monotonic() > give_up:
+            logger.warning("processes %s of a service outlived SIGKILL; left as they are", members)
+            return
+        if sent == signal.SIGTERM and time.monotonic() > deadline:
+            sent = signal.SIGKILL
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sent)
+        time.sleep(_POLL_INTERVAL_SEC / 5)
 
 
 def _post_reset(name: str, url: str, timeout_sec: float) -> None:
