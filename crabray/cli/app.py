@@ -99,5 +99,6 @@ def main(
     """Run benchmarks for computer-using AI agents on Ray; results in Parquet."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
+    handler.setLevel(level)  # a run's log file takes crabray's info records whatever -v says
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
     logging.getLogger("ray").setLevel(max(level, logging.ERROR))

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
         nested_roots,
         new_run_id,
         read_manifest,
+        run_log_path,
         run_state,
         write_manifest,
     )
@@ -112,6 +113,7 @@ _NAMES = {
     "leaderboard": "crabray.results.board.leaderboard",
     "leaderboard_table": "crabray.results.board.arrow_board",
     "list_runs": "crabray.results.store.runs",
+    "run_log_path": "crabray.results.store.runs",
     "mean_and_standard_error": "crabray.results.board.stats",
     "mean_pass_at_k": "crabray.results.board.stats",
     "nested_roots": "crabray.results.store.runs",
@@ -182,6 +184,7 @@ __all__ = [
     "read_steps",
     "render",
     "run_lock",
+    "run_log_path",
     "run_state",
     "shown_uri",
     "steps_table",

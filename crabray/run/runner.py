@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -51,6 +52,7 @@ from crabray.results import (
     new_run_id,
     read_manifest,
     run_lock,
+    run_log_path,
     write_manifest,
 )
 from crabray.results.store.root import ResultsRoot
@@ -207,7 +209,6 @@ def _run_locked(
         cleanup_orphans(specs, here=is_local_instance())
     manifest = manifest.model_copy(update={"planned": len(planned), "state": RunState.RUNNING})
     write_manifest(options.out_dir, manifest)
-    logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
     if on_start is not None:
         on_start(run_id, len(planned), len(items))
     progress = SweepProgress(total=0)
@@ -215,7 +216,8 @@ def _run_locked(
     sink = ResultSink(options.out_dir, run_id, redactor)
     scheduler = None
     try:
-        with _redacted_logs(redactor):
+        with _redacted_logs(redactor), _run_log(options.out_dir, run_id, redactor):
+            logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
             if items:
                 scheduler = Scheduler(
                     suite,
@@ -307,6 +309,35 @@ def _end_run(suite: Suite) -> None:
         suite_format(suite.ref.format).end_run(suite)
     except CrabrayError as exc:
         logger.warning("after the run, %s", exc)
+
+
+@contextmanager
+def _run_log(out_dir: str | Path, run_id: str, redactor: Redactor) -> Iterator[None]:
+    """Append what crabray logs at info level while the run lasts to ``OUT/runs/<RUN>.log``.
+
+    The terminal shows what ``-v`` asks for; the file always has the info level,
+    secrets removed, so a run can be looked into after the fact (the viewer links it).
+    """
+    handler = logging.FileHandler(run_log_path(out_dir, run_id), encoding="utf-8")
+    handler.setLevel(logging.INFO)
+    formatter = logging.Formatter(_RUN_LOG_FORMAT, "%Y-%m-%d %H:%M:%S")
+    formatter.converter = time.gmtime
+    handler.setFormatter(formatter)
+    handler.addFilter(RedactingFilter(redactor))
+    package = logging.getLogger("crabray")
+    level = package.level
+    if package.getEffectiveLevel() > logging.INFO:
+        package.setLevel(logging.INFO)
+    package.addHandler(handler)
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(level)
+        handler.close()
+
+
+_RUN_LOG_FORMAT = "%(asctime)s UTC %(levelname)s %(name)s: %(message)s"
 
 
 @contextmanager

@@ -16,9 +16,14 @@ from tests.site.conftest import write_dataset
 @pytest.mark.slow
 def test_leaderboard_html_after_a_real_run(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    crabray(
+    ran = crabray(
         "run", "tasks/demo", "--agent", "oracle", "--agent", "noop", "--out", str(out), check=True
     )
+    # The run's log: what -v would have printed at info level, kept beside its manifest.
+    (run_id,) = {path.stem for path in (out / "runs").glob("*.json")}
+    log = (out / "runs" / f"{run_id}.log").read_text()
+    assert f"run {run_id}: 22 episodes, 22 to run" in log
+    assert "22 episodes, 22 to run" not in ran.stderr, "without -v the terminal stays quiet"
     site = tmp_path / "site"
     done = crabray("leaderboard", str(out), "--format", "md", "--html", str(site), check=True)
     assert done.stdout.startswith("### leaderboard · suite demo")  # tables go to stdout, alone
@@ -40,6 +45,9 @@ def test_leaderboard_html_after_a_real_run(tmp_path: Path) -> None:
     assert f"<h1>{oracle.task_id}</h1>" in page
     assert page.count('<section class="step"') == int(oracle.steps)
     assert 'data-passed="true"' in page  # the oracle passed its evaluators
+    run_page = (site / f"run-{run_id}.html").read_text(encoding="utf-8")
+    assert f'<a href="logs/{run_id}.log">' in run_page
+    assert (site / "logs" / f"{run_id}.log").read_text() == log
 
 
 def test_view_refuses_a_missing_directory(tmp_path: Path) -> None:

@@ -123,3 +123,20 @@ def test_live_json_run_pages_and_compare(server: ThreadingHTTPServer, dataset: S
     ResultSink(dataset.out, RUN_ID).write([episode("late", "beta", steps=1, success=True)])
     after = json.loads(_get(server, "/live.json")[2])
     assert after["episodes"] == 6 and after["version"] != before["version"]
+
+
+def test_a_run_page_links_the_runs_log_which_is_served_as_text(
+    server: ThreadingHTTPServer, dataset: SiteDataset
+) -> None:
+    from crabray.results import run_log_path
+
+    run_log_path(dataset.out, RUN_ID).write_text("2026-01-01 00:00:00 UTC INFO crabray: hello\n")
+    status, _, page = _get(server, f"/run-{RUN_ID}.html")
+    assert status == 200
+    assert f'<a href="logs/{RUN_ID}.log">'.encode() in page
+    status, kind, body = _get(server, f"/logs/{RUN_ID}.log")
+    assert (status, kind) == (200, "text/plain; charset=utf-8")
+    assert body.endswith(b"INFO crabray: hello\n")
+    # Only the log of a run of this results root, by its id: nothing else of the disk.
+    for path in ("/logs/nope.log", "/logs/..%2F..%2Fetc%2Fpasswd.log", f"/logs/{RUN_ID}.json"):
+        assert _get(server, path)[0] == 404, path

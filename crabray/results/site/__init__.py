@@ -38,19 +38,32 @@ from crabray.results.site._pages import (
     COMPARE_PAGE,
     EPISODES_DIR,
     FILES_DIR,
+    LOGS_DIR,
     episode_page_name,
     render_compare,
     render_episode,
     render_index,
+    run_log_url,
     run_page_name,
     screenshot_url,
 )
 from crabray.results.site._serve import LiveSite, make_server
 from crabray.results.store._layout import check_output_dir
+from crabray.results.store.runs import run_log_path
 
 __all__ = ["LiveSite", "SiteData", "build_site", "make_server"]
 
 logger = logging.getLogger(__name__)
+
+
+def _copy_run_log(out: Path, site: Path, run_id: str) -> str | None:
+    """Copy the run's log into the site; its link, or None when the run has no log."""
+    log = run_log_path(out, run_id)
+    if not log.is_file():
+        return None
+    (site / LOGS_DIR).mkdir(exist_ok=True)
+    shutil.copyfile(log, site / run_log_url(run_id))
+    return run_log_url(run_id)
 
 
 class _ScreenshotCopier:
@@ -140,7 +153,7 @@ def build_site(
             raise ResultsError(f"episode {episode_id} vanished while the site was built")
         (pages / episode_page_name(episode_id)).write_text(html, encoding="utf-8")
     for run_id_shown, run_data in per_run.items():
-        page = render_index(run_data)
+        page = render_index(run_data, run_log=_copy_run_log(out, site, run_id_shown))
         (site / run_page_name(run_id_shown)).write_text(page, encoding="utf-8")
     if len(data.runs) > 1:
         (site / COMPARE_PAGE).write_text(render_compare(data), encoding="utf-8")

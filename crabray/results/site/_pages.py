@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 EPISODES_DIR = "episodes"
 FILES_DIR = "files"
 COMPARE_PAGE = "compare.html"
+LOGS_DIR = "logs"
+"""Where a site keeps each run's log (``OUT/runs/<RUN>.log``), as ``logs/<RUN>.log``."""
 ScreenshotSource = Callable[[str], str | None]
 """Maps a step's ``screenshot_path`` to the ``src`` of its image on an episode page, or None
 when the file is missing."""
@@ -111,6 +113,11 @@ def episode_page_name(episode_id: str) -> str:
     return f"id-{hashlib.sha256(episode_id.encode()).hexdigest()[:32]}.html"
 
 
+def run_log_url(run_id: str) -> str:
+    """Where a run page links the run's log (a site copies it there, the viewer serves it)."""
+    return f"{LOGS_DIR}/{run_id}.log"
+
+
 def run_page_name(run_id: str) -> str:
     """The file name of a run's page (run ids are file-safe: ``check_run_id``)."""
     return f"run-{run_id}.html"
@@ -154,12 +161,13 @@ def _scope(data: SiteData) -> str:
     return f"all runs ({len(data.runs)})"
 
 
-def render_index(data: SiteData, live: Live | None = None) -> str:
+def render_index(data: SiteData, live: Live | None = None, run_log: str | None = None) -> str:
     """The page of ``data``'s scope: matrix, leaderboard, plots, breakdowns, episodes.
 
     Args:
         data: The dataset (every run, or the one run of a run page).
         live: Set when served by ``crabray view``: the page polls for new episodes.
+        run_log: The link to the run's log, on a run page whose run has one.
     """
     context: dict[str, Any] = {
         "title": data.title,
@@ -170,6 +178,7 @@ def render_index(data: SiteData, live: Live | None = None) -> str:
         "episodes": len(data.episodes),
         "live": live.url if live else None,
         "version": live.version if live else "",
+        "run_log": run_log,
     }
     if not data.episodes.empty:
         listed = data.listed

@@ -35,15 +35,18 @@ from crabray.results.site._pages import (
     COMPARE_PAGE,
     EPISODES_DIR,
     FILES_DIR,
+    LOGS_DIR,
     Live,
     episode_page_name,
     render_compare,
     render_episode,
     render_index,
     render_message,
+    run_log_url,
     run_page_name,
     screenshot_url,
 )
+from crabray.results.store.runs import run_log_path
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +124,17 @@ class LiveSite:
             key = f"run:{run}"
             if key not in self._pages:
                 live = Live(LIVE_JSON, self._version)
-                self._pages[key] = render_index(data.for_run(run), live)
+                log = run_log_url(run) if run_log_path(self.out_dir, run).is_file() else None
+                self._pages[key] = render_index(data.for_run(run), live, log)
             return self._pages[key]
+
+    def run_log(self, run_id: str) -> Path | None:
+        """The log file of run ``run_id`` of this site, or None (no such run, or no log)."""
+        with self._lock:
+            if run_id not in {run.run_id for run in self._current().runs}:
+                return None
+        log = run_log_path(self.out_dir, run_id)
+        return log if log.is_file() else None
 
     def compare(self) -> str:
         """The page comparing two runs."""
@@ -174,7 +186,8 @@ class LiveSite:
 
 def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        """Routes ``/``, ``/index.html``, ``/episodes/<page>`` and ``/files/<screenshot>``."""
+        """Routes ``/``, ``/index.html``, ``/episodes/<page>``, ``/files/<screenshot>`` and
+        ``/logs/<run>.log``."""
 
         server_version = "crabray-view"
 
@@ -192,6 +205,12 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
                 elif path.startswith(f"/{EPISODES_DIR}/"):
                     body = site.episode(path.removeprefix(f"/{EPISODES_DIR}/"))
                     self._page_or_404(body)
+                elif path.startswith(f"/{LOGS_DIR}/") and path.endswith(".log"):
+                    log = site.run_log(path.removeprefix(f"/{LOGS_DIR}/").removesuffix(".log"))
+                    if log is None:
+                        self._page_or_404(None)
+                    else:
+                        self._send(HTTPStatus.OK, log.read_bytes(), "text/plain; charset=utf-8")
                 elif path.startswith(f"/{FILES_DIR}/"):
                     found = site.file(path.removeprefix(f"/{FILES_DIR}/"))
                     if found is None:

@@ -25,6 +25,7 @@ from crabray.results.store._layout import atomic_write, check_run_id, runs_dir, 
 logger = logging.getLogger(__name__)
 
 _MANIFEST_SUFFIX = ".json"
+RUN_LOG_SUFFIX = ".log"
 
 
 class RunState(StrEnum):
@@ -89,6 +90,12 @@ def new_run_id() -> str:
 
 def _manifest_path(out_dir: Path, run_id: str) -> Path:
     return runs_dir(out_dir) / f"{check_run_id(run_id)}{_MANIFEST_SUFFIX}"
+
+
+def run_log_path(out_dir: str | Path, run_id: str) -> Path:
+    """``OUT/runs/<RUN>.log``: what the run's driver logged at info level (``-v``), appended
+    to by each resume of the run."""
+    return runs_dir(Path(out_dir)) / f"{check_run_id(run_id)}{RUN_LOG_SUFFIX}"
 
 
 def write_manifest(out_dir: str | Path, manifest: RunManifest) -> Path:
