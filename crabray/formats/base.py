@@ -108,6 +108,14 @@ class SuiteFormat(ABC):
             SuiteErrors: Every problem, each naming its file and field.
         """
 
+    def backend_for(self, path: Path) -> str | None:
+        """The backend the suite at ``path`` runs on when the user names none.
+
+        ``default_backend`` unless a format reads a better one off the suite
+        (a task-JSON suite whose snapshots crabray ships a docker image for).
+        """
+        return self.default_backend
+
     def end_run(self, suite: Suite) -> None:
         """Stop what the suite's tasks started on this host for a run that ends now.
 

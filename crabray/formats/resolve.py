@@ -71,7 +71,7 @@ def resolve_suite(
     return SuiteRef(
         path=str(resolved),
         format=format,
-        backend=backend or loader.default_backend,
+        backend=backend or loader.backend_for(resolved),
         index=None if index is None else _find_file(Path(index), resolved, "--index"),
         base_image=base_image,
         services=None if services is None else _find_file(Path(services), resolved, "--services"),

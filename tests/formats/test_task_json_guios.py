@@ -131,7 +131,7 @@ MIXED = {
 
 def test_type_step_among_func_steps_is_skipped_with_a_warning(tmp_path: Path) -> None:
     write_task(tmp_path, MIXED, tool="jupyter", files={"data.csv": "a\n", "gold.txt": "a\n"})
-    suite = load_suite(resolve_suite(tmp_path))
+    suite = load_suite(resolve_suite(tmp_path, backend="local"))  # its sandbox is local
     entry = suite.entry("t1")
     (warning,) = entry.task.metadata["warnings"]
     assert "config.1" in warning and "skipped" in warning

@@ -115,3 +115,31 @@ def test_the_cli_reports_a_bad_snapshot_setting_against_its_file_and_table(
     assert validate.returncode == 2, validate.stderr
     assert f"{root / 'snapshots.toml'}: local.default.root_dirr:" in validate.stderr
     assert "did you mean 'root_dir'?" in validate.stderr
+
+
+@pytest.mark.parametrize(
+    ("snapshots", "toml", "backend"),
+    [
+        # GUI-OS as shipped: every task on the snapshot crabray ships a docker image for.
+        (["jupyter", "jupyter"], None, "docker"),
+        # crabray's demo: a snapshot with no image runs on local, so the suite does.
+        (["jupyter", "workstation"], None, "local"),
+        ([None, "jupyter"], None, "local"),
+        # snapshots.toml gives every snapshot a docker image, and local nothing.
+        (["jupyter", "workstation"], '[docker.default]\nimage = "a:1"\n', "docker"),
+        # ... or gives local a table: the suite is meant for local.
+        (["jupyter", "jupyter"], '[local.default]\nroot_dir = "/srv"\n', "local"),
+    ],
+)
+def test_with_no_backend_given_the_suite_runs_where_its_snapshots_need(
+    tmp_path: Path, snapshots: list[str | None], toml: str | None, backend: str
+) -> None:
+    root = tmp_path / "suite"
+    for index, snapshot in enumerate(snapshots):
+        doc = {**TASK, **({"snapshot": snapshot} if snapshot else {})}
+        write_task(root, doc, task_id=f"t{index}", files={"gold.txt": "hello\n"})
+    if toml is not None:
+        (root / "snapshots.toml").write_text(toml)
+    assert resolve_suite(root).backend == backend
+    other = "local" if backend == "docker" else "docker"
+    assert resolve_suite(root, backend=other).backend == other, "--backend wins"

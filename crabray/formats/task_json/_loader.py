@@ -33,6 +33,7 @@ from crabray.formats.task_json._registry import TaskContext, lookup
 from crabray.formats.task_json._snapshots import (
     SHARED_FOLDER,
     SnapshotSettings,
+    backend_of_snapshots,
     collect_shared_folder,
     load_snapshot_settings,
 )
@@ -189,8 +190,8 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, index: str | None = None) -
 
 @register_format(FORMAT)
 class TaskJsonFormat(SuiteFormat):
-    """Task-JSON suites: run on one backend (``local`` unless given), optionally through an
-    index file selecting tasks."""
+    """Task-JSON suites: run on one backend (given, else the one their snapshots need:
+    ``backend_for``), optionally through an index file selecting tasks."""
 
     options = frozenset({"backend", "index"})
     default_backend = DEFAULT_BACKEND
@@ -201,6 +202,29 @@ class TaskJsonFormat(SuiteFormat):
 
     def load(self, path: Path, **options: str) -> Suite:
         return load(path, **options)
+
+    def backend_for(self, path: Path) -> str:
+        """``docker`` for a suite whose every snapshot has a docker image (GUI-OS's
+        ``jupyter``), else ``local`` (``backend_of_snapshots``)."""
+        root, _ = suite_root(path)
+        backend = backend_of_snapshots(root, _snapshots_named(root))
+        logger.info("task-json suite %s runs on %s unless --backend says otherwise", root, backend)
+        return backend
+
+
+def _snapshots_named(root: Path) -> set[str | None]:
+    """The snapshots the suite's task files name. A file that cannot be read names none
+    here: loading the suite reports it, with its file and reason."""
+    named: set[str | None] = set()
+    for _, file in _task_files(root, None, []):
+        try:
+            doc = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError):
+            continue
+        if isinstance(doc, dict):
+            snapshot = doc.get("snapshot")
+            named.add(snapshot if isinstance(snapshot, str) and snapshot else None)
+    return named
 
 
 def _environment(

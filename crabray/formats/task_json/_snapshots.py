@@ -127,3 +127,23 @@ def collect_shared_folder(env: Env) -> EpisodeFiles:
         for path in names[:SHARED_FILES_MAX]
     }
     return EpisodeFiles(files=files)
+
+
+def backend_of_snapshots(root: Path, snapshots: set[str | None]) -> str:
+    """The backend a task-JSON suite runs on when the user names none.
+
+    ``docker`` when every snapshot its tasks name has a docker image (crabray's
+    shipped one, as GUI-OS's ``jupyter`` has, or a ``snapshots.toml`` docker
+    table) and the file gives the ``local`` backend no table; ``local``
+    otherwise. The shipped ``jupyter`` image is the GUI-OS VM the suite's
+    ``init.sh`` scripts are written for; a plain local directory is not.
+
+    Raises:
+        ConfigError: ``snapshots.toml`` cannot be read.
+    """
+    if not snapshots or load_snapshot_settings(root, "local").tables:
+        return "local"
+    docker = load_snapshot_settings(root, "docker")
+    if all(docker.for_snapshot(snapshot, "docker") for snapshot in snapshots):
+        return "docker"
+    return "local"
