@@ -11,8 +11,10 @@ starting at once on one host do not build the same image twice.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
+import re
 import subprocess
 import tempfile
 from collections import deque
@@ -60,6 +62,52 @@ def available_envs() -> list[str]:
 def env_image(name: str) -> str:
     """The image an env's build script makes: ``crabray/NAME:latest``."""
     return f"crabray/{name}:latest"
+
+
+INPUTS_LABEL = "crabray.env-inputs"
+"""The label of an env's docker image holding :func:`inputs_digest` of what built it: an
+image whose label differs is out of date and is built again on first use."""
+
+_BASE_REFERENCE = re.compile(r"crabray/([a-z0-9][a-z0-9-]*):latest|\.\./([a-z0-9][a-z0-9-]*)/")
+
+
+def inputs_digest(name: str) -> str:
+    """What env ``name``'s image is made from, as a digest: the files of ``envs/NAME``
+    (READMEs and dot-files aside) and, in turn, the inputs of the envs it builds on
+    (:func:`env_bases`).
+
+    Raises:
+        ConfigError: There is no such env.
+    """
+    build_script(name)
+    return _digest(name, frozenset({name}))
+
+
+def env_bases(name: str) -> list[str]:
+    """The envs env ``name`` builds on: those whose image (``crabray/OTHER:latest``) or
+    script (``../OTHER/``) its files name, sorted."""
+    named = {a or b for a, b in _BASE_REFERENCE.findall("\n".join(_inputs(name).values()))}
+    return sorted((named & set(available_envs())) - {name})
+
+
+def _inputs(name: str) -> dict[str, str]:
+    """The files an env's image is made from, by name (READMEs and dot-files aside)."""
+    return {
+        file.name: file.read_bytes().decode("utf-8", errors="surrogateescape")
+        for file in sorted((envs_dir() / name).iterdir())
+        if file.is_file() and not file.name.startswith(".") and file.name != "README.md"
+    }
+
+
+def _digest(name: str, seen: frozenset[str]) -> str:
+    digest = hashlib.sha256()
+    for file, text in _inputs(name).items():
+        data = text.encode("utf-8", errors="surrogateescape")
+        digest.update(f"{file}\0{len(data)}\0".encode() + data)
+    for base in env_bases(name):
+        if base not in seen:
+            digest.update(f"{base}\0{_digest(base, seen | {base})}".encode())
+    return digest.hexdigest()[:16]
 
 
 def build_script(name: str) -> Path:

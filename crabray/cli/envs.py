@@ -50,11 +50,17 @@ def build(
     script = build_script(name)
     console.print(f"building [bold]{escape(target)}[/] with {escape(str(script))} ...")
     started = time.monotonic()
-    build_env(
-        name,
-        image=target,
-        on_line=lambda line: console.print(f"  {escape(line)}", style="dim", highlight=False),
-    )
+
+    def show(line: str) -> None:
+        console.print(f"  {escape(line)}", style="dim", highlight=False)
+
+    if _makes_docker_image(name):
+        # Labelled with its inputs, so the docker backend knows it current.
+        from crabray.backends.docker import build_env_image
+
+        build_env_image(name, target, on_line=show)
+    else:
+        build_env(name, image=target, on_line=show)
     console.print(f"[green]built[/] {escape(target)} in {time.monotonic() - started:.1f} s")
 
 
@@ -67,11 +73,11 @@ def build(
 )
 def list_envs() -> None:
     """List the envs under envs/ and whether their image exists on the engine."""
-    from crabray.backends.envs import available_envs, build_script, env_image, envs_dir
+    from crabray.backends.envs import available_envs, env_image, envs_dir
 
     names = available_envs()
     # Only builds that make a Docker image have one to look for (a VM build makes disks).
-    images = {n: env_image(n) for n in names if "docker" in build_script(n).read_text()}
+    images = {n: env_image(n) for n in names if _makes_docker_image(n)}
     present = _present_images(list(images.values()))
     table = Table(title=f"envs in {envs_dir()}")
     for column in ("env", "docker image", "built"):
@@ -138,3 +144,10 @@ def _present_images(images: list[str]) -> set[str] | None:
     finally:
         client.close()
     return {image for image in images if image in tags}
+
+
+def _makes_docker_image(name: str) -> bool:
+    """Whether env ``name``'s build makes a Docker image (a VM's build makes disks)."""
+    from crabray.backends.envs import build_script
+
+    return "docker" in build_script(name).read_text()

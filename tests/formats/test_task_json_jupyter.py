@@ -1,7 +1,7 @@
 """The ``jupyter`` snapshot on docker: an ``init.sh`` written for the GUI-OS VM (its
 ``~/.profile``, ``/mnt/container`` log, ``~/Desktop/.action-env`` with ``uv``, Jupyter
-kernel registration, a background editor launch) runs unchanged, and an ``eval.sh`` in
-the same style grades the kernel it registered."""
+kernel registration, a background editor launch, the terminal it opens for the agent)
+runs unchanged, and an ``eval.sh`` in the same style grades the kernel it registered."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ uv pip install jupyter ipykernel pandas
 python -m ipykernel install --user --name .action-env --display-name ".action-env"
 export DISPLAY=":0"
 nohup code . notebook.ipynb >> /mnt/container/editor.log 2>&1 &
+gnome-terminal --working-directory=/home/user
+gnome-terminal --working-directory=/home/user -- sh -c 'echo opened > /mnt/container/terminal.log'
 echo "setup complete"
 """
 
@@ -87,11 +89,13 @@ def test_the_shared_folder_comes_back_as_artifacts(tmp_path: Path) -> None:
     require_env_image("jupyter")
     suite, out = tmp_path / "suite", tmp_path / "out"
     kernel_task(suite)
-    done = crabray(
-        "run", str(suite), "--backend", "docker", "--agent", "noop", "--out", str(out), timeout=900
-    )
+    # No --backend: a suite whose every snapshot has a docker image runs on docker.
+    done = crabray("run", str(suite), "--agent", "noop", "--out", str(out), timeout=900)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     (log,) = out.glob("artifacts/*/*/mnt-container/task-setup.log")
     assert "setup complete" in log.read_text()
     (editor,) = out.glob("artifacts/*/*/mnt-container/editor.log")
     assert "code" in editor.read_text()  # nothing stands in for VS Code: its launch failed
+    # The terminal stand-in ran the command the script gave it, in the background.
+    (terminal,) = out.glob("artifacts/*/*/mnt-container/terminal.log")
+    assert terminal.read_text() == "opened\n"

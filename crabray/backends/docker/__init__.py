@@ -10,14 +10,23 @@ are the implementation: the backend (``_backend``), its settings
 from __future__ import annotations
 
 from crabray.backends.docker._backend import DockerBackend, parse_docker_settings
-from crabray.backends.docker._engine import connect, prune
+from crabray.backends.docker._engine import (
+    build_env_image,
+    connect,
+    ensure_env_image,
+    env_image_current,
+    prune,
+)
 from crabray.backends.docker._settings import BindMount, DockerSettings
 
 __all__ = [
     "BindMount",
     "DockerBackend",
     "DockerSettings",
+    "build_env_image",
     "connect",
+    "ensure_env_image",
+    "env_image_current",
     "parse_docker_settings",
     "prune",
 ]

@@ -14,12 +14,14 @@ folder reuses it and any change to the folder builds a new one.
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import re
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,15 @@ from docker.models.images import Image
 from docker.utils.build import create_archive, exclude_paths
 
 from crabray.backends.docker._settings import DockerSettings
-from crabray.backends.envs import available_envs, build_env, build_lock, env_image
+from crabray.backends.envs import (
+    INPUTS_LABEL,
+    available_envs,
+    build_env,
+    build_lock,
+    env_bases,
+    env_image,
+    inputs_digest,
+)
 from crabray.backends.ownership import owner_tag_is_dead
 from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 
@@ -372,7 +382,7 @@ def ensure_image(client: docker.DockerClient, settings: DockerSettings, env_name
         return _ensure_built(client, plan)
     name = settings.image_name or ""
     found = find_image(client, name)
-    if found is not None:
+    if found is not None and (settings.build is None or _up_to_date(found, settings.build)):
         return found
     if settings.build is None:
         raise _missing_image(name, env_name)
@@ -450,25 +460,92 @@ def find_image(client: docker.DockerClient, name: str) -> Image | None:
         raise SandboxError(f"cannot look up image '{name}': {exc}") from exc
 
 
+def _up_to_date(image: Image, env: str) -> bool:
+    """Whether ``image`` was built from env ``env``'s files as they are now (its label)."""
+    return bool(image.labels.get(INPUTS_LABEL) == inputs_digest(env))
+
+
+def _current_image(client: docker.DockerClient, name: str, env: str) -> Image | None:
+    found = find_image(client, name)
+    return found if found is not None and _up_to_date(found, env) else None
+
+
 def _build_env_image(client: docker.DockerClient, env: str, name: str) -> Image:
-    """Run ``envs/ENV/build.sh`` to make ``name`` (once per host at a time)."""
+    """Run ``envs/ENV/build.sh`` to make ``name`` (once per host at a time), and label it."""
+    why = "is missing" if find_image(client, name) is None else f"is older than envs/{env}"
     logger.info(
-        "docker image '%s' is missing: building it from envs/%s (first use; "
+        "docker image '%s' %s: building it from envs/%s (first use; "
         "`crabray envs build %s` does it ahead of time)",
         name,
+        why,
         env,
         env,
     )
     started = time.monotonic()
-    try:
-        build_env(env, image=name, unless=lambda: find_image(client, name) is not None)
-    except CrabrayError as exc:
-        raise SandboxError(f"cannot make image '{name}': {exc}") from exc
+    build_env_image(env, name, client=client)
     logger.info("built docker image '%s' in %.1f s", name, time.monotonic() - started)
     built = find_image(client, name)
     if built is None:
         raise SandboxError(f"envs/{env}/build.sh succeeded but made no image '{name}'")
     return built
+
+
+def build_env_image(
+    env: str,
+    image: str | None = None,
+    *,
+    client: docker.DockerClient | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> str:
+    """Build env ``env``'s docker image with its build script, labelled with its inputs'
+    digest so that a change to ``envs/ENV`` (or to an env it builds on) rebuilds it. The
+    envs it builds on are made current first, so its script never builds them unlabelled.
+
+    Raises:
+        SandboxError: The build failed, or the engine cannot label the image.
+    """
+    client = client or connect()
+    for base in env_bases(env):
+        if _current_image(client, env_image(base), base) is None:
+            _build_env_image(client, base, env_image(base))
+    name = image or env_image(env)
+    digest = inputs_digest(env)
+    try:
+        build_env(
+            env,
+            image=name,
+            on_line=on_line,
+            unless=lambda: _current_image(client, name, env) is not None,
+        )
+    except CrabrayError as exc:
+        raise SandboxError(f"cannot make image '{name}': {exc}") from exc
+    found = find_image(client, name)
+    if found is not None and found.labels.get(INPUTS_LABEL) != digest:
+        _label(client, name, digest)
+    return name
+
+
+def env_image_current(client: docker.DockerClient, env: str) -> bool:
+    """Whether ``crabray/ENV:latest`` exists and was built from ``envs/ENV`` as it is now."""
+    return _current_image(client, env_image(env), env) is not None
+
+
+def ensure_env_image(env: str, client: docker.DockerClient | None = None) -> str:
+    """``crabray/ENV:latest``, built (or rebuilt, when ``envs/ENV`` changed) if need be."""
+    client = client or connect()
+    name = env_image(env)
+    if _current_image(client, name, env) is None:
+        _build_env_image(client, env, name)
+    return name
+
+
+def _label(client: docker.DockerClient, name: str, digest: str) -> None:
+    """Add the inputs label to image ``name`` (a metadata-only layer, no network)."""
+    dockerfile = f"FROM {name}\nLABEL {INPUTS_LABEL}={digest}\n".encode()
+    try:
+        client.images.build(fileobj=io.BytesIO(dockerfile), tag=name, rm=True, pull=False)
+    except ENGINE_ERRORS as exc:
+        raise SandboxError(f"cannot label image '{name}' with its inputs: {exc}") from exc
 
 
 def _ensure_built(client: docker.DockerClient, plan: BuildPlan) -> Image:
@@ -502,9 +579,10 @@ def _ensure_base(client: docker.DockerClient, base: str, plan: BuildPlan) -> Non
 
     The engine would try a registry for it, which these hosts cannot reach.
     """
-    if find_image(client, base) is not None:
-        return
     env = _buildable_env(base)
+    found = find_image(client, base)
+    if found is not None and (env is None or _up_to_date(found, env)):
+        return
     if env is None:
         raise _missing_base(base, plan)
     _build_env_image(client, env, env_image(env))

@@ -128,24 +128,25 @@ def env_image_missing(name: str) -> str | None:
 
     import docker
 
+    from crabray.backends.docker import ensure_env_image, env_image_current
+
     client = docker.from_env()
     try:
-        client.images.get(f"crabray/{name}:latest")
+        if env_image_current(client, name):
+            return None
+        if shutil.which("debootstrap") is None or os.geteuid() != 0:
+            return ENV_IMAGE_HINT.format(name=name)
+        from crabray.core.errors import CrabrayError
+
+        try:
+            # As the backend does on first use: built, or rebuilt when envs/NAME changed,
+            # under the same host-wide lock.
+            ensure_env_image(name, client)
+        except CrabrayError as exc:
+            return f"{ENV_IMAGE_HINT.format(name=name)} (the build failed: {str(exc)[-800:]})"
         return None
-    except docker.errors.ImageNotFound:
-        pass
     finally:
         client.close()
-    if shutil.which("debootstrap") is None or os.geteuid() != 0:
-        return ENV_IMAGE_HINT.format(name=name)
-    from crabray.backends.envs import build_env
-    from crabray.core.errors import CrabrayError
-
-    try:
-        build_env(name)  # under the same host-wide lock as the backend's first-use builds
-    except CrabrayError as exc:
-        return f"{ENV_IMAGE_HINT.format(name=name)} (the build failed: {str(exc)[-800:]})"
-    return None
 
 
 def require_env_image(name: str) -> None:
