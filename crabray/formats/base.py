@@ -48,7 +48,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SuiteOption = Literal["backend", "index", "base_image", "services"]
+SuiteOption = Literal["backend", "backend_settings", "index", "base_image", "services"]
 """The options ``resolve_suite`` may pass to a format's ``load``."""
 SUITE_OPTIONS: frozenset[str] = frozenset(typing.get_args(SuiteOption))
 
@@ -66,9 +66,11 @@ class SuiteFormat(ABC):
     - ``name``: the format's name (``--suite-format``); set by :func:`register_format`.
     - ``options``: the options its ``load`` takes besides the path; anything
       else given on the command line is refused before loading.
-    - ``default_backend``: the backend its tasks run on when none is given;
-      a format takes the ``backend`` option exactly when it has one (a format
-      without one names the backends in its suites' own environments).
+    - ``default_backend``: the backend its tasks run on when none is given
+      (such a format takes the ``backend`` option). A format without one names
+      the backends in its suites' own environments; if it takes ``backend``
+      (and ``backend_settings``) all the same, they replace its environments'
+      own (python suites: ``--backend docker`` tries a suite on docker).
     - ``detect_priority``: formats are tried in this order (lowest first) when
       none is given; a catch-all format (python) goes last.
     """
@@ -86,10 +88,9 @@ class SuiteFormat(ABC):
                 f"{qualified_name(cls)} declares unknown suite options {sorted(unknown)}; "
                 f"known: {', '.join(sorted(SUITE_OPTIONS))}"
             )
-        if ("backend" in cls.options) != (cls.default_backend is not None):
+        if cls.default_backend is not None and "backend" not in cls.options:
             raise TypeError(
-                f"{qualified_name(cls)}: a format takes the 'backend' option exactly when it "
-                "has a default_backend"
+                f"{qualified_name(cls)}: a format with a default_backend takes the 'backend' option"
             )
 
     @abstractmethod
@@ -97,7 +98,7 @@ class SuiteFormat(ABC):
         """Whether ``path`` (resolved, existing) is a suite in this format."""
 
     @abstractmethod
-    def load(self, path: Path, **options: str) -> Suite:
+    def load(self, path: Path, **options: Any) -> Suite:
         """Load and validate every task of the suite at ``path``.
 
         Args:

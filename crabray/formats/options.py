@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -21,6 +21,11 @@ class SuiteOptions(BaseModel):
     format: str | None = Field(default=None, description="Suite format; detected when unset.")
     backend: str | None = Field(
         default=None, description="Sandbox backend of formats that name none; theirs when unset."
+    )
+    backend_settings: dict[str, Any] | None = Field(
+        default=None,
+        description="Python suites: backend settings for every environment (with backend: "
+        "replacing theirs on another backend; else updating them), e.g. {image = ...}.",
     )
     index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
     base_image: str | None = Field(
@@ -43,6 +48,7 @@ class SuiteOptions(BaseModel):
             path,
             self.format,
             backend=self.backend,
+            backend_settings=self.backend_settings,
             index=self.index,
             base_image=self.base_image,
             services=self.services,

@@ -15,6 +15,7 @@ import sys
 import traceback
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -36,19 +37,30 @@ def detect(path: Path) -> bool:
     return path.is_dir() and any(_modules(path))
 
 
-def load(path: Path) -> Suite:
+def load(
+    path: Path, backend: str | None = None, backend_settings: dict[str, Any] | None = None
+) -> Suite:
     """Import every module of the suite and collect its benchmarks.
+
+    Args:
+        path: A ``.py`` file, or a folder of them.
+        backend: Replaces the backend of every environment (try a suite on docker).
+        backend_settings: Every environment's backend settings: replacing its own when
+            ``backend`` changes its kind, else updating them.
 
     Raises:
         SuiteErrors: Any module failed to import or validate; lists them all.
     """
-    suite = Suite(SuiteRef(path=str(path), format=FORMAT), suite_name(path))
+    ref = SuiteRef(
+        path=str(path), format=FORMAT, backend=backend, backend_settings=backend_settings
+    )
+    suite = Suite(ref, suite_name(path))
     errors: list[ConfigError] = []
     for file in _modules(path) if path.is_dir() else [path]:
         try:
             module = _import(file)
             for benchmark in _benchmarks(module):
-                suite.add(benchmark, str(file))
+                suite.add(_on_backend(benchmark, backend, backend_settings), str(file))
         except SuiteErrors as exc:
             errors += exc.errors
         except ConfigError as exc:
@@ -62,16 +74,45 @@ def load(path: Path) -> Suite:
 
 @register_format(FORMAT)
 class PythonFormat(SuiteFormat):
-    """Python suites; tried last, since any ``.py`` file would do. They take no options:
-    their environments name their own backends."""
+    """Python suites; tried last, since any ``.py`` file would do. Their environments name
+    their own backends; ``backend`` and ``backend_settings`` replace them for a run."""
 
+    options = frozenset({"backend", "backend_settings"})
     detect_priority = 90
 
     def detect(self, path: Path) -> bool:
         return detect(path)
 
-    def load(self, path: Path, **options: str) -> Suite:
+    def load(self, path: Path, **options: Any) -> Suite:
         return load(path, **options)
+
+
+def _on_backend(
+    benchmark: BenchmarkConfig, backend: str | None, settings: dict[str, Any] | None
+) -> BenchmarkConfig:
+    """``benchmark`` with its environments moved to ``backend`` and given ``settings``."""
+    if backend is None and settings is None:
+        return benchmark
+    moved = []
+    for env in benchmark.environments:
+        kind = backend or env.backend
+        own = env.backend_settings if kind == env.backend else {}
+        moved.append(
+            env.model_copy(
+                update={
+                    "backend": kind,
+                    "backend_settings": {**own, **(settings or {})},
+                    "settings_source": None,
+                }
+            )
+        )
+    logger.info(
+        "benchmark %s: its %d environments run on %s",
+        benchmark.name,
+        len(moved),
+        backend or "their own backends",
+    )
+    return benchmark.model_copy(update={"environments": moved})
 
 
 def _modules(folder: Path) -> list[Path]:

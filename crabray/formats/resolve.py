@@ -8,7 +8,9 @@ task, and reports all problems at once. Workers call it with the same
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
+from typing import Any
 
 from crabray.core.errors import ConfigError
 from crabray.formats.base import (
@@ -18,7 +20,12 @@ from crabray.formats.base import (
 )
 from crabray.formats.suite import Suite, SuiteRef
 
-_OPTION_FLAGS = {"index": "--index", "base_image": "--base-image", "services": "--services"}
+_OPTION_FLAGS = {
+    "backend_settings": "--backend-setting",
+    "index": "--index",
+    "base_image": "--base-image",
+    "services": "--services",
+}
 """The options a format may refuse, and the command-line flag each comes from."""
 
 
@@ -27,6 +34,7 @@ def resolve_suite(
     format: str | None = None,
     *,
     backend: str | None = None,
+    backend_settings: dict[str, Any] | None = None,
     index: str | Path | None = None,
     base_image: str | None = None,
     services: str | Path | None = None,
@@ -37,6 +45,8 @@ def resolve_suite(
         path: The suite.
         format: Its format; detected when ``None``.
         backend: Sandbox backend for formats that name none; their default when ``None``.
+            For python suites, the backend replacing their environments' own.
+        backend_settings: Python suites: settings for every environment's backend.
         index: Task-JSON index file selecting tasks (relative to the working directory,
             else to the suite).
         base_image: Task folders: the image replacing every ``FROM`` of their Dockerfiles.
@@ -63,7 +73,12 @@ def resolve_suite(
         )
     if backend is not None:
         loader.check_backend(backend)
-    given = {"index": index, "base_image": base_image, "services": services}
+    given = {
+        "backend_settings": backend_settings,
+        "index": index,
+        "base_image": base_image,
+        "services": services,
+    }
     for option, value in given.items():
         if value is not None and option not in loader.options:
             flag = _OPTION_FLAGS[option]
@@ -72,6 +87,7 @@ def resolve_suite(
         path=str(resolved),
         format=format,
         backend=backend or loader.backend_for(resolved),
+        backend_settings=backend_settings,
         index=None if index is None else _find_file(Path(index), resolved, "--index"),
         base_image=base_image,
         services=None if services is None else _find_file(Path(services), resolved, "--services"),
@@ -109,7 +125,10 @@ def load_suite(ref: SuiteRef) -> Suite:
     Raises:
         SuiteErrors: Every problem in every task, each with file and field.
     """
-    return _load_cached(ref.path, ref.format, ref.backend, ref.index, ref.base_image, ref.services)
+    settings = None if ref.backend_settings is None else json.dumps(ref.backend_settings)
+    return _load_cached(
+        ref.path, ref.format, ref.backend, settings, ref.index, ref.base_image, ref.services
+    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -117,9 +136,18 @@ def _load_cached(
     path: str,
     format: str,
     backend: str | None,
+    backend_settings: str | None,
     index: str | None,
     base_image: str | None,
     services: str | None,
 ) -> Suite:
-    options = {"backend": backend, "index": index, "base_image": base_image, "services": services}
-    return suite_format(format).load(Path(path), **{k: v for k, v in options.items() if v})
+    options: dict[str, Any] = {
+        "backend": backend,
+        "backend_settings": None if backend_settings is None else json.loads(backend_settings),
+        "index": index,
+        "base_image": base_image,
+        "services": services,
+    }
+    return suite_format(format).load(
+        Path(path), **{k: v for k, v in options.items() if v is not None}
+    )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -30,7 +31,13 @@ class SuiteRef(BaseModel):
     format: str
     backend: str | None = Field(
         default=None,
-        description="Sandbox backend of formats that name none (task-JSON, task folders).",
+        description="Sandbox backend of formats that name none (task-JSON, task folders), or "
+        "the one replacing a python suite's environments' own.",
+    )
+    backend_settings: dict[str, Any] | None = Field(
+        default=None,
+        description="Python suites: settings replacing (on another backend) or updating (on "
+        "theirs) every environment's backend settings.",
     )
     index: str | None = Field(
         default=None, description="Task-JSON: an index file selecting a subset of the tasks."

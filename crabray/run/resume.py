@@ -32,6 +32,7 @@ LATEST = "latest"
 WHAT: dict[str, str] = {
     "format": "--suite-format",
     "backend": "--backend",
+    "backend_settings": "--backend-setting",
     "index": "--index",
     "base_image": "--base-image",
     "services": "--services",

@@ -108,11 +108,11 @@ def test_index_naming_a_missing_task(tmp_path: Path) -> None:
     assert "must map each tool" in only(tmp_path, index=index).reason
 
 
-def test_backend_and_index_are_refused_for_python_suites(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="--backend"):
-        resolve_suite(ROOT / "tasks" / "demo", backend="docker")
+def test_index_is_refused_for_python_suites(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--index"):
         resolve_suite(ROOT / "tasks" / "demo", index=DEMO / "test_small.json")
+    with pytest.raises(ConfigError, match="--backend-setting"):
+        resolve_suite(DEMO, backend_settings={"image": "x"})  # task-JSON has snapshots.toml
 
 
 # Malformed suites ---------------------------------------------------------------------------

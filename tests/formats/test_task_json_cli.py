@@ -68,6 +68,6 @@ def test_index_and_backend_options(tmp_path: Path) -> None:
     episodes = read_episodes(out)
     assert len(episodes) == 2 and (episodes.score == 1.0).all()
     refused = crabray(
-        "run", "tasks/demo", "--backend", "docker", "--agent", "noop", "--out", str(out)
+        "run", "tasks/demo", "--index", "x.json", "--agent", "noop", "--out", str(out)
     )
-    assert refused.returncode == 2 and "--backend" in refused.stderr
+    assert refused.returncode == 2 and "--index" in refused.stderr

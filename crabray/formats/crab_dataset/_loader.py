@@ -117,7 +117,7 @@ class CrabDatasetFormat(SuiteFormat):
     def detect(self, path: Path) -> bool:
         return detect(path)
 
-    def load(self, path: Path, **options: str) -> Suite:
+    def load(self, path: Path, **options: Any) -> Suite:
         return load(path, **options)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS
 from crabray.core import BenchmarkConfig, EnvironmentConfig, Task
@@ -122,7 +123,7 @@ class TaskFolderFormat(SuiteFormat):
     def detect(self, path: Path) -> bool:
         return detect(path)
 
-    def load(self, path: Path, **options: str) -> Suite:
+    def load(self, path: Path, **options: Any) -> Suite:
         return load(path, **options)
 
     def end_run(self, suite: Suite) -> None:

@@ -200,7 +200,7 @@ class TaskJsonFormat(SuiteFormat):
     def detect(self, path: Path) -> bool:
         return detect(path)
 
-    def load(self, path: Path, **options: str) -> Suite:
+    def load(self, path: Path, **options: Any) -> Suite:
         return load(path, **options)
 
     def backend_for(self, path: Path) -> str:
