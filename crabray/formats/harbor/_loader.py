@@ -21,6 +21,7 @@ from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, Task
 from crabray.core.errors import ConfigError
 from crabray.core.task import graded_by_scorer
 from crabray.formats.base import SuiteFormat, register_format
+from crabray.formats.folders import docker_only, holds_tasks, task_folders
 from crabray.formats.harbor._checks import (
     DOCKERFILE,
     ENVIRONMENT_DIR,
@@ -47,9 +48,7 @@ ONLINE_NETWORK = "crabray-net"
 
 def detect(path: Path) -> bool:
     """Whether ``path`` is a Harbor task folder, or a folder holding some."""
-    if not path.is_dir():
-        return False
-    return is_harbor_task(path) or any(is_harbor_task(sub) for sub in _subfolders(path))
+    return holds_tasks(path, is_harbor_task)
 
 
 def load(path: Path, backend: str = DEFAULT_BACKEND, base_image: str | None = None) -> Suite:
@@ -89,12 +88,7 @@ def check_backend(backend: str) -> None:
     Raises:
         ConfigError: Naming ``--backend`` and why.
     """
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"harbor suites run only on the docker backend (each task's environment/Dockerfile "
-            f"defines its sandbox), not '{backend}': omit --backend or pass --backend docker",
-            field="--backend",
-        )
+    docker_only("harbor suites", backend)
 
 
 @register_format(FORMAT)
@@ -116,23 +110,15 @@ class HarborFormat(SuiteFormat):
         check_backend(backend)
 
 
-def _subfolders(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-
-
 def _task_folders(path: Path, errors: list[ConfigError]) -> list[Path]:
-    if is_harbor_task(path):
-        return [path]
-    found = [sub for sub in _subfolders(path) if looks_like_task(sub)]
-    if not found:
-        errors.append(
-            ConfigError(
-                "holds no Harbor task folder: a task folder has task.toml, instruction.md, "
-                "environment/Dockerfile and tests/test.sh",
-                file=str(path),
-            )
-        )
-    return found
+    return task_folders(
+        path,
+        is_task=is_harbor_task,
+        looks_like_task=looks_like_task,
+        layout="Harbor task folder: a task folder has task.toml, instruction.md, "
+        "environment/Dockerfile and tests/test.sh",
+        errors=errors,
+    )
 
 
 def _benchmark(name: str, task: HarborTask, base_image: str | None) -> BenchmarkConfig:
