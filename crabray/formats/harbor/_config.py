@@ -18,7 +18,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from crabray.core.errors import ConfigError
 
@@ -98,22 +105,39 @@ class EnvironmentSection(_Section):
         default_factory=dict, description="Environment of every command in the container."
     )
 
+    @field_validator("memory", "storage")
+    @classmethod
+    def _size(cls, value: str | None) -> str | None:
+        if value is not None:
+            size_mb(value)
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _no_gpus(cls, value: int) -> int:
+        if value:
+            raise ValueError(
+                f"asks for {value} GPU(s): crabray's docker sandboxes have no GPUs; "
+                "remove the task from the suite or set gpus = 0"
+            )
+        return value
+
+    @field_validator("network_mode")
+    @classmethod
+    def _known_network(cls, value: str | None) -> str | None:
+        if value not in (None, "public", "no-network"):
+            raise ValueError(
+                f"network_mode {value!r} is not supported: crabray gives a container "
+                "either outbound access ('public') or none ('no-network')"
+            )
+        return value
+
     @model_validator(mode="after")
     def _legacy_sizes(self) -> EnvironmentSection:
         if self.memory is not None:
             self.memory_mb = size_mb(self.memory)
         if self.storage is not None:
             self.storage_mb = size_mb(self.storage)
-        if self.gpus:
-            raise ValueError(
-                f"asks for {self.gpus} GPU(s): crabray's docker sandboxes have no GPUs; "
-                "remove the task from the suite or set gpus = 0"
-            )
-        if self.network_mode not in (None, "public", "no-network"):
-            raise ValueError(
-                f"network_mode {self.network_mode!r} is not supported: crabray gives a container "
-                "either outbound access ('public') or none ('no-network')"
-            )
         return self
 
     @property
