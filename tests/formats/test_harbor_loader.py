@@ -98,6 +98,18 @@ def test_every_problem_names_file_and_field(suite: Path) -> None:
     assert "GPU" in reasons and "docker compose" in reasons
 
 
+def test_a_multi_step_task_is_refused_with_the_reason(suite: Path) -> None:
+    task = suite / "write-hello"
+    shutil.rmtree(task / "tests")
+    (task / "instruction.md").unlink()
+    (task / "steps" / "1_step_one" / "tests").mkdir(parents=True)
+    with pytest.raises(SuiteErrors) as raised:
+        load_suite(resolve_suite(suite))
+    (error,) = raised.value.errors
+    assert error.file == str(task / "steps")
+    assert "multi-step" in error.reason
+
+
 def test_validate_reports_problems_and_exits_2(suite: Path) -> None:
     (suite / "count-lines" / "task.toml").write_text("[verifier\ntimeout_sec = 1\n")
     (suite / "write-hello" / "task.toml").write_text('[agent]\nuser = "agent"\n')

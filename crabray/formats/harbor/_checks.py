@@ -24,6 +24,7 @@ TESTS_DIR = "tests"
 TEST_SCRIPT = "test.sh"
 SOLUTION_DIR = "solution"
 SOLVE_SCRIPT = "solve.sh"
+STEPS_DIR = "steps"
 
 TASK_MARKERS = (TASK_TOML, INSTRUCTION, ENVIRONMENT_DIR, TESTS_DIR, SOLUTION_DIR)
 """Entries that make a suite's subfolder a (possibly broken) Harbor task folder."""
@@ -76,6 +77,13 @@ class HarborChecker:
 
     def check(self) -> HarborTask | None:
         """The task, or ``None`` when ``problems`` says what is wrong."""
+        if (self.folder / STEPS_DIR).is_dir() and not (self.folder / TESTS_DIR).is_dir():
+            self._problem(
+                STEPS_DIR,
+                "holds the steps of a multi-step (multi-turn) task, which crabray's harbor "
+                "format does not run: only single-step tasks (instruction.md, tests/test.sh)",
+            )
+            return None
         config = self._config()
         instruction = self._instruction()
         self._environment()
