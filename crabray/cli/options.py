@@ -39,8 +39,9 @@ BaseImageOpt = Annotated[
     str | None,
     typer.Option(
         "--base-image",
-        help="Task folders: the image replacing every FROM of the tasks' Dockerfiles "
-        "(default: the original base image becomes crabray/task-base:latest).",
+        help="Task folders and Harbor suites: the image replacing every FROM of the tasks' "
+        "Dockerfiles (task folders' default: the original base image becomes "
+        "crabray/task-base:latest; Harbor's: built as written).",
     ),
 ]
 ServicesOpt = Annotated[

@@ -8,7 +8,7 @@ takes (``options``), which backend its tasks run on when the user names none
 misspelt option is a ``TypeError`` when the class is defined, not an option
 silently switched off.
 
-crabray's formats (task-json, task-folder, crab-dataset, python) are imported on first use;
+crabray's formats (task-json, task-folder, crab-dataset, harbor, python) are imported on first use;
 an installed package adds a format in the ``crabray.formats`` entry-point group
 (``name = "module:FormatClass"``, see ``docs/plugins.md``).
 
@@ -162,6 +162,7 @@ _FORMATS.add_lazy("task-json", "crabray.formats.task_json:TaskJsonFormat")
 _FORMATS.add_lazy("task-folder", "crabray.formats.task_folder:TaskFolderFormat")
 _FORMATS.add_lazy("python", "crabray.formats.python:PythonFormat")
 _FORMATS.add_lazy("crab-dataset", "crabray.formats.crab_dataset:CrabDatasetFormat")
+_FORMATS.add_lazy("harbor", "crabray.formats.harbor:HarborFormat")
 
 
 def register_format(name: str) -> Callable[[FormatT], FormatT]:

@@ -49,7 +49,8 @@ def resolve_suite(
         backend_settings: Python suites: settings for every environment's backend.
         index: Task-JSON index file selecting tasks (relative to the working directory,
             else to the suite).
-        base_image: Task folders: the image replacing every ``FROM`` of their Dockerfiles.
+        base_image: Task folders and Harbor suites: the image replacing every ``FROM`` of
+            their Dockerfiles.
         services: Task folders: the service registry file (relative to the working
             directory, else to the suite).
 

@@ -8,7 +8,7 @@ checkpoints in the sandbox after the agent is done, with crabray's own
 ``scoring`` and ``common`` modules. See ``seeds/task-folder-format.md``.
 """
 
-from crabray.formats.task_folder._checks import CRABRAY_BASE_IMAGE, TaskFiles
+from crabray.formats.task_folder._checks import CRABRAY_BASE_IMAGE, TaskFiles, from_lines
 from crabray.formats.task_folder._grading import EvalResult, checkpoint_score
 from crabray.formats.task_folder._loader import (
     BACKENDS,
@@ -44,6 +44,7 @@ __all__ = [
     "check_backend",
     "checkpoint_score",
     "detect",
+    "from_lines",
     "load",
     "load_registry",
     "lock_service",

@@ -19,6 +19,7 @@ from crabray.core import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.core.errors import ConfigError
 from crabray.core.task import graded_by_scorer
 from crabray.formats.base import SuiteFormat, register_format
+from crabray.formats.folders import docker_only, holds_tasks, task_folders
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 from crabray.formats.task_folder._checks import (
     DOCKERFILE,
@@ -52,9 +53,7 @@ WORKDIR = "/workspace"
 
 def detect(path: Path) -> bool:
     """Whether ``path`` is a task folder, or a folder holding task folders."""
-    if not path.is_dir():
-        return False
-    return is_task_folder(path) or any(is_task_folder(sub) for sub in _subfolders(path))
+    return holds_tasks(path, is_task_folder)
 
 
 def load(
@@ -103,12 +102,7 @@ def check_backend(backend: str) -> None:
     Raises:
         ConfigError: Naming ``--backend`` and why.
     """
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"task-folder suites run only on the docker backend (each task's Dockerfile "
-            f"defines its sandbox), not '{backend}': omit --backend or pass --backend docker",
-            field="--backend",
-        )
+    docker_only("task-folder suites", backend)
 
 
 @register_format(FORMAT)
@@ -139,23 +133,15 @@ class TaskFolderFormat(SuiteFormat):
         check_backend(backend)
 
 
-def _subfolders(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-
-
 def _task_folders(path: Path, errors: list[ConfigError]) -> list[Path]:
-    if is_task_folder(path):
-        return [path]
-    found = [sub for sub in _subfolders(path) if looks_like_task(sub)] if path.is_dir() else []
-    if not found:
-        errors.append(
-            ConfigError(
-                "holds no task folder: a task folder has task.md, evaluator.py, Dockerfile "
-                "and dependencies.yml",
-                file=str(path),
-            )
-        )
-    return found
+    return task_folders(
+        path,
+        is_task=is_task_folder,
+        looks_like_task=looks_like_task,
+        layout="task folder: a task folder has task.md, evaluator.py, Dockerfile and "
+        "dependencies.yml",
+        errors=errors,
+    )
 
 
 def _registry(

@@ -1,0 +1,3 @@
+#!/bin/bash
+set -e
+bash "$(dirname "$0")/count.sh" > "$COUNT_FILE"
