@@ -293,7 +293,7 @@ def test_root_action_space_replaces_crabrays_defaults_of_the_same_name() -> None
         tasks=[task],
         root_action_space=[complete, wait],
     )
-    assert create_benchmark(config) is config
+    assert create_benchmark(config).config is config
     names = [b.call_name for b in config.action_space(task, [complete.model_copy()])]
     assert sorted(names) == ["complete", "submit", "wait"]
 
