@@ -6,6 +6,7 @@ this: an episode call runs ``watch_episode`` on the actor holding its first
 environment.
 """
 
+from crabray.episode.driven import DrivenEpisode
 from crabray.episode.loop import (
     EpisodeCancelled,
     EpisodeSettings,
@@ -16,6 +17,7 @@ from crabray.episode.loop import (
 )
 
 __all__ = [
+    "DrivenEpisode",
     "EpisodeCancelled",
     "EpisodeSettings",
     "WatchedRecord",
