@@ -19,6 +19,7 @@ from crabray.cluster.session import ClusterEpisode
 from crabray.core.errors import ConfigError
 from crabray.core.result import TerminationReason
 from crabray.episode import EpisodeSettings
+from crabray.results import ResultSink, read_episodes, read_steps
 
 pytestmark = [pytest.mark.ray]
 
@@ -61,6 +62,12 @@ def test_moves_run_in_the_actors_sandbox_and_the_episode_is_graded_there(
     assert record.result.score == 1.0
     assert [s.action for s in record.steps] == ["write_file", "write_file"]
     assert not root.exists(), "closing the episode closed its sandbox"
+    ResultSink(tmp_path / "out", "run-1").write([record])
+    rows = read_episodes(tmp_path / "out")
+    assert rows[["agent", "task_id", "score", "termination_reason"]].values.tolist() == [
+        ["trainer", "hello", 1.0, "success"]
+    ]
+    assert list(read_steps(tmp_path / "out").action) == ["write_file", "write_file"]
 
 
 def test_an_unhostable_kind_is_refused_without_leaking_actors(
