@@ -99,3 +99,17 @@ def test_complete_ends_the_episode_unsolved(
     result = driven.record.result
     assert result.termination_reason is TerminationReason.AGENT_COMPLETE
     assert result.score == 0.0
+
+
+def test_finish_ends_a_running_episode_as_it_stands(
+    bench: BenchmarkConfig, sandboxes: dict[str, Backend]
+) -> None:
+    driven = DrivenEpisode(bench, bench.tasks[0], sandboxes, settings("driven"))
+    assert driven.finish() is None, "never started"
+    driven.start()
+    driven.step(ActionCall(name="write_file", arguments={"path": "a.txt", "content": "a"}))
+    record = driven.finish()
+    assert record is not None and record is driven.record
+    assert record.result.termination_reason is TerminationReason.AGENT_COMPLETE
+    assert record.result.completeness == 0.5
+    assert driven.finish() is record

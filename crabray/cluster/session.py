@@ -65,13 +65,19 @@ class ClusterEpisode(DrivenEpisode):
                 backend.start()
                 backends[env.name] = backend
         except BaseException:
-            self.close()
+            self._end_actors()
             raise
         self.backends = backends
         super().__init__(benchmark, task, backends, settings, spec)
 
     def close(self) -> None:
-        """Close the sandboxes and end their actors."""
+        """End a running episode as it stands (``finish``), close the sandboxes, end the actors."""
+        try:
+            self.finish()
+        finally:
+            self._end_actors()
+
+    def _end_actors(self) -> None:
         for actor in self._actors:
             try:
                 ray.get(actor.close.remote())

@@ -118,6 +118,18 @@ class DrivenEpisode:
         self._bridge.moves.put(AgentStep(calls=list(calls), message=message))
         return self._next()
 
+    def finish(self) -> EpisodeRecord | None:
+        """End the episode as it stands if it is still running (the agent's ``complete``).
+
+        Returns:
+            The record; None when the episode was never started.
+        """
+        if self._thread is None:
+            return None
+        while self.record is None and self.step(ActionCall(name="complete")) is not None:
+            pass
+        return self.record
+
     def _next(self) -> StepInput | None:
         got = self._bridge.inputs.get()
         if isinstance(got, BaseException):
