@@ -16,6 +16,7 @@ from crabray.core.lazy import lazy_getattr
 if TYPE_CHECKING:
     from crabray.core import (
         Action,
+        Benchmark,
         BenchmarkConfig,
         ClosedAction,
         Env,
@@ -54,6 +55,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Action",
+    "Benchmark",
     "BenchmarkConfig",
     "ClosedAction",
     "CrabrayError",

@@ -11,7 +11,7 @@ from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from crabray.core.actions import KEPT_PARAMS, Action, action
-    from crabray.core.benchmark import BenchmarkConfig, BoundAction, create_benchmark
+    from crabray.core.benchmark import BenchmarkConfig, BoundAction
     from crabray.core.env import AgentSignals, Env
     from crabray.core.environment import (
         ROOT_ENV,
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from crabray.core.models.action import ClosedAction
     from crabray.core.result import CheckpointScore, Score
     from crabray.core.retry import RetryPolicy
+    from crabray.core.session import Benchmark, StepResult, create_benchmark
     from crabray.core.subtask import SubTask
     from crabray.core.task import Task
     from crabray.core.task_generator import TaskGenerator
@@ -37,9 +38,11 @@ _LAZY = {
     "action": "crabray.core.actions",
     "Evaluator": "crabray.core.evaluators",
     "evaluator": "crabray.core.evaluators",
+    "Benchmark": "crabray.core.session",
+    "StepResult": "crabray.core.session",
     "BenchmarkConfig": "crabray.core.benchmark",
     "BoundAction": "crabray.core.benchmark",
-    "create_benchmark": "crabray.core.benchmark",
+    "create_benchmark": "crabray.core.session",
     "AgentSignals": "crabray.core.env",
     "Env": "crabray.core.env",
     "ROOT_ENV": "crabray.core.environment",
@@ -66,6 +69,7 @@ __all__ = [
     "ROOT_ENV",
     "Action",
     "AgentSignals",
+    "Benchmark",
     "BenchmarkConfig",
     "BoundAction",
     "CheckpointScore",
@@ -78,6 +82,7 @@ __all__ = [
     "GraphProgress",
     "RetryPolicy",
     "Score",
+    "StepResult",
     "SubTask",
     "Task",
     "TaskGenerator",

@@ -57,6 +57,9 @@ class Action(BaseModel):
         env_name: The environment the action belongs to, when fixed.
         local: Runs without a sandbox: ``env`` is the episode's root environment.
         bound: Arguments fixed by calling the action (see ``__call__``).
+        sealed: Called with positional arguments (CRAB's closed action): parameters
+            with a default that were not bound keep their default and are no longer
+            offered to the caller.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -70,6 +73,7 @@ class Action(BaseModel):
     env_name: str | None = None
     local: bool = False
     bound: dict[str, Any] = Field(default_factory=dict)
+    sealed: bool = False
 
     _decorator_args: dict[str, Any] = PrivateAttr(default_factory=dict)
     _parts: tuple[Action, ...] = PrivateAttr(default=())
@@ -95,8 +99,15 @@ class Action(BaseModel):
 
     @property
     def open_parameters(self) -> dict[str, Any]:
-        """Parameter fields the caller still has to (or may) provide."""
-        return {n: f for n, f in self.parameters.model_fields.items() if n not in self.bound}
+        """Parameter fields the caller still has to (or may) provide.
+
+        A sealed action offers only the required ones it still lacks.
+        """
+        return {
+            n: f
+            for n, f in self.parameters.model_fields.items()
+            if n not in self.bound and not (self.sealed and not f.is_required())
+        }
 
     @property
     def required_parameters(self) -> list[str]:
@@ -110,6 +121,11 @@ class Action(BaseModel):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Self:
         """Bind arguments and return a new, (partly) closed action; nothing runs.
+
+        As in CRAB: positional arguments close the action (its parameters with
+        a default keep it and leave the schema, so ``add(5)`` offers nothing);
+        keyword arguments alone bind just those. Either way the description
+        gains CRAB's suffix `` Input: (args) {kwargs}``.
 
         Raises:
             ActionParameterError: An argument names no parameter, or is given twice.
@@ -126,10 +142,14 @@ class Action(BaseModel):
         problems += [(n, f"no such open parameter; open: {open_names}") for n in unknown]
         if problems:
             raise ActionParameterError(self.name, problems)
-        bound = {**self.bound, **positional, **kwargs}
-        return self.model_copy(
-            update={"bound": bound, "entry": functools.partial(self.entry, **positional, **kwargs)}
-        )
+        update: dict[str, Any] = {
+            "bound": {**self.bound, **positional, **kwargs},
+            "entry": functools.partial(self.entry, **positional, **kwargs),
+            "sealed": self.sealed or bool(args),
+        }
+        if self.description is not None:
+            update["description"] = f"{self.description} Input: {args} {kwargs}"
+        return self.model_copy(update=update)
 
     def set_kept_param(self, **params: Any) -> Self:
         """A copy with kept parameters fixed (CRAB's API): e.g. ``set_kept_param(env=my_env)``.
@@ -187,7 +207,8 @@ class Action(BaseModel):
         Raises:
             ActionParameterError: Naming the action, each bad parameter and the problem.
         """
-        overlap = sorted(set(arguments) & set(self.bound))
+        fixed = set(self.parameters.model_fields) - set(self.open_parameters)
+        overlap = sorted(set(arguments) & fixed)
         if overlap:
             raise ActionParameterError(self.name, [(n, "is fixed by the task") for n in overlap])
         try:
@@ -255,11 +276,12 @@ class Action(BaseModel):
 
     def _parameters_schema(self) -> dict[str, Any]:
         schema = copy.deepcopy(_model_schema(self.parameters))
-        properties = {k: v for k, v in schema.get("properties", {}).items() if k not in self.bound}
+        offered = self.open_parameters
+        properties = {k: v for k, v in schema.get("properties", {}).items() if k in offered}
         for prop in properties.values():
             prop.pop("title", None)
         parameters: dict[str, Any] = {"type": "object", "properties": properties}
-        required = [r for r in schema.get("required", []) if r not in self.bound]
+        required = [r for r in schema.get("required", []) if r in offered]
         if required:
             parameters["required"] = required
         if "$defs" in schema:

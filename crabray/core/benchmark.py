@@ -71,8 +71,9 @@ class BenchmarkConfig(BaseModel):
         time_limit_sec: Time budget in seconds of tasks that set none;
             ``DEFAULT_TIME_LIMIT_SEC`` (one hour) when unset.
         common_setup: Closed actions run before every task's own setup.
-        prompting_tools: CRAB's field, refused when set: observations are shown to
-            agents as they are.
+        prompting_tools: CRAB's field, refused when set: ``crabray run`` shows
+            observations to agents as they are; give the tools to
+            ``Benchmark(config, prompting_tools=...)`` for ``observe_with_prompt``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
@@ -254,20 +255,6 @@ def _merged(
     suite = [a for a in suite_actions if a.name not in task_names]
     given = task_names | {a.name for a in suite}
     return [*task_actions, *suite, *(a for a in defaults if a.name not in given)]
-
-
-def create_benchmark(config: BenchmarkConfig) -> BenchmarkConfig:
-    """CRAB's factory, kept so that a CRAB module calling it loads: returns ``config``.
-
-    A crabray benchmark runs with ``crabray run FILE``, which finds every
-    ``BenchmarkConfig`` of the file; there is no in-process benchmark object.
-
-    Raises:
-        TypeError: ``config`` is not a ``BenchmarkConfig``.
-    """
-    if not isinstance(config, BenchmarkConfig):
-        raise TypeError(f"create_benchmark takes a BenchmarkConfig, not {type(config).__name__}")
-    return config
 
 
 def _unique(what: str, names: list[str]) -> None:

@@ -221,6 +221,32 @@ class Environment:
         self.observation_history.append(result)
         return result
 
+    def observe_with_prompt(
+        self, prompt_tools: dict[str, Action]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Observe, and render each observation that has a prompting tool (CRAB's API).
+
+        Args:
+            prompt_tools: By observation name, an action whose one required
+                parameter takes the observation; it returns the prompt.
+
+        Returns:
+            (observations, prompts) by observation name.
+        """
+        observations = self.observe()
+        prompts = {}
+        for name, value in observations.items():
+            tool = prompt_tools.get(name)
+            if tool is not None:
+                required = tool.required_parameters
+                if len(required) != 1:
+                    raise ActionError(
+                        f"prompting tool '{tool.name}' of observation '{name}' must take the "
+                        f"observation as its one required parameter; it requires {required}"
+                    )
+                prompts[name] = self.take_action(tool, {required[0]: value})
+        return observations, prompts
+
     def set_action(self, action: Action) -> None:
         """Add ``action`` to the action space, replacing one of the same name."""
         self._action_map[action.name] = action

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
+    from crabray.episode.driven import DrivenEpisode
     from crabray.episode.limits import EpisodeLimits
     from crabray.episode.loop import (
         EpisodeCancelled,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 # Loaded on first use (PEP 562): a run's settings take ``EpisodeLimits`` without
 # importing the episode loop, the agents and the backends.
 _NAMES = {
+    "DrivenEpisode": "crabray.episode.driven",
     "EpisodeLimits": "crabray.episode.limits",
     **{
         name: "crabray.episode.loop"
@@ -43,6 +45,7 @@ _NAMES = {
 __getattr__ = lazy_getattr(__name__, _NAMES)
 
 __all__ = [
+    "DrivenEpisode",
     "EpisodeCancelled",
     "EpisodeLimits",
     "EpisodeSettings",

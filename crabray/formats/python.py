@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from crabray.core import BenchmarkConfig, Task
 from crabray.core.benchmark import TaskProblems
 from crabray.core.errors import ConfigError, SuiteLoadError
+from crabray.core.session import benchmark_configs
 from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 
@@ -121,8 +122,7 @@ def _modules(folder: Path) -> list[Path]:
 
 def _benchmarks(module: ModuleType) -> list[BenchmarkConfig]:
     """The module's benchmarks, each once even when bound to several names."""
-    found = {id(v): v for v in vars(module).values() if isinstance(v, BenchmarkConfig)}
-    return list(found.values())
+    return benchmark_configs(vars(module).values())
 
 
 def _import(file: Path) -> ModuleType:

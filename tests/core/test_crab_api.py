@@ -16,6 +16,7 @@ from crabray import BenchmarkConfig, Task, create_benchmark
 from crabray.actions.crab_actions import check_submit, complete, submit, wait
 from crabray.core import Action, Environment, Evaluator, GraphEvaluator, action, evaluator
 from crabray.core.decorators import action as decorators_action
+from crabray.core.errors import ActionParameterError
 from crabray.core.models import ClosedAction, EnvironmentConfig, SubTask
 from crabray.core.models.action import _check_no_param
 
@@ -108,6 +109,34 @@ def test_positional_binding_closes_the_action() -> None:
     assert _check_no_param(closed) is closed
     with pytest.raises(ValueError, match="needs arguments"):
         _check_no_param(plus)
+
+
+def test_positional_binding_offers_nothing_and_says_its_input_in_the_description() -> None:
+    closed = increment(5)
+    schema = closed.to_openai_json_schema()
+    assert schema["parameters"]["properties"] == {}
+    assert schema["description"] == "Add one to a number. Input: (5,) {}"
+    assert closed.run() == 6
+    with pytest.raises(ActionParameterError, match="parameter 'b': is fixed by the task"):
+        closed.run(b="x")
+
+
+def test_keyword_binding_says_its_input_in_the_description() -> None:
+    partly = increment(b="kept")
+    assert partly.description == "Add one to a number. Input: () {'b': 'kept'}"
+    assert list(partly.to_openai_json_schema()["parameters"]["properties"]) == ["a"]
+    assert increment.description == "Add one to a number."
+
+
+def test_a_positional_call_leaves_an_unbound_required_parameter_open() -> None:
+    @action
+    def between(low: int, high: int, step: int = 1) -> int:
+        return (high - low) // step
+
+    half = between(2)
+    assert half.required_parameters == ["high"]
+    assert list(half.to_openai_json_schema()["parameters"]["properties"]) == ["high"]
+    assert half.run(high=8) == 6
 
 
 def test_keyword_binding_leaves_the_rest_open() -> None:
@@ -264,7 +293,7 @@ def test_root_action_space_replaces_crabrays_defaults_of_the_same_name() -> None
         tasks=[task],
         root_action_space=[complete, wait],
     )
-    assert create_benchmark(config) is config
+    assert create_benchmark(config).config is config
     names = [b.call_name for b in config.action_space(task, [complete.model_copy()])]
     assert sorted(names) == ["complete", "submit", "wait"]
 

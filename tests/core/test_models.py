@@ -75,6 +75,7 @@ def test_public_exports_are_exactly_the_authoring_api_and_evaluate() -> None:
     assert sorted(crabray.__all__) == sorted(
         [
             "Action",
+            "Benchmark",
             "BenchmarkConfig",
             "ClosedAction",
             "CrabrayError",

@@ -230,12 +230,14 @@ def test_a_misspelt_option_is_an_error_when_the_format_is_defined() -> None:
                 raise NotImplementedError
 
 
-def test_a_backend_option_needs_a_default_backend() -> None:
+def test_a_default_backend_needs_the_backend_option() -> None:
+    """A format that picks a backend must let the user pick another; one that takes the
+    option without a default (python suites) replaces its suites' own backends."""
     source = textwrap.dedent(
         """
-        class NoDefault(SuiteFormat):
-            options = frozenset({"backend"})
+        class DefaultOnly(SuiteFormat):
+            default_backend = "local"
         """
     )
-    with pytest.raises(TypeError, match="exactly when it has a default_backend"):
+    with pytest.raises(TypeError, match="a format with a default_backend takes the 'backend'"):
         exec(source, {"SuiteFormat": SuiteFormat})

@@ -4,6 +4,7 @@ from crabray.core.models.action import Action, ClosedAction
 from crabray.core.models.config import BenchmarkConfig, EnvironmentConfig
 from crabray.core.models.evaluator import Evaluator
 from crabray.core.models.task import SubTask, Task
+from crabray.core.session import StepResult
 
 __all__ = [
     "Action",
@@ -11,6 +12,7 @@ __all__ = [
     "ClosedAction",
     "EnvironmentConfig",
     "Evaluator",
+    "StepResult",
     "SubTask",
     "Task",
 ]

@@ -34,6 +34,7 @@ from crabray.actions import FILE_ACTIONS, ROOT_ACTIONS, SHELL_ACTIONS, submit
 from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, SubTask, Task
 from crabray.core.benchmark import TaskProblems
 from crabray.core.errors import ActionError, ConfigError
+from crabray.core.session import benchmark_configs
 from crabray.formats import python as python_format
 from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.crab_dataset._compose import Composed, Subtasks, compose, where
@@ -179,10 +180,9 @@ def _template(
 ) -> tuple[Path, BenchmarkConfig] | None:
     """The dataset's module-level ``BenchmarkConfig``, if a module defines one."""
     found = [
-        (file, value)
+        (file, config)
         for file, module in modules
-        for value in {id(v): v for v in vars(module).values()}.values()
-        if isinstance(value, BenchmarkConfig)
+        for config in benchmark_configs(vars(module).values())
     ]
     if len(found) > 1:
         errors.append(
