@@ -143,7 +143,8 @@ class Scheduler:
         self.control = self.pool.control = start_control()
         # The board is for `crabray cluster status` on a cluster that outlives the run. A
         # local instance the run started ends with it, and no crabray command reads it: a
-        # board there would only cost a worker process at every start (docs/performance.md).
+        # board there would only cost a worker process at every start
+        # (notes/performance-history.md).
         self.status = None if is_local_instance() else StatusPublisher(self.settings.run_id)
         in_flight: dict[Any, InFlight] = {}
         self._queue, self._in_flight = queue, in_flight

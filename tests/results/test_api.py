@@ -65,6 +65,7 @@ def test_export_list():
             "read_steps",
             "render",
             "run_lock",
+            "run_log_path",
             "run_state",
             "steps_table",
             "terminal_view",
