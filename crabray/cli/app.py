@@ -10,10 +10,11 @@ fast.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Annotated, Any
 
 import typer
-from rich.logging import RichHandler
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from crabray.cli.cluster import cluster_app
@@ -40,12 +41,26 @@ Each command's --help shows more.
 """
 
 
+_VERBOSE = re.compile(r"-v+|--verbose")
+
+
 class _Commands(TyperGroup):
     """The ``crabray`` group: every command's errors are turned into messages here, once.
 
     Subcommands (``tasks``, ``runs``, ``cluster``, ``envs``) run inside this
     group's ``invoke``, so no command needs a ``try`` block of its own.
     """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``-v``/``-vv``/``--verbose`` anywhere on the line mean what they mean first.
+
+        Inspect and Harbor users type ``crabray run ... -v``: the flags are moved
+        before the command, where the root option reads them (up to a ``--``).
+        """
+        end = args.index("--") if "--" in args else len(args)
+        verbose = [a for a in args[:end] if _VERBOSE.fullmatch(a)]
+        rest = [a for a in args[:end] if not _VERBOSE.fullmatch(a)]
+        return super().parse_args(ctx, [*verbose, *rest, *args[end:]])
 
     def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
         try:
@@ -98,6 +113,28 @@ def main(
 ) -> None:
     """Run benchmarks for computer-using AI agents on Ray; results in Parquet."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
+    handler = _SentenceHandler()
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
     logging.getLogger("ray").setLevel(max(level, logging.ERROR))
+
+
+class _SentenceHandler(logging.Handler):
+    """Log records on the terminal as sentences: ``warning: ...``, no date, no logger path.
+
+    A user reads a warning, not a log line; ``-vv`` adds the logger's name, which
+    is what a developer looks for.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = self.format(record)
+            level = record.levelname.lower()
+            style = {"warning": "yellow", "error": "red", "critical": "red"}.get(level, "dim")
+            where = f" ({record.name})" if record.levelno <= logging.DEBUG else ""
+            errors.print(
+                f"[{style}]{level}:[/] {escape(message)}{escape(where)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        except Exception:
+            self.handleError(record)

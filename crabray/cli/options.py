@@ -151,7 +151,21 @@ MaxAttemptsOpt = Annotated[
     _setting_option("max_attempts", min=1, help="Tries per episode when the infrastructure fails."),
 ]
 TaskOpt = Annotated[
-    list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--task",
+        "-t",
+        metavar="ID",
+        help="Only this task: an id or a glob such as 'web-*' (repeatable).",
+    ),
+]
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tag", metavar="TAG", help="Only tasks carrying this tag (repeatable)."),
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, metavar="N", help="At most N tasks: the first, in suite order."),
 ]
 BackendOpt = Annotated[
     str | None,
