@@ -174,6 +174,16 @@ BackendOpt = Annotated[
         "(default local) and task folders."
     ),
 ]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="The model of the selected LLM agent(s), overriding their agents file; "
+        "an error if only oracle/noop are selected (they use no model).",
+    ),
+]
 AgentConfigOpt = Annotated[
     Path | None,
     typer.Option("--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."),
