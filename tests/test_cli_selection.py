@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,27 @@ def test_run_takes_a_glob_a_tag_and_a_limit(tmp_path: Path) -> None:
     refused = crabray("run", suite, "-a", "oracle", "--tag", "nope", "--out", str(out))
     assert refused.returncode == 2
     assert "has tag 'nope'" in refused.stderr
+
+
+HELP_PAGES = [
+    [], ["run"], ["tasks", "list"], ["tasks", "validate"], ["tasks", "grade"], ["leaderboard"],
+    ["view"], ["runs", "list"], ["cluster", "start-head"], ["cluster", "start-worker"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", HELP_PAGES, ids=lambda c: " ".join(c) or "crabray")
+def test_help_shows_human_metavars(command: list[str]) -> None:
+    done = crabray(*command, "--help", check=True)
+    for python_type in ("<bool>", "<list[", "<int>", "<str>", "<path>", "<float>"):
+        assert python_type not in done.stdout, f"{python_type} in:\n{done.stdout}"
+
+
+def test_run_help_groups_its_options_in_panels() -> None:
+    page = crabray("run", "--help", check=True).stdout
+    panels = re.findall(r"╭─ ([A-Z][A-Za-z ]+?) ─", page)
+    assert panels == ["What to run", "Options", "What to run", "Agents", "Execution",
+                      "Results", "Cluster"]  # fmt: skip
+    agents = page[page.index("╭─ Agents") : page.index("╭─ Execution")]
+    assert "--model" in agents and "MODEL" in agents and "--agent-config" in agents
+    assert re.search(r"--limit\s+N", page)
+    assert re.search(r"--task\s+-t\s+ID", page)
