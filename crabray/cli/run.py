@@ -72,8 +72,8 @@ RUN_EXAMPLES = """Examples:
   crabray run tasks/demo -a oracle --address http://10.0.0.5:8265   # from a laptop, as a job
 
 A run file holds the same settings by their field names (suite, agents, agent_config,
-out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, backend, ...); an option
-given here overrides only that field.
+out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, tags, limit, backend,
+...); an option given here overrides only that field.
 """
 
 
