@@ -162,6 +162,12 @@ def test_run_on_a_local_instance_removes_sandboxes_abandoned_by_earlier_runs(
     done = crabray("run", str(suite), "--agent", "oracle", "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
     assert not abandoned.exists(), "the abandoned sandbox should have been removed"
+    # A plain sentence saying what went and why: no log-line date, no logger path.
+    assert (
+        "warning: removed 1 sandbox left by an earlier run that ended without cleaning up"
+        in done.stderr
+    )
+    assert "WARNING" not in done.stderr
     assert read_episodes(tmp_path / "out")["success"].tolist() == [True]
 
 

@@ -160,8 +160,11 @@ def test_suite_format_option_and_its_deprecated_spelling(tmp_path: Path) -> None
     assert "--format is deprecated" in output
     code, output = invoke("tasks", "validate", "tasks/demo", "--suite-format", "nope")
     assert code == 2 and "unknown format 'nope'" in output
-    code, output = invoke("tasks", "list", "--help")
+    code, output = invoke("tasks", "validate", "--help")
     assert "--suite-format" in output and "--format" not in output.replace("--suite-format", "")
+    # `tasks list --format` is the output format (table, json, ids), not the suite's.
+    code, output = invoke("tasks", "list", "tasks/demo", "--format", "python")
+    assert code == 2 and "python" in output
 
 
 def test_the_example_run_file_is_valid_and_complete() -> None:

@@ -10,10 +10,12 @@ fast.
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+import re
+from pathlib import Path
+from typing import Annotated, Any, get_args
 
 import typer
-from rich.logging import RichHandler
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from crabray.cli.cluster import cluster_app
@@ -40,12 +42,36 @@ Each command's --help shows more.
 """
 
 
+_VERBOSE = re.compile(r"-v+|--verbose")
+
+
 class _Commands(TyperGroup):
     """The ``crabray`` group: every command's errors are turned into messages here, once.
 
     Subcommands (``tasks``, ``runs``, ``cluster``, ``envs``) run inside this
     group's ``invoke``, so no command needs a ``try`` block of its own.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _quiet_help_option(self)
+        _humanize(self)
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        for param in self.params:  # typer adds the completion options after __init__
+            _set_metavar(param)
+        return super().make_context(*args, **kwargs)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        """``-v``/``-vv``/``--verbose`` anywhere on the line mean what they mean first.
+
+        Inspect and Harbor users type ``crabray run ... -v``: the flags are moved
+        before the command, where the root option reads them (up to a ``--``).
+        """
+        end = args.index("--") if "--" in args else len(args)
+        verbose = [a for a in args[:end] if _VERBOSE.fullmatch(a)]
+        rest = [a for a in args[:end] if not _VERBOSE.fullmatch(a)]
+        return super().parse_args(ctx, [*verbose, *rest, *args[end:]])
 
     def invoke(self, ctx: Any) -> Any:  # typer's vendored click.Context
         try:
@@ -98,7 +124,111 @@ def main(
 ) -> None:
     """Run benchmarks for computer-using AI agents on Ray; results in Parquet."""
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    handler = RichHandler(console=errors, show_path=False, rich_tracebacks=False)
+    handler = _SentenceHandler()
     handler.setLevel(level)  # a run's log file takes crabray's info records whatever -v says
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
     logging.getLogger("ray").setLevel(max(level, logging.ERROR))
+
+
+_RUN_PANELS = {
+    "What to run": (
+        "suite", "task", "tag", "limit", "suite_format", "index", "base_image", "services",
+    ),
+    "Agents": ("agent", "model", "agent_config"),
+    "Execution": (
+        "epochs", "max_steps", "time_limit_sec", "max_attempts", "concurrency", "backend",
+        "backend_setting", "warm", "pool", "local_slots",
+    ),
+    "Results": ("out", "resume", "config"),
+    "Cluster": ("address", "detach"),
+}  # fmt: skip
+"""The panels of ``crabray run --help``: 25 options read better in five groups."""
+
+_METAVARS = {int: "N", float: "SECONDS", Path: "PATH"}
+
+
+_NAMED = {"out": "DIR", "resume": "RUN_ID", "run": "RUN_ID", "address": "ADDRESS"}
+"""Metavars that say more than the option's name or type."""
+
+
+def _humanize(group: Any) -> None:
+    """Help that reads as a person writes it, on every command under ``group``.
+
+    Flags and counts show no value (typer would print ``<bool>``, ``-v <int>``),
+    other options an upper-case word (``N``, ``PATH``, ``ID``) rather than a
+    Python type such as ``<list[str]>``; ``run``'s options go in panels.
+    """
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            _humanize(command)
+        for param in command.params:
+            _set_metavar(param)
+        _quiet_help_option(command)
+        if name == "run" and group.name == "crabray":
+            _in_panels(command)
+
+
+def _set_metavar(param: Any) -> None:
+    if param.param_type_name == "argument":
+        # SUITE, not "suite <path>": the help text says what it is.
+        param.metavar = param.metavar or (param.name or "value").upper()
+        param.display_type_rich = lambda ctx: None
+        return
+    if param.param_type_name != "option" or param.metavar is not None:
+        return
+    desc = getattr(param, "type_descriptor", None)
+    if param.is_flag or param.count or (desc is not None and desc.annotation is bool):
+        param.metavar = ""
+    elif param.name in _NAMED:
+        param.metavar = _NAMED[param.name]
+    elif desc is not None and not desc.is_choice:
+        inner = get_args(desc.annotation)[0] if desc.is_list else desc.annotation
+        word = param.opts[0].lstrip("-") if param.opts else param.name or "value"
+        param.metavar = _METAVARS.get(inner, word.upper().replace("-", "_"))
+
+
+def _quiet_help_option(command: Any) -> None:
+    """``--help`` is a flag too: no ``<bool>`` after it (click makes it on demand)."""
+    make = command.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = make(ctx)
+        if option is not None:
+            option.metavar = ""
+        return option
+
+    command.get_help_option = get_help_option
+
+
+def _in_panels(command: Any) -> None:
+    """``run``'s options in ``_RUN_PANELS``' panels, the panels in that order."""
+    order = list(_RUN_PANELS)
+    for param in command.params:
+        param.rich_help_panel = next(
+            (panel for panel, names in _RUN_PANELS.items() if param.name in names), None
+        )
+    command.params.sort(
+        key=lambda p: order.index(p.rich_help_panel) if p.rich_help_panel else len(order)
+    )
+
+
+class _SentenceHandler(logging.Handler):
+    """Log records on the terminal as sentences: ``warning: ...``, no date, no logger path.
+
+    A user reads a warning, not a log line; ``-vv`` adds the logger's name, which
+    is what a developer looks for.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = self.format(record)
+            level = record.levelname.lower()
+            style = {"warning": "yellow", "error": "red", "critical": "red"}.get(level, "dim")
+            where = f" ({record.name})" if record.levelno <= logging.DEBUG else ""
+            errors.print(
+                f"[{style}]{level}:[/] {escape(message)}{escape(where)}",
+                highlight=False,
+                soft_wrap=True,
+            )
+        except Exception:
+            self.handleError(record)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from crabray.cli.terminal import console
+from crabray.cli.terminal import console, print_copyable
 from crabray.core.errors import CrabrayError
 
 cluster_app = typer.Typer(
@@ -89,18 +89,19 @@ def start_head(
         state_file=_state(state_file),
         dashboard=True,
     )
-    console.print(f"head node started at {ip}:{port}; it hosts {node.hosts or 'no sandboxes'}")
+    print_copyable(f"head node started at {ip}:{port}; it hosts {node.hosts or 'no sandboxes'}")
     if ip.startswith("127."):
         console.print(
             f"[yellow]warning:[/] {ip} is a loopback address: only this machine can join; "
-            "give --node-ip-address with an address the workers can reach"
+            "give --node-ip-address with an address the workers can reach",
+            soft_wrap=True,
         )
-    console.print(
+    print_copyable(
         f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
     )
-    console.print("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
-    console.print(f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:8265")
-    console.print("(from any machine holding the token; see cluster/README.md)")
+    print_copyable("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
+    print_copyable(f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:8265")
+    print_copyable("(from any machine holding the token; see cluster/README.md)")
 
 
 @cluster_app.command(
@@ -167,11 +168,11 @@ def local(
     worker = node_config(hosts, labels, None, num_cpus)
     for _ in range(max(nodes - 1, 1)):
         start_node(worker, address=head.address, state_file=_state(state_file))
-    console.print(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
-    console.print(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
-    console.print(f"             or:  export RAY_ADDRESS={head.address}; crabray run SUITE ...")
-    console.print("look at it with:  crabray cluster status")
-    console.print("stop it with:     crabray cluster stop")
+    print_copyable(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
+    print_copyable(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
+    print_copyable(f"             or:  export RAY_ADDRESS={head.address}; crabray run SUITE ...")
+    print_copyable("look at it with:  crabray cluster status")
+    print_copyable("stop it with:     crabray cluster stop")
 
 
 @cluster_app.command(

@@ -6,6 +6,7 @@ are written in one place (run settings' defaults in ``RunSettings``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -152,13 +153,65 @@ MaxAttemptsOpt = Annotated[
     _setting_option("max_attempts", min=1, help="Tries per episode when the infrastructure fails."),
 ]
 TaskOpt = Annotated[
-    list[str] | None, typer.Option("--task", "-t", help="Run only this task (repeatable).")
+    list[str] | None,
+    typer.Option(
+        "--task",
+        "-t",
+        metavar="ID",
+        help="Only this task: an id or a glob such as 'web-*' (repeatable).",
+    ),
+]
+TagOpt = Annotated[
+    list[str] | None,
+    typer.Option("--tag", metavar="TAG", help="Only tasks carrying this tag (repeatable)."),
+]
+LimitOpt = Annotated[
+    int | None,
+    typer.Option("--limit", min=1, metavar="N", help="At most N tasks: the first, in suite order."),
 ]
 BackendOpt = Annotated[
     str | None,
     typer.Option(
-        help="Sandbox backend (local, docker, ...) of suites that name none: task-JSON "
-        "(default local) and task folders."
+        help="Sandbox backend (local, docker, ...): of suites that name none (task-JSON: "
+        "docker when every snapshot has an image, else local; task folders: docker), or "
+        "replacing every environment's own in a python suite."
+    ),
+]
+
+
+def backend_settings_of(values: list[str] | None) -> dict[str, Any] | None:
+    """``KEY=VALUE`` pairs as settings; a value that is JSON (``512``, ``true``) is parsed."""
+    if not values:
+        return None
+    settings: dict[str, Any] = {}
+    for item in values:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"'{item}' is not KEY=VALUE, e.g. image=crabray/debian:latest")
+        try:
+            settings[key] = json.loads(text)
+        except ValueError:
+            settings[key] = text
+    return settings
+
+
+BackendSettingOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--backend-setting",
+        metavar="KEY=VALUE",
+        help="A python suite's backend setting for every environment (repeatable), e.g. "
+        "image=crabray/debian:latest; with --backend it replaces theirs.",
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        metavar="MODEL",
+        help="The model of the selected LLM agent(s), overriding their agents file; "
+        "an error if only oracle/noop are selected (they use no model).",
     ),
 ]
 AgentConfigOpt = Annotated[

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -17,14 +17,17 @@ from crabray.cli.options import (
     AgentConfigOpt,
     AgentOpt,
     BackendOpt,
+    BackendSettingOpt,
     BaseImageOpt,
     ConcurrencyOpt,
     DetachOpt,
     EpochsOpt,
     IndexOpt,
+    LimitOpt,
     LocalSlotsOpt,
     MaxAttemptsOpt,
     MaxStepsOpt,
+    ModelOpt,
     OldFormatOpt,
     OutOpt,
     PoolOpt,
@@ -33,9 +36,11 @@ from crabray.cli.options import (
     RunSuiteArg,
     ServicesOpt,
     SuiteFormatOpt,
+    TagOpt,
     TaskOpt,
     TimeLimitOpt,
     WarmOpt,
+    backend_settings_of,
 )
 from crabray.cli.options import (
     suite_format as chosen_format,
@@ -43,15 +48,22 @@ from crabray.cli.options import (
 from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import submit_run
 from crabray.cli.terminal import console, errors
-from crabray.core.errors import CrabrayError
+from crabray.core.errors import ConfigError, CrabrayError
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
+
+if TYPE_CHECKING:
+    from crabray.agents import AgentSpec
 
 RUN_EXAMPLES = """Examples:
 
   crabray run tasks/demo --agent oracle --agent noop
 
   crabray run tasks/demo -a gpt --agent-config agents.toml --epochs 3
+
+  crabray run tasks/demo -a gpt --agent-config agents.toml -m gpt-4o-mini --limit 3
+
+  crabray run tasks/demo -a oracle --task 'hello-*' --tag files -v
 
   crabray run --config run.toml --concurrency 8     # the file's settings, but 8
 
@@ -62,14 +74,15 @@ RUN_EXAMPLES = """Examples:
   crabray run tasks/demo -a oracle --address http://10.0.0.5:8265   # from a laptop, as a job
 
 A run file holds the same settings by their field names (suite, agents, agent_config,
-out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, backend, ...); an option
-given here overrides only that field.
+out_dir, concurrency, epochs, max_steps, max_attempts, task_ids, tags, limit, backend,
+...); an option given here overrides only that field.
 """
 
 
 def run(
     suite: RunSuiteArg = None,
     agent: AgentOpt = None,
+    model: ModelOpt = None,
     config: RunFileOpt = None,
     out: OutOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -80,9 +93,12 @@ def run(
     time_limit_sec: TimeLimitOpt = None,
     max_attempts: MaxAttemptsOpt = None,
     task: TaskOpt = None,
+    tag: TagOpt = None,
+    limit: LimitOpt = None,
     suite_format: SuiteFormatOpt = None,
     old_format: OldFormatOpt = None,
     backend: BackendOpt = None,
+    backend_setting: BackendSettingOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
@@ -103,6 +119,7 @@ def run(
         "agent_config": agent_config,
         "format": chosen_format(suite_format, old_format),
         "backend": backend,
+        "backend_settings": backend_settings_of(backend_setting),
         "index": index,
         "base_image": base_image,
         "services": services,
@@ -115,6 +132,8 @@ def run(
         "time_limit_sec": time_limit_sec,
         "max_attempts": max_attempts,
         "task_ids": task or None,
+        "tags": tag or None,
+        "limit": limit,
         "warm": warm,
         "pooling": pool,
         "local_slots": local_slots,
@@ -130,6 +149,12 @@ def run(
     if not settings.agents:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
     if _submitted(settings.address):
+        if model is not None:
+            raise ConfigError(
+                "--model is not passed to a run submitted as a Ray job; set the model in "
+                "the agents file",
+                field="--model",
+            )
         submit_run(settings, detach=detach)  # on the cluster, as a Ray job
         return
     if detach:
@@ -142,7 +167,7 @@ def run(
     options = RunOptions(
         **settings.settings(),
         suite=settings.suite,
-        agents=select_agents(settings.agents, settings.agent_config),
+        agents=with_model(select_agents(settings.agents, settings.agent_config), model),
         agent_config=_absolute(settings.agent_config),
     )
     with _Interrupts(options.out_dir, options.resume):
@@ -164,6 +189,30 @@ def run(
     code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
     if code:
         raise typer.Exit(code)
+
+
+def with_model(specs: list[AgentSpec], model: str | None) -> list[AgentSpec]:
+    """``specs`` with ``--model`` as the model of each LLM agent (baselines have none).
+
+    Raises:
+        ConfigError: A model is given but no selected agent uses one: running
+            oracle or noop "with a model" would silently ignore it.
+    """
+    from crabray.agents.config import LLM_KINDS
+
+    if model is None:
+        return specs
+    if not any(spec.kind in LLM_KINDS for spec in specs):
+        names = ", ".join(spec.name for spec in specs)
+        raise ConfigError(
+            f"no selected agent uses a model ({names}: scripted agents); name an LLM agent "
+            "from --agent-config with --agent, or leave --model out",
+            field="--model",
+        )
+    return [
+        spec.model_copy(update={"model": model}) if spec.kind in LLM_KINDS else spec
+        for spec in specs
+    ]
 
 
 def _submitted(address: str | None) -> bool:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,16 +13,19 @@ from rich.table import Table
 from crabray.cli.options import (
     BaseImageOpt,
     IndexOpt,
+    LimitOpt,
     OldFormatOpt,
     ServicesOpt,
     SuiteArg,
     SuiteFormatOpt,
+    TagOpt,
+    TaskOpt,
 )
 from crabray.cli.options import suite_format as chosen_format
 from crabray.cli.terminal import console, errors
 
 if TYPE_CHECKING:
-    from crabray.formats import SuiteRef
+    from crabray.formats import Suite, SuiteRef
 
 tasks_app = typer.Typer(
     help="Inspect and validate the tasks of a suite.",
@@ -58,6 +62,14 @@ def _suite_ref(
     ).resolve(suite)
 
 
+class ListFormat(StrEnum):
+    """How ``tasks list`` prints."""
+
+    table = "table"
+    json = "json"
+    ids = "ids"
+
+
 @tasks_app.command(
     "list",
     epilog="""Examples:
@@ -65,34 +77,71 @@ def _suite_ref(
   crabray tasks list tasks/demo
 
   crabray tasks list tasks/task_json_demo --index tasks/task_json_demo/test_small.json
+
+  crabray tasks list tasks/demo --tag files --format ids     # one id a line
+
+  crabray run tasks/demo -a oracle $(crabray tasks list tasks/demo --format ids | sed 's/^/-t /')
 """,
 )
 def tasks_list(
     suite: SuiteArg,
+    task: TaskOpt = None,
+    tag: TagOpt = None,
+    limit: LimitOpt = None,
+    output: Annotated[
+        ListFormat,
+        typer.Option(
+            "--format",
+            help="table (full ids, folded, never cut), json (a list of objects) or ids "
+            "(one a line, for --task).",
+        ),
+    ] = ListFormat.table,
     suite_format: SuiteFormatOpt = None,
-    old_format: OldFormatOpt = None,
     index: IndexOpt = None,
     base_image: BaseImageOpt = None,
     services: ServicesOpt = None,
 ) -> None:
     """List the tasks of SUITE: id, environments, evaluator size, limits, tags."""
-    from crabray.formats import load_suite
+    import json
 
-    loaded = load_suite(_suite_ref(suite, suite_format, old_format, index, base_image, services))
-    table = Table(title=f"{loaded.name} ({len(loaded.entries)} tasks)")
-    for column in ("task", "benchmark", "environments", "evaluators", "max steps", "tags"):
-        table.add_column(column)
-    for task_id, entry in loaded.entries.items():
-        envs = entry.benchmark.task_environments(entry.task)
-        table.add_row(
-            task_id,
-            entry.benchmark.name,
-            ", ".join(e.name for e in envs),
-            str(len(entry.task.evaluators)),
-            str(entry.benchmark.step_limit_of(entry.task)),
-            ", ".join(entry.task.tags),
-        )
+    from crabray.formats import load_suite
+    from crabray.run.selection import select_tasks
+
+    loaded = load_suite(_suite_ref(suite, suite_format, None, index, base_image, services))
+    rows = [_task_row(loaded, task_id) for task_id in select_tasks(loaded, task, tag, limit)]
+    if output is ListFormat.ids:
+        for row in rows:
+            print(row["task"])  # plain: no wrapping, no markup, whatever the width
+        return
+    if output is ListFormat.json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"{loaded.name} ({len(rows)} of {len(loaded.entries)} tasks)")
+    longest = max((len(row["task"]) for row in rows), default=4)
+    for column in rows[0] if rows else ("task",):
+        # The id is what --task takes: whole, folded only if the terminal is narrower.
+        width = min(longest, max(console.width - 4, 10)) if column == "task" else None
+        table.add_column(column.replace("_", " "), overflow="fold", min_width=width)
+    for row in rows:
+        table.add_row(*(escape(_cell(v)) for v in row.values()))
     console.print(table)
+
+
+def _task_row(loaded: Suite, task_id: str) -> dict[str, Any]:
+    """One task as ``tasks list`` shows it (the keys are the table's columns and JSON's)."""
+    entry = loaded.entries[task_id]
+    return {
+        "task": task_id,
+        "benchmark": entry.benchmark.name,
+        "environments": [e.name for e in entry.benchmark.task_environments(entry.task)],
+        "evaluators": len(entry.task.evaluators),
+        "max_steps": entry.benchmark.step_limit_of(entry.task),
+        "tags": list(entry.task.tags),
+    }
+
+
+def _cell(value: object) -> str:
+    return ", ".join(value) if isinstance(value, list) else str(value)
 
 
 @tasks_app.command(
@@ -116,6 +165,9 @@ def tasks_validate(
             "replays one; each task without is a problem.",
         ),
     ] = False,
+    task: TaskOpt = None,
+    tag: TagOpt = None,
+    limit: LimitOpt = None,
     suite_format: SuiteFormatOpt = None,
     old_format: OldFormatOpt = None,
     index: IndexOpt = None,
@@ -126,14 +178,16 @@ def tasks_validate(
     from crabray.formats import SuiteErrors
     from crabray.formats.validate import oracle_problems
     from crabray.run.runner import load_checked_suite
+    from crabray.run.selection import select_tasks
 
     ref = _suite_ref(suite, suite_format, old_format, index, base_image, services)
     loaded = load_checked_suite(ref)
-    missing = oracle_problems(loaded) if oracle else []
+    chosen = select_tasks(loaded, task, tag, limit)
+    missing = oracle_problems(loaded, chosen) if oracle else []
     if missing:
         raise SuiteErrors(ref.path, missing)
     console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
-    for entry in loaded.entries.values():
+    for entry in (loaded.entries[t] for t in chosen):
         for warning in entry.task.metadata.get("warnings", []):
             console.print(f"[yellow]![/] {escape(str(warning))}")
 

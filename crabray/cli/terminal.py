@@ -8,3 +8,8 @@ console = Console()
 """Standard output: tables, results, the commands to type next."""
 errors = Console(stderr=True)
 """Standard error: progress, warnings and errors, kept apart from output a script may parse."""
+
+
+def print_copyable(line: str) -> None:
+    """A line a user copies (a command): one line whatever the width, no colours."""
+    console.print(line, soft_wrap=True, highlight=False)

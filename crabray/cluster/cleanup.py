@@ -49,7 +49,7 @@ def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
     distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
     if here:
         removed = sum(_cleanup_here(s.backend, s.backend_settings) for s in distinct.values())
-        _report(removed)
+        _report(removed, {s.backend for s in distinct.values()})
         return removed
     refs = []
     for node in ray.nodes():
@@ -75,10 +75,18 @@ def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
             f"checking the nodes for abandoned sandboxes failed before the run started: "
             f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
         ) from exc
-    _report(removed)
+    _report(removed, {s.backend for s in distinct.values()})
     return removed
 
 
-def _report(removed: int) -> None:
+def _report(removed: int, backends: set[str]) -> None:
+    """Say what was removed and why, as a sentence a user can read without the code."""
     if removed:
-        logger.warning("removed %d sandboxes abandoned by earlier runs", removed)
+        noun = "sandbox" if removed == 1 else "sandboxes"
+        logger.warning(
+            "removed %d %s left by an earlier run that ended without cleaning up "
+            "(backends checked: %s)",
+            removed,
+            noun,
+            ", ".join(sorted(backends)),
+        )

@@ -98,7 +98,7 @@ def tasks_without_solution(suite: Suite, task_ids: list[str] | None = None) -> l
     return [task_id for task_id in wanted if not suite.entry(task_id).task.solution]
 
 
-def oracle_problems(suite: Suite) -> list[ConfigError]:
+def oracle_problems(suite: Suite, task_ids: list[str] | None = None) -> list[ConfigError]:
     """One problem per task the oracle agent has nothing to replay for (no ``solution``)."""
     return [
         ConfigError(
@@ -107,7 +107,7 @@ def oracle_problems(suite: Suite) -> list[ConfigError]:
             file=_where(suite.entry(task_id).task, suite.ref.path),
             field=f"tasks[{task_id}].solution",
         )
-        for task_id in tasks_without_solution(suite)
+        for task_id in tasks_without_solution(suite, task_ids)
     ]
 
 

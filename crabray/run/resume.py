@@ -38,6 +38,8 @@ WHAT: dict[str, str] = {
     "services": "--services",
     "epochs": "--epochs",
     "task_ids": "--task",
+    "tags": "--tag",
+    "limit": "--limit",
     "max_steps": "--max-steps",
     "time_limit_sec": "--time-limit-sec",
 }

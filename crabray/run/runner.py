@@ -58,6 +58,7 @@ from crabray.results import (
 from crabray.results.store.root import ResultsRoot
 from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
+from crabray.run.selection import select_tasks
 from crabray.run.settings import RunSettings
 
 logger = logging.getLogger(__name__)
@@ -147,7 +148,7 @@ def _run_suite(
     """``run_suite`` with its results root on the local file system; ``out_given`` is recorded."""
     ref = options.resolve(options.suite)
     suite = load_checked_suite(ref)
-    task_ids = _selected(suite, options.task_ids)
+    task_ids = select_tasks(suite, options.task_ids, options.tags, options.limit)
     check_output_dir(ResultsRoot.parse(options.out_dir).local())
     if options.resume is None:
         manifest = _new_manifest(options, suite, out_given)
@@ -407,15 +408,6 @@ def _host_needs(
     }
 
 
-def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
-    if not wanted:
-        return suite.task_ids
-    unknown = [t for t in wanted if t not in suite.entries]
-    if unknown:
-        raise ConfigError(f"no such tasks in suite '{suite.name}': {unknown}", field="--task")
-    return wanted
-
-
 def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> RunManifest:
     """The manifest of a new run, written once nothing can refuse the run any more.
 
@@ -476,7 +468,12 @@ def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:
         raise ConfigError(
             f"run {resume} ran agents {manifest.agents}, not {agents}", field="--resume"
         )
-    for option, flag in (("epochs", "--epochs"), ("task_ids", "--task")):
+    for option, flag in (
+        ("epochs", "--epochs"),
+        ("task_ids", "--task"),
+        ("tags", "--tag"),
+        ("limit", "--limit"),
+    ):
         recorded, given = manifest.options.get(option), getattr(options, option)
         if recorded != given:
             raise ConfigError(

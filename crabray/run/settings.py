@@ -80,7 +80,13 @@ class RunSettings(SuiteOptions, EpisodeLimits):
         gt=0,
         description="Tries of an episode whose infrastructure fails.",
     )
-    task_ids: list[str] | None = Field(default=None, description="Run only these tasks.")
+    task_ids: list[str] | None = Field(
+        default=None, description="Run only these tasks: ids or globs (fnmatch)."
+    )
+    tags: list[str] | None = Field(default=None, description="Run only tasks with any of these.")
+    limit: int | None = Field(
+        default=None, gt=0, description="Run at most this many tasks: the first, in suite order."
+    )
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
     local_slots: int | None = Field(

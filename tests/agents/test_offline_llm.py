@@ -137,3 +137,23 @@ def test_the_demo_runs_with_the_offline_llm(mock_llm: str, tmp_path: Path) -> No
     assert deploy["agent_message"].iloc[0] == (
         "Step 1 of the reference solution: workstation-write_file."
     )
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.usefixtures("private_ray")
+def test_model_on_the_command_line_overrides_the_agents_file(mock_llm: str, tmp_path: Path) -> None:
+    example = (ROOT / "agents.example.toml").read_text()
+    entry = read_agent_configs(ROOT / "agents.example.toml")["mock-llm"]
+    agents = tmp_path / "agents.toml"
+    agents.write_text(example.replace(entry.base_url, mock_llm))
+    out = tmp_path / "results"
+    run = ["run", "tasks/demo", "--agent-config", str(agents), "-a", "mock-llm", "-t", "hello-*"]
+    crabray(*run, "--model", "another-model", "--out", str(out), check=True)
+    episodes = read_episodes(out)
+    assert episodes["task_id"].tolist() == ["hello-file"]
+    assert episodes["model"].tolist() == ["another-model"]
+    assert entry.model != "another-model"
+    baseline = crabray("run", "tasks/demo", "-a", "oracle", "-m", "x", "--out", str(out))
+    assert baseline.returncode == 2
+    assert "--model: no selected agent uses a model (oracle" in baseline.stderr

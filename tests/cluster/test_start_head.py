@@ -54,9 +54,15 @@ def test_the_node_ip_address_reaches_ray_start() -> None:
 def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
     env = {"CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"), "RAY_ADDRESS": ""}
     port = free_port()
-    head = cli("cluster", "start-head", "--port", str(port), "--num-cpus", "1", env=env)
+    # A narrow terminal: the commands it prints stay whole lines a user can copy.
+    narrow = {**env, "COLUMNS": "50"}
+    head = cli("cluster", "start-head", "--port", str(port), "--num-cpus", "1", env=narrow)
     try:
         assert head.returncode == 0, head.stderr
+        joins = [ln for ln in head.stdout.splitlines() if "cluster start-worker" in ln]
+        assert len(joins) == 1 and joins[0].endswith("--hosts ..."), head.stdout
+        sweeps = [ln for ln in head.stdout.splitlines() if "crabray run SUITE" in ln]
+        assert len(sweeps) == 1 and sweeps[0].endswith(":8265"), head.stdout
         shown = re.search(r"--address (\S+:\d+)", head.stdout)
         assert shown, head.stdout
         address = shown.group(1)

@@ -58,3 +58,18 @@ def test_the_demo_runs_on_docker_from_a_run_file(tmp_path: Path) -> None:
         "docker",
         {"image": "crabray/debian:latest"},
     ), "recorded, so a resume runs the rest on docker too"
+
+
+def test_backend_setting_takes_key_value_pairs(tmp_path: Path) -> None:
+    from crabray.cli.options import backend_settings_of
+
+    assert backend_settings_of(["image=crabray/debian:latest", "memory_mb=512"]) == {
+        "image": "crabray/debian:latest",
+        "memory_mb": 512,
+    }
+    done = crabray(
+        "run", str(DEMO), "-a", "oracle", "--backend-setting", "image", "--out", str(tmp_path)
+    )
+    assert done.returncode == 2
+    assert "'image' is not KEY=VALUE" in done.stderr
+    assert "Traceback" not in done.stderr
