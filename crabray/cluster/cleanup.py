@@ -32,12 +32,20 @@ def _cleanup_here(backend: str, settings: dict[str, Any]) -> int:
 _cleanup_task = ray.remote(num_cpus=0, max_retries=0)(_cleanup_here)
 
 
-def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
+_EARLIER_RUN = "an earlier run that ended without cleaning up"
+LOST_WORKER = "a worker of this run that was killed from outside"
+
+
+def cleanup_orphans(
+    specs: list[SandboxSpec], *, here: bool = False, left_by: str = _EARLIER_RUN
+) -> int:
     """Remove abandoned sandboxes of ``specs``' kinds on every node that hosts them.
 
     Args:
         specs: The sandboxes a sweep will start; one cleanup per kind and settings.
         here: The cluster is a local instance on this host: clean up in this process.
+        left_by: Who left what is found, for the warning (an earlier run, or a worker of
+            this run killed from outside).
 
     Returns:
         How many sandboxes were removed, over all nodes.
@@ -49,7 +57,7 @@ def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
     distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
     if here:
         removed = sum(_cleanup_here(s.backend, s.backend_settings) for s in distinct.values())
-        _report(removed, {s.backend for s in distinct.values()})
+        _report(removed, {s.backend for s in distinct.values()}, left_by)
         return removed
     refs = []
     for node in ray.nodes():
@@ -75,18 +83,18 @@ def cleanup_orphans(specs: list[SandboxSpec], *, here: bool = False) -> int:
             f"checking the nodes for abandoned sandboxes failed before the run started: "
             f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
         ) from exc
-    _report(removed, {s.backend for s in distinct.values()})
+    _report(removed, {s.backend for s in distinct.values()}, left_by)
     return removed
 
 
-def _report(removed: int, backends: set[str]) -> None:
+def _report(removed: int, backends: set[str], left_by: str) -> None:
     """Say what was removed and why, as a sentence a user can read without the code."""
     if removed:
         noun = "sandbox" if removed == 1 else "sandboxes"
         logger.warning(
-            "removed %d %s left by an earlier run that ended without cleaning up "
-            "(backends checked: %s)",
+            "removed %d %s left by %s (backends checked: %s)",
             removed,
             noun,
+            left_by,
             ", ".join(sorted(backends)),
         )

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from crabray import __version__
 from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
-from crabray.cluster.cleanup import cleanup_orphans
+from crabray.cluster.cleanup import LOST_WORKER, cleanup_orphans
 from crabray.cluster.placement import check_hostable
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.ray_runtime import connect, is_local_instance, local_cpus
@@ -231,6 +231,9 @@ def _run_locked(
                     progress = scheduler.run(items)
                 finally:
                     _end_run(suite)
+                if progress.infra_failures:
+                    # A worker killed from outside leaves its sandbox (a disk, a cgroup).
+                    cleanup_orphans(specs, here=is_local_instance(), left_by=LOST_WORKER)
                 sink.compact()
     except KeyboardInterrupt as exc:
         _record_state(options.out_dir, manifest, RunState.INTERRUPTED)

@@ -165,3 +165,6 @@ def test_a_worker_killed_from_outside_is_infrastructure_and_retried(
     assert killed[0]["termination_reason"] == "env_error"
     assert "killed from outside" in killed[0]["error"]
     assert "1 infrastructure failures, 1 retried" in stdout
+    # The killed worker's sandbox (its disk, its cgroup) does not outlive the run.
+    assert "left by a worker of this run that was killed from outside" in stderr
+    assert [path.name for path in sandboxes.iterdir()] == []
