@@ -1,0 +1,104 @@
+"""Episodes that need several environments never hang a sweep (issue 26).
+
+On a cluster with two slots, an episode needing two environments used to take
+one actor while an idle pooled environment of another configuration held the
+second slot, and waited for it for good. It now gets every environment at once
+or waits holding none, and idle environments yield their slots to it. A task
+needing more environments than the cluster has slots fails at once, saying why.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from crabray.cluster.progress import SweepProgress
+from crabray.cluster.scheduler import Scheduler, SchedulerSettings
+from crabray.formats import Suite
+from crabray.results import ResultSink
+from tests.conftest import raw_episode_rows
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+# Three configurations of the 'local' kind; single-environment tasks on each, tasks
+# spanning two of them, and one spanning all three (more than the cluster's 2 slots).
+MIXED_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, path_exists, write_file
+
+    ENVS = [EnvironmentConfig(name=n, action_space=FILE_ACTIONS) for n in ("a", "b", "c")]
+
+    def task(task_id, envs):
+        return Task(
+            id=task_id,
+            description="write done.txt everywhere",
+            environments=envs,
+            evaluator=path_exists(path="done.txt").on(envs[-1]),
+            solution=[write_file(path="done.txt", content="x").on(env) for env in envs],
+        )
+
+    bench = BenchmarkConfig(
+        name="mixed",
+        environments=ENVS,
+        default_env="a",
+        tasks=[
+            task("one-a", ["a"]),
+            task("one-b", ["b"]),
+            task("one-c", ["c"]),
+            task("two-ab", ["a", "b"]),
+            task("two-bc", ["b", "c"]),
+            task("two-ca", ["c", "a"]),
+            task("one-a2", ["a"]),
+            task("one-c2", ["c"]),
+            task("three-abc", ["a", "b", "c"]),
+        ],
+    )
+    """
+)
+
+
+def sweep(suite_path: Path, out: Path, *, pooling: bool) -> SweepProgress:
+    """Run every task twice (two agents) at concurrency 2 on 2 'local' slots."""
+    from crabray.agents import agent_spec
+    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.scheduler import SweepItem
+    from crabray.formats import load_suite, resolve_suite
+
+    suite: Suite = load_suite(resolve_suite(suite_path))
+    settings = SchedulerSettings(
+        run_id="mixed", concurrency=2, max_steps=None, pooling=pooling, warm=0
+    )
+    scheduler = Scheduler(suite, settings, ResultSink(out, "mixed").write)
+    connect(hosts={"local": 2})
+    try:
+        return scheduler.run(
+            SweepItem(task_id=t, agent=agent_spec(a))
+            for a in ("oracle", "noop")
+            for t in suite.task_ids
+        )
+    finally:
+        disconnect()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pooling", [True, False], ids=["pooled", "unpooled"])
+def test_multi_environment_episodes_finish_on_a_two_slot_cluster(
+    tmp_path: Path, pooling: bool
+) -> None:
+    suite = tmp_path / "mixed.py"
+    suite.write_text(MIXED_SUITE)
+    out = tmp_path / "out"
+    progress = sweep(suite, out, pooling=pooling)
+    assert (progress.done, progress.total) == (18, 18), "every episode reached a final row"
+    rows = raw_episode_rows(out, ["task_id", "agent", "termination_reason", "error"])
+    outcome = {(r["task_id"], r["agent"]): r["termination_reason"] for r in rows}
+    assert len(rows) == 18, "one row each: nothing was retried"
+    for task_id in ("one-a", "one-b", "one-c", "two-ab", "two-bc", "two-ca", "one-a2"):
+        assert outcome[(task_id, "oracle")] == "success", task_id
+    (three,) = [r for r in rows if r["task_id"] == "three-abc" and r["agent"] == "oracle"]
+    assert three["termination_reason"] == "env_error", "the cluster's failure, not the agent's"
+    assert "needs 3 sandboxes of kind 'local'" in three["error"]
+    assert "has 2 slots" in three["error"]
