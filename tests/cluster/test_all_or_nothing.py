@@ -163,3 +163,50 @@ def test_a_submitted_run_finishes_on_a_two_slot_head_and_its_results_come_back(
     finally:
         stopped = cli("cluster", "stop")
     assert json.loads((tmp_path / "nodes.json").read_text()) == [], stopped.stderr
+
+
+@pytest.mark.timeout(300)
+def test_an_episode_whose_slots_are_held_elsewhere_fails_as_infrastructure(
+    tmp_path: Path,
+) -> None:
+    """Another holder (as another run on the same cluster) has every 'local' slot: the
+    episode's actor is never placed, and after placement_timeout_sec it is a row saying
+    so, not a wait for good."""
+    import ray
+
+    from crabray.agents import agent_spec
+    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.scheduler import SweepItem
+    from crabray.formats import load_suite, resolve_suite
+
+    (tmp_path / "mixed.py").write_text(MIXED_SUITE)
+    suite: Suite = load_suite(resolve_suite(tmp_path / "mixed.py"))
+    settings = SchedulerSettings(
+        run_id="held",
+        concurrency=2,
+        max_steps=None,
+        pooling=True,
+        warm=0,
+        placement_timeout_sec=3,
+        retry={"max_attempts": 1},
+    )
+    out = tmp_path / "out"
+    scheduler = Scheduler(suite, settings, ResultSink(out, "held").write)
+    connect(hosts={"local": 2})
+    try:
+
+        @ray.remote(num_cpus=0, resources={"crabray_local": 2})
+        class Holder:
+            def ready(self) -> bool:
+                return True
+
+        holder = Holder.remote()  # type: ignore[attr-defined]
+        assert ray.get(holder.ready.remote(), timeout=60)
+        progress = scheduler.run([SweepItem(task_id="one-a", agent=agent_spec("oracle"))])
+    finally:
+        disconnect()
+    assert progress.done == 1
+    (row,) = raw_episode_rows(out, ["termination_reason", "error", "error_type"])
+    assert row["termination_reason"] == "env_error", "the cluster's failure, not the agent's"
+    assert row["error_type"] == "PlacementError"
+    assert "did not place the environment actors of 'a' within 3 s" in row["error"]
