@@ -77,18 +77,46 @@ def start_head(
         ),
     ] = None,
     state_file: StateOpt = None,
+    dashboard_port: Annotated[
+        int, typer.Option(help="Port of Ray's dashboard, the Job Submission API runs go to.")
+    ] = 8265,
+    job_agent_port: Annotated[
+        int, typer.Option(help="Port of the head's job agent, which runs submitted jobs.")
+    ] = 52365,
+    ready_timeout_sec: Annotated[
+        float, typer.Option(help="How long the job agent gets to answer before start-head fails.")
+    ] = 60.0,
 ) -> None:
-    """Start the head node of a crabray cluster on this machine."""
-    from crabray.cluster.nodes import node_config, routable_address, start_node
+    """Start the head node of a crabray cluster on this machine.
+
+    It reports success only once Ray's Job Submission API and the head's job agent
+    answer (within a minute); otherwise it stops the head and fails, saying which.
+    """
+    from crabray.cluster.nodes import (
+        DashboardPorts,
+        has_dashboard,
+        node_config,
+        routable_address,
+        start_node,
+        stop_node,
+        wait_for_job_agent,
+    )
 
     ip = node_ip_address or routable_address()
+    ports = DashboardPorts(dashboard=dashboard_port, agent=job_agent_port)
     node = start_node(
         node_config(hosts, labels, config, num_cpus),
         head_port=port,
         node_ip=ip,
         state_file=_state(state_file),
-        dashboard=True,
+        dashboard=ports,
     )
+    if has_dashboard():
+        try:
+            wait_for_job_agent(ports, ready_timeout_sec)
+        except CrabrayError as exc:
+            stop_node(node, _state(state_file))
+            raise CrabrayError(f"{exc}. The head was stopped.") from exc
     print_copyable(f"head node started at {ip}:{port}; it hosts {node.hosts or 'no sandboxes'}")
     if ip.startswith("127."):
         console.print(
@@ -100,7 +128,9 @@ def start_head(
         f"join workers with:  crabray cluster start-worker --address {ip}:{port} --hosts ..."
     )
     print_copyable("workers need this machine's Ray token (~/.ray/auth_token, or RAY_AUTH_TOKEN)")
-    print_copyable(f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:8265")
+    print_copyable(
+        f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:{dashboard_port}"
+    )
     print_copyable("(from any machine holding the token; see cluster/README.md)")
 
 

@@ -117,9 +117,34 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
         f"{shipped}; Ctrl-C stops it"
     )
     code = _follow_or_stop(client, job_id, run_id, settings, submitted)
-    errors.print(_where_results_are(settings, run_id), highlight=False, soft_wrap=True)
+    errors.print(_bring_results_here(client, settings, run_id), highlight=False, soft_wrap=True)
     if code != 0:
         raise typer.Exit(code)
+
+
+def _bring_results_here(client: JobSubmissionClient, settings: RunConfig, run_id: str) -> str:
+    """Copy a followed run's results from the head into the same root here; say where they are.
+
+    A relative results root (``./results`` by default) means the same folder on
+    both machines (under ``~/crabray`` on the head): the run is copied back as
+    ``crabray runs fetch`` would, so ``crabray leaderboard`` here reads it. A store
+    URI or an absolute path on the head stays where it is, and the message says how
+    to read or fetch it. A copy that fails says so and gives the fetch command.
+    """
+    out = str(settings.out_dir)
+    if ResultsRoot.parse(out).is_url or Path(out).is_absolute():
+        return _where_results_are(settings, run_id)
+    try:
+        size = _fetch_run(client, run_id, out, Path(out))
+    except CrabrayError as exc:
+        return f"could not copy the results here ({escape(str(exc))}); " + _where_results_are(
+            settings, run_id
+        )
+    return (
+        f"results of run {escape(run_id)} copied into {escape(out)} ({size / 2**20:.1f} MiB; "
+        f"also on the head under ~/{REMOTE_HOME}/{escape(out)}); read them with:  "
+        f"crabray leaderboard {escape(shlex.quote(out))} --run {escape(run_id)}"
+    )
 
 
 def _where_results_are(settings: RunConfig, run_id: str) -> str:
@@ -231,10 +256,24 @@ def fetch(
     An earlier copy of the run in OUT is replaced, so fetching again during a
     run brings the episodes finished since.
     """
+    client = job_client(_job_address(address))
+    size = _fetch_run(client, run_id, source, out)
+    console.print(
+        f"run {escape(run_id)} copied into {escape(str(out))} ({size / 2**20:.1f} MiB)",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _fetch_run(client: JobSubmissionClient, run_id: str, source: str, out: Path) -> int:
+    """Copy run ``run_id`` from the head's results root ``source`` into ``out``; its bytes.
+
+    Raises:
+        CrabrayError: The job that packs the run failed, or its output is not a run.
+    """
     from crabray.cluster.submit import delete, job_output
     from crabray.results import unpack_run
 
-    client = job_client(_job_address(address))
     job_id = client.submit_job(
         entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
         submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
@@ -243,11 +282,7 @@ def fetch(
     delete(client, job_id)
     data = _unframe(logs, run_id)
     unpack_run(data, out, run_id)
-    console.print(
-        f"run {escape(run_id)} copied into {escape(str(out))} ({len(data) / 2**20:.1f} MiB)",
-        highlight=False,
-        soft_wrap=True,
-    )
+    return len(data)
 
 
 def follow_run(

@@ -22,6 +22,8 @@ import sys
 import sysconfig
 import time
 import tomllib
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -38,6 +40,8 @@ DEFAULT_STATE_FILE = Path(
 """Where started nodes are recorded; ``CRABRAY_NODES_FILE`` moves it."""
 _START_TIMEOUT_SEC = 180.0
 _STOP_GRACE_SEC = 10.0
+_JOB_AGENT_WAIT_SEC = 60.0
+"""How long a started head's dashboard and job agent get to answer (a busy machine: seconds)."""
 
 
 class NodeConfig(BaseModel):
@@ -137,18 +141,27 @@ def routable_address() -> str:
         return "127.0.0.1"
 
 
+class DashboardPorts(BaseModel):
+    """The ports of a head's Job Submission API: the dashboard's, and its job agent's."""
+
+    dashboard: int = Field(default=8265, description="Ray's dashboard (the Job Submission API).")
+    agent: int = Field(
+        default=52365, description="The head's job agent, which the dashboard hands each job."
+    )
+
+
 def ray_start_command(
     config: NodeConfig,
     *,
     head_port: int | None,
     address: str | None,
     node_ip: str | None = None,
-    dashboard: bool = False,
+    dashboard: DashboardPorts | None = None,
 ) -> list[str]:
     """The ``ray start`` command line of a head (``head_port``) or worker (``address``).
 
     ``node_ip`` is the address the node advertises to the others; Ray guesses when None.
-    A head started with ``dashboard`` serves Ray's dashboard and Job Submission API.
+    A head started with ``dashboard`` serves Ray's dashboard and Job Submission API there.
     """
     ray = str(_scripts_dir() / "ray")
     command = [ray, "start", "--disable-usage-stats"]
@@ -179,7 +192,7 @@ def _scripts_dir() -> Path:
     return Path(sysconfig.get_path("scripts"))
 
 
-def _dashboard_options(wanted: bool) -> list[str]:
+def _dashboard_options(ports: DashboardPorts | None) -> list[str]:
     """A head's dashboard, when wanted: on all interfaces, if Ray's dashboard is installed.
 
     The dashboard serves Ray's Job Submission API, through which a machine
@@ -187,9 +200,79 @@ def _dashboard_options(wanted: bool) -> list[str]:
     http://HEAD:8265``); it needs ``ray[default]``. Every request to it must
     carry the cluster's token, as every other connection does.
     """
-    if not wanted or importlib.util.find_spec("aiohttp") is None:
+    if ports is None or not has_dashboard():
         return ["--include-dashboard=false"]
-    return ["--include-dashboard=true", "--dashboard-host=0.0.0.0"]
+    return [
+        "--include-dashboard=true",
+        "--dashboard-host=0.0.0.0",
+        f"--dashboard-port={ports.dashboard}",
+        f"--dashboard-agent-listen-port={ports.agent}",
+    ]
+
+
+def has_dashboard() -> bool:
+    """Whether Ray's dashboard (``ray[default]``) is installed here."""
+    return importlib.util.find_spec("aiohttp") is not None
+
+
+def wait_for_job_agent(
+    ports: DashboardPorts, timeout_sec: float = _JOB_AGENT_WAIT_SEC, host: str = "127.0.0.1"
+) -> None:
+    """Wait until the head's dashboard and its job agent both answer, within ``timeout_sec``.
+
+    ``ray start`` returns once its processes are launched, not once they serve:
+    a job agent that failed to bind its port (taken by another program) leaves a
+    head that says it started but refuses every submission ("No available agent
+    to submit job"). Asked directly: the dashboard's ``/api/version``, and the
+    agent's ``/api/local_raylet_healthz`` (which answers once the agent serves HTTP).
+
+    Raises:
+        CrabrayError: One of them did not answer in time; the message names which,
+            its port, and the last answer or error.
+    """
+    deadline = time.monotonic() + timeout_sec
+    for what, url in (
+        (
+            "Ray's dashboard (the Job Submission API)",
+            f"http://{host}:{ports.dashboard}/api/version",
+        ),
+        ("the head's job agent", f"http://{host}:{ports.agent}/api/local_raylet_healthz"),
+    ):
+        last = _http_ok(url)
+        while last is not None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            last = _http_ok(url)
+        if last is not None:
+            raise CrabrayError(
+                f"the head started, but {what} did not answer at {url} within "
+                f"{timeout_sec:g} s ({last}): runs cannot be submitted to it. Is its port "
+                f"taken by another program? Choose other ports (--dashboard-port, "
+                f"--job-agent-port)"
+            )
+
+
+def _http_ok(url: str) -> str | None:
+    """None if ``url`` answers 200 (with this machine's Ray token, if any); else why not."""
+    request = urllib.request.Request(url)
+    token = _auth_token()
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return None if response.status == 200 else f"HTTP {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except OSError as exc:
+        return str(getattr(exc, "reason", exc))
+
+
+def _auth_token() -> str | None:
+    """This machine's Ray token: ``$RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``."""
+    token = os.environ.get("RAY_AUTH_TOKEN")
+    path = Path.home() / ".ray" / "auth_token"
+    if not token and path.exists():
+        token = path.read_text().strip()
+    return token or None
 
 
 def start_node(
@@ -199,9 +282,9 @@ def start_node(
     address: str | None = None,
     node_ip: str | None = None,
     state_file: Path = DEFAULT_STATE_FILE,
-    dashboard: bool = False,
+    dashboard: DashboardPorts | None = None,
 ) -> StartedNode:
-    """Start a head (``head_port``, with Ray's dashboard if ``dashboard``) or a worker; record it.
+    """Start a head (``head_port``, with Ray's dashboard on ``dashboard``) or a worker; record it.
 
     ``node_ip`` is the address the node advertises to the others (Ray guesses when None).
 
@@ -303,6 +386,13 @@ def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
         _kill_group(node.process_group)
     _record(state_file, [])
     return nodes
+
+
+def stop_node(node: StartedNode, state_file: Path = DEFAULT_STATE_FILE) -> None:
+    """Stop one node this machine started, and forget it (the others keep running)."""
+    _kill_group(node.process_group)
+    kept = [n for n in started_nodes(state_file) if n.process_group != node.process_group]
+    _record(state_file, kept)
 
 
 def _ensure_token(env: dict[str, str]) -> None:

@@ -13,7 +13,10 @@ reset that fails retires the actor; a broken actor is never handed out
 again. The pool never holds more actors of a host kind than the cluster
 has slots of it: when a configuration needs a slot that idle actors of
 another configuration hold, one of those is retired (otherwise idle actors
-could hold every slot and starve the rest of the sweep). Idle actors of a
+could hold every slot and starve the rest of the sweep). An episode gets all
+its environments at once or waits holding none (``plan``): an episode holding
+one slot while waiting for another that an idle actor held is how sweeps with
+multi-environment tasks hung (issue 26). Idle actors of a
 configuration nothing needs any more are retired as the queue drains.
 
 Unpooled, an actor's used sandbox is closed and a new one started in its
@@ -33,6 +36,7 @@ import ray
 from crabray.cluster.actors import RemoteEnvironmentActor
 from crabray.cluster.placement import actor_options
 from crabray.cluster.sandbox import SandboxSpec
+from crabray.core.errors import PlacementError
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +69,17 @@ class _Member:
 
     def __post_init__(self) -> None:
         self.key = slot_key(self.spec)
+
+
+@dataclass
+class _Plan:
+    """How ``EnvironmentPool.acquire_all`` serves an episode's environments at once."""
+
+    picks: list[tuple[SandboxSpec, _Member | None]] = field(default_factory=list)
+    """Each spec in order, with the idle actor it takes (None: a new actor)."""
+    new: list[SandboxSpec] = field(default_factory=list)
+    evict: list[_Member] = field(default_factory=list)
+    """Idle actors of other configurations retired for their slots."""
 
 
 @dataclass
@@ -118,50 +133,90 @@ class EnvironmentPool:
         return Counter(m.key for m in self._members.values())
 
     def can_serve(self, specs: list[SandboxSpec], capacity: dict[SlotKey, int]) -> bool:
-        """Whether ``acquire`` can serve all of ``specs`` now without exceeding ``capacity``.
+        """Whether ``acquire_all`` can serve all of ``specs`` now without exceeding ``capacity``.
 
         A configuration whose idle actors are all still resetting is served by a
         new actor if its kind has a free slot, else not now.
         """
-        needed: Counter[SlotKey] = Counter()
+        return self.plan(specs, capacity) is not None
+
+    def plan(
+        self, specs: list[SandboxSpec], capacity: dict[SlotKey, int], *, behind_resets: bool = False
+    ) -> _Plan | None:
+        """How to serve all of ``specs`` at once within ``capacity``, or None if not now.
+
+        All or nothing: an episode that needs several environments gets every one
+        of them together or none (one holding a slot while another waits for a slot
+        it holds is how a sweep hangs). Each spec takes, in order: a distinct idle
+        actor of its configuration whose reset has ended; a free slot of its kind
+        (not while its own configuration's resets run and ``max_actors`` is reached);
+        the slot of an idle actor of another configuration, retired for it. With
+        ``behind_resets``, a spec whose configuration's idle actors all still reset
+        takes one of them (its episode queues behind the reset on the actor).
+        """
+        plan = _Plan()
         live = self.live()
+        taken: set[int] = set()
         for spec in specs:
-            idle = self._idle[spec.pool_key]
-            if any(self._is_ready(m) for m in idle):
-                continue
-            if idle and not self._can_grow(slot_key(spec), capacity, sum(needed.values())):
-                return False  # wait for a reset rather than evict
-            needed[slot_key(spec)] += 1
-        for key, count in needed.items():
-            evictable = sum(
-                len(members)
-                for pool_key, members in self._idle.items()
-                if members and members[0].key == key
-            )
-            if live[key] + count - evictable > capacity.get(key, 0):
-                return False
-        return True
+            key = slot_key(spec)
+            idle = [m for m in self._idle[spec.pool_key] if id(m) not in taken]
+            ready = [m for m in idle if self._is_ready(m)]
+            free = live[key] < capacity.get(key, 0)
+            if ready:
+                member: _Member | None = ready[0]
+            elif idle and not (free and self._under_max(len(plan.new))):
+                if not behind_resets:
+                    return None  # wait for a reset of its own rather than evict
+                member = idle[0]
+            elif free:
+                member = None
+                live[key] += 1
+            else:
+                victim = self._idle_of(key, taken)
+                if victim is None:
+                    return None
+                taken.add(id(victim))
+                plan.evict.append(victim)
+                member = None
+            if member is not None:
+                taken.add(id(member))
+            else:
+                plan.new.append(spec)
+            plan.picks.append((spec, member))
+        return plan
 
-    def acquire(self, spec: SandboxSpec, capacity: dict[SlotKey, int]) -> Any:
-        """A clean actor for ``spec``: a pooled one if any, else a new one.
+    def acquire_all(self, specs: list[SandboxSpec], capacity: dict[SlotKey, int]) -> list[Any]:
+        """Clean actors for all of ``specs``, in order, taken together (see ``plan``).
 
-        A new actor whose slot kind is full takes the slot of an idle actor of
-        another configuration, which is retired.
+        Raises:
+            PlacementError: The kind has no slot for them now (``can_serve`` said no).
         """
         self.refresh()
-        idle = self._idle[spec.pool_key]
-        key = slot_key(spec)
-        while idle and (any(self._is_ready(m) for m in idle) or not self._can_grow(key, capacity)):
-            member = self._take(idle)
-            if member is not None:
-                if self.pooling:
-                    self.stats.reused += 1
-                else:
-                    self.stats.created += 1  # a new sandbox, in a kept process
-                return member.actor
-        if self.live()[key] >= capacity.get(key, 0):
-            self._evict_one(key)
-        return self._create(spec).actor
+        plan = self.plan(specs, capacity, behind_resets=True)
+        if plan is None:
+            names = ", ".join(spec.name for spec in specs)
+            raise PlacementError(f"no free slots for the environments {names} now")
+        for victim in plan.evict:
+            self._idle[victim.spec.pool_key].remove(victim)
+            self._retire(victim)
+        actors = []
+        for spec, member in plan.picks:
+            if member is None:
+                actors.append(self._create(spec).actor)
+                continue
+            self._idle[spec.pool_key].remove(member)
+            member.recycling = None
+            member.recycled = False
+            if self.pooling:
+                self.stats.reused += 1
+            else:
+                self.stats.created += 1  # a new sandbox, in a kept process
+            actors.append(member.actor)
+        return actors
+
+    def acquire(self, spec: SandboxSpec, capacity: dict[SlotKey, int]) -> Any:
+        """A clean actor for ``spec``: a pooled one if any, else a new one (``acquire_all``)."""
+        return self.acquire_all([spec], capacity)[0]
 
     def warm(self, spec: SandboxSpec, count: int, capacity: dict[SlotKey, int]) -> None:
         """Start up to ``count`` idle environments of ``spec`` ahead of demand."""
@@ -204,6 +259,15 @@ class EnvironmentPool:
         """The resets (and warm-ups, renewals) still running: their end can make an episode
         servable, so the scheduler waits on them as on episodes."""
         return [m.recycling for m in self._members.values() if not (m.handed or self._is_ready(m))]
+
+    def placed(self, actor: Any) -> bool:
+        """Whether Ray has placed ``actor`` and it runs (its ``node`` call has answered).
+
+        An actor the pool no longer holds (discarded, retired) counts as placed: it
+        waits for nothing.
+        """
+        member = self._members.get(id(actor))
+        return member is None or member.node is None or _done(member.node)
 
     def node_call(self, actor: Any) -> Any:
         """The reference to ``actor``'s answer to where it lives (see ``node_name``)."""
@@ -264,12 +328,18 @@ class EnvironmentPool:
         self.stats.created += 1
         return member
 
-    def _can_grow(self, key: SlotKey, capacity: dict[SlotKey, int], adding: int = 0) -> bool:
-        """Whether a new actor of ``key`` may start (besides ``adding`` about to) instead of
-        waiting for a reset: a free slot, within ``max_actors``."""
-        if self.max_actors is not None and len(self._members) + adding >= self.max_actors:
-            return False
-        return self.live()[key] + adding < capacity.get(key, 0)
+    def _under_max(self, adding: int) -> bool:
+        """Whether a new actor may start (besides ``adding`` about to) instead of waiting
+        for a reset of its configuration: within ``max_actors``."""
+        return self.max_actors is None or len(self._members) + adding < self.max_actors
+
+    def _idle_of(self, key: SlotKey, taken: set[int]) -> _Member | None:
+        """An idle actor holding a slot of ``key`` that ``taken`` does not name."""
+        for idle in self._idle.values():
+            for member in idle:
+                if member.key == key and id(member) not in taken:
+                    return member
+        return None
 
     def refresh(self) -> None:
         """Learn which resets (warm-ups, renewals) have finished, in one call to Ray.
@@ -286,38 +356,28 @@ class EnvironmentPool:
             done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
             for ref in done:
                 pending[ref].recycled = True
+                if not pending[ref].handed:
+                    self._check_reset(pending[ref])
+
+    def _check_reset(self, member: _Member) -> None:
+        """Retire an idle actor whose finished reset failed: never hand it out.
+
+        (A reset handed over with the episode queued behind it is the pipeline's to
+        judge: that episode's outcome says it never ran.)
+        """
+        try:
+            ray.get(member.recycling)
+        except Exception as exc:
+            logger.warning(
+                "resetting a '%s' sandbox failed, retiring it: %s", member.spec.name, exc
+            )
+            self.stats.failed_resets += 1
+            self.discard(member.actor)
 
     @staticmethod
     def _is_ready(member: _Member) -> bool:
         """Whether the member's reset (or warm-up, renewal) had finished at the last refresh."""
         return member.recycling is None or member.recycled
-
-    def _take(self, idle: list[_Member]) -> _Member | None:
-        """Pop an idle member, preferring one whose reset has finished; None if it failed."""
-        ready = [m for m in idle if self._is_ready(m)]
-        member = ready[0] if ready else idle[0]
-        idle.remove(member)
-        if member.recycling is not None and self._is_ready(member):
-            try:
-                ray.get(member.recycling)
-            except Exception as exc:
-                logger.warning(
-                    "resetting a '%s' sandbox failed, retiring it: %s", member.spec.name, exc
-                )
-                self.stats.failed_resets += 1
-                self.discard(member.actor)
-                return None
-        member.recycling = None
-        member.recycled = False
-        return member
-
-    def _evict_one(self, key: SlotKey) -> None:
-        for idle in self._idle.values():
-            for member in idle:
-                if member.key == key:
-                    idle.remove(member)
-                    self._retire(member)
-                    return
 
     def _retire(self, member: _Member) -> None:
         """Close a member's sandbox and end the actor (close runs before the kill)."""

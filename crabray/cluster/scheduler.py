@@ -35,6 +35,7 @@ from crabray.cluster.episode_call import (
     CallOutcome,
     EpisodeCall,
     died_result,
+    failed_result,
     pack,
     reaches_its_worker,
     unpack,
@@ -47,7 +48,7 @@ from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError, HostError, SandboxHostError
+from crabray.core.errors import CrabrayError, HostError, PlacementError, SandboxHostError
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -122,6 +123,8 @@ class Scheduler:
         """``slot_key`` of every spec in ``_specs``: the capacity poll reads these, once a
         second, and must not walk every task of a long sweep to find them."""
         self._capacity: dict[SlotKey, int] = {}
+        self._peak: dict[SlotKey, int] = {}
+        """The most slots of each kind the cluster had during the run (``_never_fits``)."""
         self._starved_since: dict[SlotKey, float] = {}
         self._delayed: list[tuple[float, int, SweepItem]] = []
         self._seq = itertools.count()
@@ -167,6 +170,7 @@ class Scheduler:
                 self._enforce_deadlines(in_flight)
                 if self._poll_cluster(progress):
                     self._check_hosts(queue, in_flight)
+                    self._check_placement(in_flight)
                 self._flush(progress, force=not (queue or in_flight or self._delayed))
             if self.status is not None:
                 self.status.publish(progress, final=True)
@@ -298,7 +302,11 @@ class Scheduler:
             if scanned >= _SCAN_LIMIT:
                 break
             item = queue[index]
-            if self.pool.can_serve(self._specs_of(item.task_id), self._capacity):
+            if (unfit := self._never_fits(item)) is not None:
+                del queue[index]
+                self._add_pending(item, -1)
+                self._fail_unplaceable(item, unfit)
+            elif self.pool.can_serve(self._specs_of(item.task_id), self._capacity):
                 del queue[index]
                 self._add_pending(item, -1)
                 ref, flight = self._submit(item)
@@ -308,12 +316,73 @@ class Scheduler:
                 index += 1
                 scanned += 1
 
+    def _never_fits(self, item: SweepItem) -> str | None:
+        """Why ``item`` can never be placed: it needs more sandboxes of a kind at once than
+        the cluster has ever had slots of it during this run; None if it fits (or if the
+        kind has no slot at all now: ``_check_hosts`` waits for a host of it)."""
+        needed = Counter(slot_key(spec) for spec in self._specs_of(item.task_id))
+        for key, count in needed.items():
+            slots = self._peak.get(key, 0)
+            if 0 < slots < count:
+                labels = f" with labels {dict(key[1])}" if key[1] else ""
+                return (
+                    f"task {item.task_id} needs {count} sandboxes of kind '{key[0]}'{labels} "
+                    f"at once, and the cluster has {slots} slots of it: it can never be "
+                    f"placed. Give the cluster more slots of it (`crabray cluster start-head "
+                    f"--hosts {key[0]}={count}`, or `start-worker`), then resume the run"
+                )
+        return None
+
+    def _fail_unplaceable(self, item: SweepItem, reason: str) -> None:
+        """Record ``item`` as an infrastructure failure that no retry can mend: final."""
+        logger.error("%s", reason)
+        call = self._call(item)
+        tags = list(self.suite.entry(item.task_id).task.tags)
+        record = EpisodeRecord(result=failed_result(call, tags, PlacementError(reason)))
+        flight = InFlight(item, time.monotonic(), None)
+        if not self._unwritten:
+            self._unwritten_since = time.monotonic()
+        self._unwritten.append((flight, record))
+        self.progress.infra_failures += 1
+
+    def _check_placement(self, in_flight: dict[Any, InFlight]) -> None:
+        """Give up episodes whose actors Ray has not placed within ``placement_timeout_sec``.
+
+        The pool never plans more actors of a kind than the cluster has slots, but
+        Ray may still hold a slot elsewhere (another run on the same cluster, an
+        actor that has not exited yet). An episode that cannot start must not wait
+        for good: its actors are killed and it comes back as an ``env_error`` row
+        saying why (retried as any infrastructure failure).
+        """
+        now = time.monotonic()
+        bound = self.settings.placement_timeout_sec
+        for flight in in_flight.values():
+            if flight.placed or flight.unplaced is not None:
+                continue
+            unplaced = [
+                name for name, (_, actor) in flight.actors.items() if not self.pool.placed(actor)
+            ]
+            if not unplaced:
+                flight.placed = True
+            elif now - flight.submitted > bound:
+                flight.unplaced = (
+                    f"the cluster did not place the environment actors of "
+                    f"{', '.join(repr(n) for n in unplaced)} within {bound:g} s "
+                    f"(placement_timeout_sec): their slots were held elsewhere (another run "
+                    f"on this cluster, or actors that had not exited); "
+                    f"`crabray cluster status` shows who holds them"
+                )
+                logger.warning("episode %s: %s", flight.item.task_id, flight.unplaced)
+                for _, actor in flight.actors.values():
+                    self._discard(actor)
+
     def _submit(self, item: SweepItem) -> tuple[Any, InFlight]:
         now = time.monotonic()
         deadline = now + self._time_limit(item) + self.settings.timeout_grace_sec
         flight = InFlight(item, now, deadline)
-        for spec in self._specs_of(item.task_id):
-            flight.actors[spec.name] = (spec, self.pool.acquire(spec, self._capacity))
+        specs = self._specs_of(item.task_id)
+        for spec, actor in zip(specs, self.pool.acquire_all(specs, self._capacity), strict=True):
+            flight.actors[spec.name] = (spec, actor)
         (_, host), *_ = flight.actors.values()
         flight.node_call = self.pool.node_call(host)
         others = {name: actor for name, (_, actor) in list(flight.actors.items())[1:]}
@@ -425,6 +494,8 @@ class Scheduler:
             return False
         self._last_poll = now
         self._capacity = {key: capacity(key[0], dict(key[1])) for key in self._slot_keys}
+        for key, slots in self._capacity.items():
+            self._peak[key] = max(self._peak.get(key, 0), slots)
         if self.status is not None:
             self.status.publish(progress)
         return True
@@ -542,6 +613,10 @@ class Scheduler:
             tags = list(self.suite.entry(flight.item.task_id).task.tags)
             reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
             result = died_result(call, tags, exc, flight.cancelled, flight.started_at, reachable)
+            if flight.unplaced is not None:
+                result = failed_result(
+                    call, tags, PlacementError(flight.unplaced), flight.started_at
+                )
             if self._stopping:
                 result.termination_reason = TerminationReason.CANCELLED
                 result.error = f"the run was interrupted and the episode's call ended: {exc}"
@@ -550,6 +625,10 @@ class Scheduler:
         if never_ran(flight, outcome):
             self._requeue_unrun(flight)
             return None
+        if flight.unplaced is not None:  # its host ran, and found another actor killed
+            result = outcome.record.result
+            result.termination_reason = TerminationReason.ENV_ERROR
+            result.error, result.error_type = flight.unplaced, PlacementError.__name__
         for name, (_, actor) in flight.actors.items():
             if name in outcome.broken_envs:
                 self._discard(actor, close=True)

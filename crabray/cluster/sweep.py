@@ -58,6 +58,12 @@ class SchedulerSettings(BaseModel):
     host_wait_sec: float = Field(
         default=60.0, ge=0, description="How long to wait for a lost host kind to come back."
     )
+    placement_timeout_sec: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long an episode's environment actors may wait for Ray to place them "
+        "(a slot held elsewhere) before the episode fails as infrastructure (env_error).",
+    )
     pipeline: bool = Field(
         default=True,
         description="Queue a pooled actor's next episode behind its running one "
@@ -79,6 +85,10 @@ class InFlight:
     """Its kind lost every host; its actors were killed to end it."""
     node_call: Any = None
     """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
+    placed: bool = False
+    """Ray has placed every actor of it (``Scheduler._check_placement``)."""
+    unplaced: str | None = None
+    """Why it was given up: its actors were not placed in time."""
     queued: bool = False
     """A follower: sent to its actor behind the episode running there (``pipeline``)."""
     behind: Any = None

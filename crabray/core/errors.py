@@ -23,6 +23,8 @@ are translated at the boundary with ``raise ... from exc``.
     │   ├── SandboxBrokenError   it failed of what was done inside it (its guest killed, its
     │   │                        memory exhausted): the agent's failure, never retried
     │   ├── SandboxTimeoutError  a sandbox operation outlived its timeout
+    │   ├── PlacementError       the cluster could not give an episode all its sandboxes'
+    │   │                        slots (in time, or ever): infrastructure
     │   └── SandboxConfigError   a sandbox cannot be made as configured (an image that does
     │       │                    not exist): deterministic, a setup error, never retried
     │       └── SandboxHostError a tool or image every sandbox of its kind needs is missing on
@@ -214,6 +216,16 @@ class SandboxHostError(SandboxConfigError):
 
 class SandboxTimeoutError(SandboxError):
     """A sandbox operation outlived its timeout."""
+
+
+class PlacementError(SandboxError):
+    """The cluster could not place every sandbox an episode needs.
+
+    Either not within the scheduler's ``placement_timeout_sec`` (its slots were
+    held elsewhere: another run, actors Ray had not released), or never (the task
+    needs more sandboxes of a kind than the cluster has slots of it).
+    Infrastructure: the episode is recorded as ``env_error``, never as the agent's.
+    """
 
 
 class SandboxFileError(CrabrayError):

@@ -260,7 +260,9 @@ def _run_locked(
 
 
 def _scheduler_settings(options: RunOptions, run_id: str) -> SchedulerSettings:
+    knobs = {"placement_timeout_sec": options.placement_timeout_sec}
     return SchedulerSettings(
+        **{name: value for name, value in knobs.items() if value is not None},
         run_id=run_id,
         concurrency=options.concurrency,
         retry=RetryPolicy(max_attempts=options.max_attempts),

@@ -89,6 +89,13 @@ class RunSettings(SuiteOptions, EpisodeLimits):
     )
     pooling: bool = Field(default=True, description="Reuse environments across episodes.")
     warm: int = Field(default=0, ge=0, description="Environments per configuration started ahead.")
+    placement_timeout_sec: float | None = Field(
+        default=None,
+        gt=0,
+        description="How long an episode's sandboxes may wait for the cluster to place them "
+        "before the episode fails as infrastructure (env_error); the scheduler's 120 s when "
+        "unset.",
+    )
     local_slots: int | None = Field(
         default=None,
         gt=0,

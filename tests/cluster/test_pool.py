@@ -198,3 +198,26 @@ def test_containers_are_labelled_with_the_run_they_serve(local_ray: None) -> Non
         client.close()
     assert labels["crabray.run"] == "run-label-1"
     pool.shutdown()
+
+
+def test_an_episode_takes_all_its_environments_or_none(local_ray: None, tmp_path: Path) -> None:
+    """Two slots: a busy 'c' and an idle 'a'. An episode needing 'a' and 'b' would take
+    'a' and wait for good for a slot the busy 'c' holds: it waits holding nothing. Once
+    'c' is idle, it yields its slot and the episode gets both at once."""
+    pool = EnvironmentPool()
+    a, b, c = (spec(tmp_path, name) for name in ("a", "b", "c"))
+    first, busy = pool.acquire(a, CAPACITY), pool.acquire(c, CAPACITY)
+    pool.release(first)
+    ray.get(pool.in_progress())
+    pool.refresh()  # as the scheduler does once per pass over its queue
+    assert not pool.can_serve([a, b], CAPACITY), "'a' is idle, but 'b' has no slot"
+    pool.release(busy)
+    ray.get(pool.in_progress())
+    pool.refresh()  # as the scheduler does once per pass over its queue
+    assert pool.can_serve([a, b], CAPACITY), "the idle 'c' yields its slot"
+    got_a, got_b = pool.acquire_all([a, b], CAPACITY)
+    assert got_a is first, "the warm 'a' serves"
+    assert pool.stats.retired == 1, "the idle 'c' was retired for 'b'"
+    assert pool.live()[("local", ())] == 2, "never more actors of a kind than slots"
+    use(got_b, "b.txt")
+    pool.shutdown()

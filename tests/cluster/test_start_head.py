@@ -51,18 +51,26 @@ def test_the_node_ip_address_reaches_ray_start() -> None:
     ), "without one, Ray guesses as it always has"
 
 
+def head_ports() -> list[str]:
+    """Free ports for the dashboard and the job agent: tests running at once never collide."""
+    return ["--dashboard-port", str(free_port()), "--job-agent-port", str(free_port())]
+
+
+@pytest.mark.timeout(400)
 def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
     env = {"CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"), "RAY_ADDRESS": ""}
     port = free_port()
     # A narrow terminal: the commands it prints stay whole lines a user can copy.
     narrow = {**env, "COLUMNS": "50"}
-    head = cli("cluster", "start-head", "--port", str(port), "--num-cpus", "1", env=narrow)
+    head = cli(
+        "cluster", "start-head", "--port", str(port), "--num-cpus", "1", *head_ports(), env=narrow
+    )  # fmt: skip
     try:
         assert head.returncode == 0, head.stderr
         joins = [ln for ln in head.stdout.splitlines() if "cluster start-worker" in ln]
         assert len(joins) == 1 and joins[0].endswith("--hosts ..."), head.stdout
         sweeps = [ln for ln in head.stdout.splitlines() if "crabray run SUITE" in ln]
-        assert len(sweeps) == 1 and sweeps[0].endswith(":8265"), head.stdout
+        assert len(sweeps) == 1 and re.search(r"--address http://\S+:\d+$", sweeps[0]), head.stdout
         shown = re.search(r"--address (\S+:\d+)", head.stdout)
         assert shown, head.stdout
         address = shown.group(1)
@@ -81,7 +89,7 @@ def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
         assert all(f" {routable_address()} " in row for row in rows), "both nodes advertise it"
         assert "local 0/1" in status.stdout, "the worker joined at the printed address"
 
-        jobs = re.search(r"(http://\S+:8265)", head.stdout)
+        jobs = re.search(r"--address (http://\S+:\d+)", head.stdout)
         assert jobs, head.stdout
         remote = cli("cluster", "status", "--address", jobs.group(1), env=env)
         assert remote.returncode == 0, remote.stderr
@@ -94,3 +102,27 @@ def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
         stopped = cli("cluster", "stop", env=env)
     assert "stopped 2 node(s)" in stopped.stdout, stopped.stdout + stopped.stderr
     assert json.loads((tmp_path / "nodes.json").read_text()) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_head_whose_job_agent_cannot_serve_fails_and_stops(tmp_path: Path) -> None:
+    """The job agent's port is held by a program that never answers: start-head does not
+    report success (runs could not be submitted); it says why and leaves nothing running."""
+    env = {"CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"), "RAY_ADDRESS": ""}
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen(1)
+        taken = str(holder.getsockname()[1])
+        head = cli(
+            "cluster", "start-head", "--port", str(free_port()), "--num-cpus", "1",
+            "--dashboard-port", str(free_port()), "--job-agent-port", taken,
+            "--ready-timeout-sec", "15", env=env,
+        )  # fmt: skip
+    try:
+        assert head.returncode != 0, head.stdout
+        assert "job agent did not answer" in head.stderr, head.stderr
+        assert f":{taken}/" in head.stderr, "it names the port"
+        assert "The head was stopped" in head.stderr
+        assert json.loads((tmp_path / "nodes.json").read_text()) == [], "nothing left running"
+    finally:
+        cli("cluster", "stop", env=env)
