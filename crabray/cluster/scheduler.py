@@ -538,9 +538,9 @@ class Scheduler:
             call.settings.node = node_name(flight.node_call)
             for _, actor in flight.actors.values():
                 self._discard(actor)
-            tags = list(self.suite.entry(flight.item.task_id).task.tags)
+            task = self.suite.entry(flight.item.task_id).task
             reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
-            result = died_result(call, tags, exc, flight.cancelled, flight.started_at, reachable)
+            result = died_result(call, task, exc, flight.cancelled, flight.started_at, reachable)
             if self._stopping:
                 result.termination_reason = TerminationReason.CANCELLED
                 result.error = f"the run was interrupted and the episode's call ended: {exc}"
