@@ -176,3 +176,23 @@ def test_headers_name_suites_not_absolute_paths(tmp_path: Path) -> None:
     assert "20261124-075300-bbbbbb (desktop-suite, created" in header
     assert suite_label("", "tasks/demo") == "tasks/demo"
     assert suite_label("", "/a/b/demo/") == "demo"
+
+
+def test_setup_output_is_folded_and_open_when_setup_failed(tmp_path: Path) -> None:
+    ran = episode("t-one", "beta", steps=1, success=True)
+    ran.result.setup_output = "[box] run_command(command='make')\nexit code 0\nstdout:\nbuilt"
+    failed = episode("t-two", "beta", steps=0, success=False)
+    failed.result.termination_reason = TerminationReason.SETUP_ERROR
+    failed.result.setup_output = "[box] init_sh\nfailed: /mnt/container/task-setup.log: <missing>"
+    older = episode("t-three", "beta", steps=1, success=True)  # no setup output recorded
+    out = tmp_path / "out"
+    ResultSink(out, RUN_ID).write([ran, failed, older])
+    site = tmp_path / "site"
+    build_site(out, site)
+    folded = _episode_page(site, ran.result.episode_id)
+    assert '<details class="logs" id="setup-output"><summary>' in folded
+    assert "exit code 0\nstdout:\nbuilt</pre>" in folded
+    opened = _episode_page(site, failed.result.episode_id)
+    assert '<details class="logs" id="setup-output" open><summary>' in opened
+    assert "failed: /mnt/container/task-setup.log: &lt;missing&gt;" in opened
+    assert 'id="setup-output"' not in _episode_page(site, older.result.episode_id)

@@ -426,6 +426,8 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         conversation=conversation,
         conversation_note=conversation_note,
         raw_conversation=_raw_conversation(_value(row, "conversation_json")),
+        setup_output=_text(_value(row, "setup_output")) or None,
+        setup_failed=row["termination_reason"] == "setup_error",
         steps=_steps_view(steps, graph, screenshots),
         live=None,
         version="",
