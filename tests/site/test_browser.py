@@ -29,6 +29,7 @@ from tests.conftest import ROOT
 from tests.site.conftest import (
     OLDER_RUN_ID,
     RUN_ID,
+    SETUP_OUTPUT,
     SUITE_NAME,
     SiteDataset,
     episode,
@@ -472,6 +473,11 @@ def test_previous_next_and_an_episodes_logs(
     browser_page.click("#raw-conversation summary")
     assert raw.is_visible()
     assert '"name": "write_file"' in raw.inner_text()
+    # The setup's output (its stderr too), folded: the setup did not fail.
+    setup = browser_page.locator("#setup-output pre")
+    assert not setup.is_visible()
+    browser_page.click("#setup-output summary")
+    assert setup.inner_text() == SETUP_OUTPUT
     browser_page.click("#next-episode")
     browser_page.wait_for_load_state("load")
     assert browser_page.inner_text("h1") == "t-one"

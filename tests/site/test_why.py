@@ -196,3 +196,17 @@ def test_setup_output_is_folded_and_open_when_setup_failed(tmp_path: Path) -> No
     assert '<details class="logs" id="setup-output" open><summary>' in opened
     assert "failed: /mnt/container/task-setup.log: &lt;missing&gt;" in opened
     assert 'id="setup-output"' not in _episode_page(site, older.result.episode_id)
+
+
+def test_a_long_call_result_is_folded(tmp_path: Path) -> None:
+    record = episode("t-one", "beta", steps=2, success=True)
+    noisy = "exit code 1\nstdout:\n" + "".join(f"line {i}\n" for i in range(30)) + "stderr:\nboom"
+    record.steps[0].result = noisy
+    out = tmp_path / "out"
+    ResultSink(out, RUN_ID).write([record])
+    site = tmp_path / "site"
+    build_site(out, site)
+    page = _episode_page(site, record.result.episode_id)
+    folded = page.split('<details class="output">', 1)[1].split("</details>", 1)[0]
+    assert "(34 lines: output, stderr)" in folded and "line 29\nstderr:\nboom" in folded
+    assert page.count('<details class="output">') == 1, "the short result stays open"

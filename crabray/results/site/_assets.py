@@ -117,6 +117,7 @@ nav.neighbours { display: flex; gap: 1rem; align-items: baseline; flex-wrap: wra
 details.logs { border: 1px solid var(--line); border-radius: 6px; padding: .3rem .7rem;
   margin: .5rem 0; }
 details.logs > summary { cursor: pointer; font-weight: 600; }
+details.output > summary { cursor: pointer; }
 dl.facts dd { overflow-wrap: anywhere; }
 """
 

@@ -149,6 +149,8 @@ FILTERS = (
 )
 """The episode list's filters: (data attribute, column, label). The page's script fills each
 filter's choices from its rows' attribute, so episodes that land live are choices too."""
+FOLD_LINES = 12
+"""A call's result longer than this many lines is folded (a command's stdout and stderr)."""
 _SEARCHED = ("task_id", "agent", "model", "termination_reason", "error", "description")
 """What the episode list's search box looks in."""
 
@@ -320,13 +322,15 @@ def _call_view(call: dict[Hashable, Any]) -> dict[str, Any]:
     error = call.get("error")
     duration: Any = call.get("duration_sec")
     env = call.get("env")
+    result = str(call.get("result") or "")
     return {
         "message": None if is_missing(message) or message == "" else message,
         "action": call["action"],
         "env": None if is_missing(env) else env,
         "arguments": pretty_json(str(call.get("arguments_json") or "{}")),
         "error": None if is_missing(error) else error,
-        "result": call.get("result") or "",
+        "result": result,
+        "result_lines": result.count("\n") + 1,
         "duration": None if is_missing(duration) else f"{float(duration):.2f} s",
     }
 
@@ -429,6 +433,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         setup_output=_text(_value(row, "setup_output")) or None,
         setup_failed=row["termination_reason"] == "setup_error",
         steps=_steps_view(steps, graph, screenshots),
+        FOLD_LINES=FOLD_LINES,
         live=None,
         version="",
     )
