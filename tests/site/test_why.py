@@ -15,6 +15,7 @@ from crabray.core.task import graded_by_scorer
 from crabray.results import ResultSink, RunManifest, write_manifest
 from crabray.results.site import build_site
 from crabray.results.site._data import suite_label
+from crabray.results.site._pages import SCORER_NODE
 from tests.site.conftest import RUN_ID, SiteDataset, episode
 from tests.site.test_viewer import _episode_page
 
@@ -108,6 +109,7 @@ def test_evaluator_nodes_are_listed_in_full_with_their_arguments(tmp_path: Path)
 def test_a_task_graded_by_its_scorer_says_so_instead_of_zero_evaluators(
     tmp_path: Path,
 ) -> None:
+    assert graded_by_scorer.label == SCORER_NODE
     scorer_graph = json.dumps({"nodes": [graded_by_scorer.label], "edges": []})
     solved = episode("folder-task", "alpha", steps=2, success=True, graph_json=scorer_graph)
     solved.result.termination_reason = TerminationReason.AGENT_COMPLETE

@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 
 NODE_WIDTH = 210
 """The narrowest box; a box widens (up to ``MAX_NODE_WIDTH``) to fit the graph's longest label."""
-MAX_NODE_WIDTH = 460
-CHAR_WIDTH = 7
+MAX_NODE_WIDTH = 540
+CHAR_WIDTH = 6.5
 """About how wide a character of the 12 px label font is, to size boxes without a font."""
 LABEL_PADDING = 16
 NODE_HEIGHT = 34
@@ -115,12 +115,12 @@ def layers(graph: Graph) -> list[list[int]]:
 def node_width(labels: list[str]) -> int:
     """The width of the graph's boxes: enough for its longest label (with a ✓), within limits."""
     longest = max((len(label) + 2 for label in labels), default=0)
-    return max(NODE_WIDTH, min(MAX_NODE_WIDTH, longest * CHAR_WIDTH + LABEL_PADDING))
+    return max(NODE_WIDTH, min(MAX_NODE_WIDTH, math.ceil(longest * CHAR_WIDTH) + LABEL_PADDING))
 
 
 def _short(label: str, width: int) -> str:
     """The label cut to the box (the page lists every label in full below the graph)."""
-    fits = (width - LABEL_PADDING) // CHAR_WIDTH - 2
+    fits = int((width - LABEL_PADDING) / CHAR_WIDTH) - 2
     return label if len(label) <= fits else label[: fits - 1] + "…"
 
 

@@ -24,7 +24,6 @@ from urllib.parse import quote
 import pandas as pd
 from markupsafe import Markup
 
-from crabray.core.task import graded_by_scorer as scorer_node
 from crabray.results.board.cells import format_cell, is_missing
 from crabray.results.site import _plots
 from crabray.results.site._conversation import (
@@ -149,10 +148,16 @@ FILTERS = (
 )
 """The episode list's filters: (data attribute, column, label). The page's script fills each
 filter's choices from its rows' attribute, so episodes that land live are choices too."""
+SCORER_NODE = "graded_by_scorer"
+"""The label of ``crabray.core.task.graded_by_scorer``, the one node of a scorer-graded task's
+graph (results read only the result model of core, so the label is written here)."""
 FOLD_LINES = 12
 """A call's result longer than this many lines is folded (a command's stdout and stderr)."""
 _SEARCHED = ("task_id", "agent", "model", "termination_reason", "error", "description")
 """What the episode list's search box looks in."""
+SEARCHED_CHARS = 1000
+"""Of each searched text, the first this many characters: ten thousand listed episodes
+with long instructions and tracebacks would otherwise make the index page huge."""
 
 
 def filter_data(listed: pd.DataFrame) -> list[dict[str, str]]:
@@ -168,7 +173,8 @@ def filter_data(listed: pd.DataFrame) -> list[dict[str, str]]:
         }
         texts["attribution"] = texts["attribution"] or "agent"
         attributes = {attribute: texts[column] for attribute, column, _ in FILTERS}
-        attributes["search"] = " ".join(texts[name] for name in _SEARCHED).lower()
+        searched = (texts[name][:SEARCHED_CHARS] for name in _SEARCHED)
+        attributes["search"] = " ".join(searched).lower()
         rows.append(attributes)
     return rows
 
@@ -274,7 +280,7 @@ def graded_by_scorer(graph: Graph | None) -> bool:
     Such a node never passes: "0 of 1 evaluators passed" would contradict a
     solved episode, so the page shows the scorer's score instead of the graph.
     """
-    return graph is not None and graph.labels == [scorer_node.label]
+    return graph is not None and graph.labels == [SCORER_NODE]
 
 
 def _graph_view(graph: Graph | None, passed: Any, caption: str) -> dict[str, Any] | None:
