@@ -433,6 +433,14 @@ def test_filtering_and_searching_the_episodes(page: tuple[Any, Console], site: P
     assert browser_page.inner_text("#filter-count") == "2 of 5 episodes shown"
     browser_page.select_option("#filter-task", "t-two")
     assert _shown_tasks(browser_page) == ["t-two gamma"]
+    # Back from an episode's page, the list is filtered as it was left.
+    browser_page.locator("#episodes tbody tr:not([hidden]) a").click()
+    browser_page.wait_for_load_state("load")
+    assert browser_page.inner_text("h1") == "t-two"
+    browser_page.go_back()
+    browser_page.wait_for_load_state("load")
+    assert _shown_tasks(browser_page) == ["t-two gamma"]
+    assert browser_page.input_value("#filter-agent") == "gamma"
     browser_page.click("#filter-clear")
     browser_page.wait_for_function("() => document.getElementById('filter-agent').value === ''")
     assert len(_shown_tasks(browser_page)) == 5

@@ -164,13 +164,36 @@ FILTER_SCRIPT = """
     document.getElementById("filter-count").textContent = shown === all.length ?
       all.length + " episodes" : shown + " of " + all.length + " episodes shown";
   }
+  // The filter is kept for the tab's session, per page: back from an episode's page, the
+  // list is as it was left. Storage a browser refuses (privacy settings) only loses that.
+  var key = "crabray-filter:" + window.location.pathname;
+  function save() {
+    var state = {search: search.value};
+    selects.forEach(function (select) { state[select.id] = select.value; });
+    try { window.sessionStorage.setItem(key, JSON.stringify(state)); } catch (error) { }
+  }
+  function restore() {
+    var state = null;
+    try { state = JSON.parse(window.sessionStorage.getItem(key) || "null"); } catch (error) { }
+    if (!state) { return; }
+    search.value = state.search || "";
+    selects.forEach(function (select) {
+      var value = state[select.id] || "";
+      if (value && !Array.prototype.some.call(select.options, function (option) {
+        return option.value === value;
+      })) { select.appendChild(new Option(value, value)); }
+      select.value = value;
+    });
+  }
   form.addEventListener("submit", function (event) { event.preventDefault(); });
-  form.addEventListener("input", apply);
-  form.addEventListener("change", apply);
+  function update() { apply(); save(); }
+  form.addEventListener("input", update);
+  form.addEventListener("change", update);
   // A reset clears the fields after its event: filter once they are clear.
-  form.addEventListener("reset", function () { window.setTimeout(apply, 0); });
+  form.addEventListener("reset", function () { window.setTimeout(update, 0); });
   document.addEventListener("crabray:swapped", function () { fillChoices(); apply(); });
   fillChoices();
+  restore();
   apply();
   form.hidden = false;
 })();
