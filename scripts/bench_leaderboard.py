@@ -173,6 +173,7 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
             "description": task_descriptions.take(pa.array(task_index)),
             "graph_json": graph.take(pa.array(task_index)),
             "conversation_json": pa.array([""] * rows),
+            "setup_output": pa.array([""] * rows),
             "started_at": pa.array(started, TIMESTAMP),
             "finished_at": pa.array(started + (wall * 1e6).astype(np.int64), TIMESTAMP),
         }

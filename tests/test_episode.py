@@ -357,6 +357,20 @@ def test_setup_failure_is_a_setup_error(
     assert result.steps == 0
     assert record.steps == []
     assert agent.briefs == []  # the agent never started
+    assert result.setup_output.endswith("[box] broken_setup\nfailed: OSError: setup disk full")
+
+
+def test_setup_output_records_each_setup_action_and_what_it_returned(
+    run: Runner, make_env: Callable[..., EnvironmentConfig]
+) -> None:
+    prepare = run_command(command="echo prepared; echo warned >&2")
+    bench = bench_of(make_env(), setup=[prepare, write_file(path="x.txt", content="x")])
+    record = run(bench, ScriptAgent([call("write_file", path="hello.txt", content="hi")]))
+    assert record.result.termination_reason is Reason.SUCCESS
+    first, second = record.result.setup_output.split("\n\n[box] ")
+    assert first.startswith(f"[box] {prepare.label}\nexit code 0\n")
+    assert "stdout:\nprepared" in first and "stderr:\nwarned" in first
+    assert second == "write_file(path='x.txt', content='x')\nwrote 1 characters to x.txt"
 
 
 def test_agent_raising_is_an_agent_error(run: Runner, hello: BenchmarkConfig) -> None:

@@ -31,6 +31,7 @@ from crabray.core.result import (
     sandbox_failure_reason,
     utcnow,
 )
+from crabray.core.task import Task
 from crabray.episode import EpisodeCancelled, EpisodeSettings, watch_episode
 from crabray.formats import SuiteRef, load_suite
 
@@ -103,7 +104,7 @@ class Host(Protocol):
 
 def failed_result(
     call: EpisodeCall,
-    tags: list[str],
+    task: Task,
     error: BaseException,
     started_at: datetime | None = None,
 ) -> EpisodeResult:
@@ -116,7 +117,8 @@ def failed_result(
 
     Args:
         call: The episode (its settings' ``node`` is where it ran, when known).
-        tags: The task's tags.
+        task: The task: its tags and instruction are recorded, so the row of an episode
+            that never started still says what it was asked to do.
         error: What failed.
         started_at: When the episode was dispatched; now when unknown. It never
             comes after ``finished_at``.
@@ -127,7 +129,8 @@ def failed_result(
         run_id=settings.run_id,
         suite=settings.suite,
         task_id=call.task_id,
-        tags=tags,
+        tags=list(task.tags),
+        description=task.description,
         agent=settings.agent,
         model=settings.model,
         epoch=settings.epoch,
@@ -164,9 +167,9 @@ def killed_by_its_sandbox(error: BaseException) -> bool:
     )
 
 
-def sandbox_result(call: EpisodeCall, tags: list[str], error: BaseException) -> EpisodeResult:
+def sandbox_result(call: EpisodeCall, task: Task, error: BaseException) -> EpisodeResult:
     """A final ``sandbox_error`` result: the episode's own sandbox killed its worker."""
-    result = failed_result(call, tags, error)
+    result = failed_result(call, task, error)
     result.termination_reason = TerminationReason.SANDBOX_ERROR
     result.error = (
         "the worker running this episode died while its node lived: something the episode's "
@@ -189,7 +192,7 @@ def reaches_its_worker(spec: SandboxSpec) -> bool:
 
 def died_result(
     call: EpisodeCall,
-    tags: list[str],
+    task: Task,
     error: BaseException,
     cancelled: bool,
     started_at: datetime,
@@ -206,8 +209,8 @@ def died_result(
     """
     if not cancelled and reachable and killed_by_its_sandbox(error):
         logger.warning("episode %s killed its own worker: %s", call.task_id, error)
-        return sandbox_result(call, tags, error)
-    result = failed_result(call, tags, remote_cause(error), started_at=started_at)
+        return sandbox_result(call, task, error)
+    result = failed_result(call, task, remote_cause(error), started_at=started_at)
     if cancelled:
         result.termination_reason = TerminationReason.TIMEOUT
         result.error = (
@@ -234,7 +237,7 @@ def execute(call: EpisodeCall, host: Host, others: dict[str, Any]) -> CallOutcom
     settings = call.settings.model_copy(update={"node": node_name()})
     if host.stop.requested():  # queued behind an episode when the run was interrupted
         stopped = call.model_copy(update={"settings": settings})
-        result = failed_result(stopped, list(entry.task.tags), EpisodeCancelled("not started"))
+        result = failed_result(stopped, entry.task, EpisodeCancelled("not started"))
         result.termination_reason = TerminationReason.CANCELLED
         result.error = "the run was interrupted before the episode started"
         return CallOutcome(record=EpisodeRecord(result=result), unprepared=True)
@@ -243,7 +246,7 @@ def execute(call: EpisodeCall, host: Host, others: dict[str, Any]) -> CallOutcom
         spent = [host.prepare(), *(backend.prepare() for backend in remote.values())]
     except SandboxError as exc:
         failed = call.model_copy(update={"settings": settings})
-        record = EpisodeRecord(result=failed_result(failed, list(entry.task.tags), exc))
+        record = EpisodeRecord(result=failed_result(failed, entry.task, exc))
         return CallOutcome(record=record, broken_envs=list(backends), unprepared=True)
     prepare_sec = time.monotonic() - t0
     agent = create_agent(call.agent)

@@ -337,8 +337,8 @@ class Scheduler:
         """Record ``item`` as an infrastructure failure that no retry can mend: final."""
         logger.error("%s", reason)
         call = self._call(item)
-        tags = list(self.suite.entry(item.task_id).task.tags)
-        record = EpisodeRecord(result=failed_result(call, tags, PlacementError(reason)))
+        task = self.suite.entry(item.task_id).task
+        record = EpisodeRecord(result=failed_result(call, task, PlacementError(reason)))
         flight = InFlight(item, time.monotonic(), None)
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
@@ -610,12 +610,12 @@ class Scheduler:
             call.settings.node = node_name(flight.node_call)
             for _, actor in flight.actors.values():
                 self._discard(actor)
-            tags = list(self.suite.entry(flight.item.task_id).task.tags)
+            task = self.suite.entry(flight.item.task_id).task
             reachable = any(reaches_its_worker(s) for s in self._specs_of(flight.item.task_id))
-            result = died_result(call, tags, exc, flight.cancelled, flight.started_at, reachable)
+            result = died_result(call, task, exc, flight.cancelled, flight.started_at, reachable)
             if flight.unplaced is not None:
                 result = failed_result(
-                    call, tags, PlacementError(flight.unplaced), flight.started_at
+                    call, task, PlacementError(flight.unplaced), flight.started_at
                 )
             if self._stopping:
                 result.termination_reason = TerminationReason.CANCELLED

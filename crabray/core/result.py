@@ -393,6 +393,13 @@ class EpisodeResult(BaseModel):
         "message of speaker 'crabray' saying how much was left out); empty for agents without "
         "a model, null in files written before the column existed.",
     )
+    setup_output: str | None = Field(
+        default=None,
+        description="What the task's setup did: per environment reset and setup action, its "
+        "label and what it returned (each shortened like a step's result) or why it failed; "
+        "null when the setup never ran (the episode never started) and in files written "
+        "before the column existed.",
+    )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
 

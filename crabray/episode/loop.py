@@ -323,13 +323,16 @@ class _Episode:
         ]
         for act, env_name in steps:
             try:
-                act.run(self.envs[env_name])
+                returned = act.run(self.envs[env_name])
             except SandboxError as exc:
+                self._note_setup(env_name, act.label, f"failed: {exc}")
                 raise _sandbox_end(exc, f"setup '{act.name}' failed") from exc
             except Exception as exc:
+                self._note_setup(env_name, act.label, f"failed: {type(exc).__name__}: {exc}")
                 raise _End(
                     TerminationReason.SETUP_ERROR, exc, f"setup '{act.name}' failed"
                 ) from exc
+            self._note_setup(env_name, act.label, "" if returned is None else _short(returned))
         try:
             brief = self._brief(envs)
         except (ConfigError, ValueError) as exc:
@@ -344,6 +347,13 @@ class _Episode:
         except Exception as exc:
             raise _End(TerminationReason.AGENT_ERROR, exc) from exc
         self.result.setup_time_sec = time.monotonic() - t_setup
+
+    def _note_setup(self, env_name: str, label: str, outcome: str) -> None:
+        """Add a setup action and what it gave to the row's ``setup_output`` (the viewer's)."""
+        outcome = outcome.rstrip()
+        entry = f"[{env_name}] {label}" + (f"\n{outcome}" if outcome else "")
+        done = self.result.setup_output
+        self.result.setup_output = f"{done}\n\n{entry}" if done else entry
 
     def _brief(self, envs: list[EnvironmentConfig]) -> TaskBrief:
         """The agent's view of the task; fixes the action space and evaluator environments."""

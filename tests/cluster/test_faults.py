@@ -140,6 +140,8 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     episodes = read_episodes(tmp_path / "out")
     assert set(episodes.termination_reason) == {"timeout"}
     assert episodes.error.str.contains("past its time limit").all()
+    # The driver made these rows, not the episode: they still carry the task's instruction.
+    assert (episodes.description == "sleep, then write done.txt").all()
     assert not episodes.success.any()
     assert (episodes.started_at <= episodes.finished_at).all(), "a timeout ends after it starts"
     assert (episodes.finished_at - episodes.started_at).dt.total_seconds().min() >= 1.0

@@ -312,6 +312,22 @@ def test_compaction_keeps_the_deduplicated_content(tmp_path, make_record):
     assert len(_files(tmp_path, "episodes")) == 1
 
 
+def test_a_run_written_before_setup_output_existed_still_compacts(tmp_path, make_record):
+    """A resumed old run merges its old part files (no column) with new rows (the column)."""
+    sink = ResultSink(tmp_path, RUN)
+    sink.write([make_record("t1")])
+    (old,) = _files(tmp_path, "episodes")
+    pq.write_table(pq.read_table(old).drop_columns(["setup_output"]), old)
+    fresh = make_record("t2")
+    fresh.result.setup_output = "[box] init\nready"
+    sink.write([fresh])
+
+    sink.compact()
+
+    rows = read_episodes(tmp_path, RUN).set_index("task_id")["setup_output"]
+    assert rows["t2"] == "[box] init\nready" and rows.isna()["t1"]
+
+
 def test_compaction_interrupted_before_deleting_parts_is_harmless(tmp_path, make_record):
     sink = ResultSink(tmp_path, RUN)
     sink.write([make_record("t1", reason=TerminationReason.ENV_ERROR)])

@@ -40,6 +40,10 @@ GRAPH = {
     "edges": [[0, 1], [0, 2], [1, 3], [2, 3]],
 }
 SCREENSHOT = "screenshots/graph-task/step0.png"
+SETUP_OUTPUT = (
+    "[box] run_command(command='./init.sh')\nexit code 0\nstdout:\nready\n\n"
+    "stderr:\nwarning: <cache> is cold"
+)
 SUITE_NAME = "site-suite"
 INJECTED_REPLY = 'I will write it <b>now</b><img src=x onerror="window.__pwned = 4">'
 INJECTED_TOOL_OUTPUT = "</pre><script>window.__pwned = 5</script>written"
@@ -161,6 +165,7 @@ def graph_episode(out: Path) -> EpisodeRecord:
         error="agent gave up on <sink>",
         description=INJECTED_DESCRIPTION,
         graph_json=json.dumps(GRAPH),
+        setup_output=SETUP_OUTPUT,
         conversation_json=json.dumps([m.model_dump(exclude_defaults=True) for m in CONVERSATION]),
         started_at=BASE_TIME,
         finished_at=BASE_TIME + timedelta(seconds=42),

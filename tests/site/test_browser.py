@@ -29,6 +29,7 @@ from tests.conftest import ROOT
 from tests.site.conftest import (
     OLDER_RUN_ID,
     RUN_ID,
+    SETUP_OUTPUT,
     SUITE_NAME,
     SiteDataset,
     episode,
@@ -227,12 +228,19 @@ def test_view_shows_new_episodes_live_without_a_reload(
     # (or a navigation) would lose.
     browser_page.locator("#episodes thead th", has_text="Steps").first.click()
     browser_page.evaluate("() => { window.__stayed = true; }")
+    browser_page.select_option("#filter-agent", "beta")
+    assert len(_shown_tasks(browser_page)) == 2
     late = episode("late-task", "beta", steps=4, success=True, tags=("late",))
     ResultSink(dataset.out, RUN_ID).write([late])
     browser_page.wait_for_function(
         "() => document.querySelectorAll('#episodes tbody tr').length === 6", timeout=30_000
     )
     assert browser_page.evaluate("() => window.__stayed") is True
+    # The filter still applies to the swapped-in list, and the new task is a choice.
+    assert sorted(_shown_tasks(browser_page)) == ["late-task beta", "t-one beta", "t-two beta"]
+    assert "late-task" in browser_page.locator("#filter-task option").all_inner_texts()
+    assert browser_page.input_value("#filter-agent") == "beta"
+    browser_page.select_option("#filter-agent", "")
     assert _column(browser_page, "episodes", "Steps") == ["1", "2", "3", "4", "9", "10"]
     assert "late-task" in browser_page.inner_text("#matrix")
     assert "6 episodes" in browser_page.inner_text("#live-status")
@@ -398,3 +406,123 @@ def test_a_run_that_just_started_fills_in_live(page: tuple[Any, Console], tmp_pa
         assert console.errors == []
     finally:
         server.close()
+
+
+def _shown_tasks(page: Any) -> list[str]:
+    """The task of each episode row the filters leave visible, in the order shown."""
+    return page.eval_on_selector(
+        "#episodes",
+        """table => Array.from(table.tBodies[0].rows)
+            .filter(row => !row.hidden && row.offsetParent !== null)
+            .map(row => row.cells[1].textContent.trim() + " " + row.cells[2].textContent.trim())""",
+    )
+
+
+def test_filtering_and_searching_the_episodes(page: tuple[Any, Console], site: Path) -> None:
+    browser_page, console = page
+    browser_page.goto(site.as_uri())
+    form = browser_page.locator("#episode-filter")
+    assert form.is_visible()
+    assert browser_page.inner_text("#filter-count") == "5 episodes"
+    agents = browser_page.locator("#filter-agent option").all_inner_texts()
+    assert agents == ["all", "alpha", "beta", "gamma"]
+    outcomes = browser_page.locator("#filter-outcome option").all_inner_texts()
+    assert outcomes == ["all", "agent_complete", "max_steps", "success"]
+    browser_page.select_option("#filter-agent", "gamma")
+    assert _shown_tasks(browser_page) == ["t-one gamma", "t-two gamma"]
+    assert browser_page.inner_text("#filter-count") == "2 of 5 episodes shown"
+    browser_page.select_option("#filter-task", "t-two")
+    assert _shown_tasks(browser_page) == ["t-two gamma"]
+    # Back from an episode's page, the list is filtered as it was left.
+    browser_page.locator("#episodes tbody tr:not([hidden]) a").click()
+    browser_page.wait_for_load_state("load")
+    assert browser_page.inner_text("h1") == "t-two"
+    browser_page.go_back()
+    browser_page.wait_for_load_state("load")
+    assert _shown_tasks(browser_page) == ["t-two gamma"]
+    assert browser_page.input_value("#filter-agent") == "gamma"
+    browser_page.click("#filter-clear")
+    browser_page.wait_for_function("() => document.getElementById('filter-agent').value === ''")
+    assert len(_shown_tasks(browser_page)) == 5
+    # The search reads the error and the instruction, which the table does not show.
+    browser_page.fill("#episode-search", "gave UP")
+    assert _shown_tasks(browser_page) == ["graph-task alpha"]
+    browser_page.fill("#episode-search", "do t-two")
+    assert _shown_tasks(browser_page) == ["t-two beta", "t-two gamma"]
+    browser_page.select_option("#filter-outcome", "max_steps")
+    assert _shown_tasks(browser_page) == ["t-two beta"]
+    browser_page.select_option("#filter-attribution", "agent")
+    assert _shown_tasks(browser_page) == ["t-two beta"]
+    browser_page.fill("#episode-search", "no such words")
+    assert _shown_tasks(browser_page) == []
+    assert browser_page.inner_text("#filter-count") == "0 of 5 episodes shown"
+    # Enter in the search box does not submit the form (the page may not navigate).
+    browser_page.press("#episode-search", "Enter")
+    assert browser_page.url == site.as_uri()
+    assert console.errors == []
+
+
+def test_previous_next_and_an_episodes_logs(
+    page: tuple[Any, Console], site: Path, dataset: SiteDataset
+) -> None:
+    browser_page, console = page
+    browser_page.goto(site.as_uri())
+    browser_page.click("#episodes a:text('graph-task')")
+    browser_page.wait_for_load_state("load")
+    assert browser_page.locator("#previous-episode").count() == 0
+    # The evaluator nodes in full, with their arguments and whether they passed.
+    nodes = browser_page.locator("#graph-nodes li")
+    assert nodes.nth(1).locator("code").inner_text() == "file_contains(path='a.txt', text='x')"
+    assert nodes.nth(1).get_attribute("class") == "passed"
+    assert nodes.nth(3).get_attribute("class") == "pending"
+    # The model's requests and replies as recorded, folded until opened.
+    raw = browser_page.locator("#raw-conversation pre.raw")
+    assert not raw.is_visible()
+    browser_page.click("#raw-conversation summary")
+    assert raw.is_visible()
+    assert '"name": "write_file"' in raw.inner_text()
+    # The setup's output (its stderr too), folded: the setup did not fail.
+    setup = browser_page.locator("#setup-output pre")
+    assert not setup.is_visible()
+    browser_page.click("#setup-output summary")
+    assert setup.inner_text() == SETUP_OUTPUT
+    browser_page.click("#next-episode")
+    browser_page.wait_for_load_state("load")
+    assert browser_page.inner_text("h1") == "t-one"
+    assert "beta" in browser_page.inner_text("h1 + p")
+    browser_page.click("#previous-episode")
+    browser_page.wait_for_load_state("load")
+    assert browser_page.url.endswith(f"episodes/{dataset.graph_episode_id}.html")
+    assert console.errors == []
+
+
+def test_a_wide_episode_list_scrolls_inside_the_page(
+    page: tuple[Any, Console], tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    wide = "a-task-with-a-very-long-identifier-" * 12
+    ResultSink(out, RUN_ID).write(
+        [episode(wide, "beta", steps=1, success=True)]
+        + [episode(f"t-{index}", "beta", steps=1, success=True) for index in range(60)]
+    )
+    site = build_site(out, tmp_path / "site")
+    browser_page, console = page
+    browser_page.set_viewport_size({"width": 1600, "height": 900})
+    browser_page.goto(site.as_uri())
+    wrap = browser_page.locator("#episodes-section .table-wrap")
+    sizes = wrap.evaluate("w => [w.scrollWidth, w.clientWidth]")
+    assert sizes[0] > sizes[1], "the table is wider than its box"
+    assert sizes[1] > 1500, "the list uses the window's width, not a 1,400 px column"
+    # Sixty rows: the box scrolls both ways, so its horizontal scrollbar is on screen
+    # with the rows, not below the last of them.
+    wrap.scroll_into_view_if_needed()
+    box = wrap.bounding_box()
+    assert box is not None and box["y"] + box["height"] <= 900
+    # The page itself does not overflow: the list scrolls in its box, to its last column.
+    assert browser_page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    wrap.evaluate("w => { w.scrollLeft = w.scrollWidth; }")
+    assert wrap.evaluate("w => w.scrollLeft") > 0
+    finished = browser_page.locator("#episodes tbody td").last
+    finished.scroll_into_view_if_needed()
+    assert finished.is_visible()
+    assert console.errors == []

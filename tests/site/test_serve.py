@@ -15,7 +15,7 @@ import pytest
 from crabray.core.errors import CrabrayError, ResultsError
 from crabray.results import ResultSink
 from crabray.results.site import make_server
-from tests.site.conftest import RUN_ID, SCREENSHOT, SiteDataset, episode, png_bytes
+from tests.site.conftest import RUN_ID, SCREENSHOT, SUITE_NAME, SiteDataset, episode, png_bytes
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_live_json_run_pages_and_compare(server: ThreadingHTTPServer, dataset: S
     assert before["episodes"] == 5 and before["version"]
     assert _get(server, "/live.json")[2] == body, "unchanged data, unchanged version"
     status, _, page = _get(server, f"/run-{RUN_ID}.html")
-    assert status == 200 and f'id="scope">run {RUN_ID} (tests/site, created '.encode() in page
+    assert status == 200 and f'id="scope">run {RUN_ID} ({SUITE_NAME}, created '.encode() in page
     assert b'data-live="live.json"' in page
     assert _get(server, "/run-nope.html")[0] == 404
     assert _get(server, "/compare.html")[0] == 200

@@ -131,12 +131,12 @@ def test_run_pages_and_comparison_data(dataset: SiteDataset, tmp_path: Path) -> 
     assert '<th scope="row">&lt;/script&gt;&lt;script&gt;window.__pwned = 6' in index
     older = (site / f"run-{OLDER_RUN_ID}.html").read_text(encoding="utf-8")
     # Each header names the runs its numbers count: suite and creation time from the manifests.
-    older_run = f"{OLDER_RUN_ID} (tests/site, created 2026-11-22 07:53 UTC)"
+    older_run = f"{OLDER_RUN_ID} ({SUITE_NAME}, created 2026-11-22 07:53 UTC)"
     assert f'<p class="muted" id="scope">run {older_run}</p>' in older
     assert '<p class="muted" id="episode-count">5 episodes</p>' in older
     scope = index.split('<p class="muted" id="scope">', 1)[1].split("</p>", 1)[0]
     assert scope.startswith(
-        f"per task the latest run&#39;s episodes: runs {RUN_ID} (tests/site, created "
+        f"per task the latest run&#39;s episodes: runs {RUN_ID} ({SUITE_NAME}, created "
     )
     assert scope.endswith(f"UTC), {older_run}")
     compare = (site / "compare.html").read_text(encoding="utf-8")

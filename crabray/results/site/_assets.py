@@ -20,7 +20,7 @@ CSS = """
   --accent: #0b5cad; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
-  margin: 0 auto; padding: 1.2rem 1.5rem 3rem; max-width: 1400px; }
+  margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
 h1 { font-size: 1.5rem; margin: 0 0 .3rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 .6rem; border-bottom: 1px solid var(--line);
   padding-bottom: .2rem; }
@@ -101,9 +101,106 @@ table#matrix th[scope=row] { font-weight: 500; }
 tr.change-better td, tr.change-fixed td { background: var(--ok-bg); }
 tr.change-worse td, tr.change-broke td { background: var(--bad-bg); }
 tr.change-only td { color: var(--muted); }
+form.filters { display: flex; flex-wrap: wrap; gap: .4rem .9rem; align-items: baseline;
+  margin: .4rem 0 .6rem; }
+form.filters input[type=search] { width: 18rem; max-width: 100%; }
+form.filters select { max-width: 16rem; }
+.drill h3, h1 { overflow-wrap: anywhere; }
+#episodes-section .table-wrap { max-height: 80vh; overflow: auto; }
+#episodes-section thead th { position: sticky; top: 0; background: #fff; z-index: 1; }
+.graph-progress { overflow-x: auto; max-width: 100%; }
+ol.graph-nodes { margin: .3rem 0 1rem; padding-left: 1.8rem; }
+ol.graph-nodes li { margin: .15rem 0; }
+ol.graph-nodes code { white-space: pre-wrap; word-break: break-word; }
+ol.graph-nodes li.passed code { color: var(--ok); }
+nav.neighbours { display: flex; gap: 1rem; align-items: baseline; flex-wrap: wrap; }
+details.logs { border: 1px solid var(--line); border-radius: 6px; padding: .3rem .7rem;
+  margin: .5rem 0; }
+details.logs > summary { cursor: pointer; font-weight: 600; }
+details.output > summary { cursor: pointer; }
+dl.facts dd { overflow-wrap: anywhere; }
 """
 
-SCRIPT = """
+FILTER_SCRIPT = """
+(function () {
+  "use strict";
+  // The episode list's search box and filters: rows carry data-task, data-agent,
+  // data-outcome, data-attribution and data-search (lower-cased text: task, agent,
+  // error, instruction); a row shows when it matches every filter and every word searched.
+  var form = document.getElementById("episode-filter");
+  if (!form) { return; }
+  var search = document.getElementById("episode-search");
+  var selects = Array.prototype.slice.call(form.querySelectorAll("select[data-filter]"));
+  function rows() {
+    var table = document.getElementById("episodes");
+    return table ? Array.prototype.slice.call(table.tBodies[0].rows) : [];
+  }
+  function fillChoices() {
+    var all = rows();
+    selects.forEach(function (select) {
+      var name = select.getAttribute("data-filter"), chosen = select.value, seen = {};
+      all.forEach(function (row) { seen[row.getAttribute("data-" + name) || ""] = true; });
+      if (chosen) { seen[chosen] = true; }
+      while (select.options.length > 1) { select.remove(1); }
+      Object.keys(seen).sort().forEach(function (value) {
+        select.appendChild(new Option(value === "" ? "(none)" : value, value));
+      });
+      select.value = chosen;
+    });
+  }
+  function apply() {
+    var words = search.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    var all = rows(), shown = 0;
+    all.forEach(function (row) {
+      var text = row.getAttribute("data-search") || "";
+      var match = words.every(function (word) { return text.indexOf(word) >= 0; }) &&
+        selects.every(function (select) {
+          return select.value === "" ||
+            (row.getAttribute("data-" + select.getAttribute("data-filter")) || "") === select.value;
+        });
+      row.hidden = !match;
+      if (match) { shown += 1; }
+    });
+    document.getElementById("filter-count").textContent = shown === all.length ?
+      all.length + " episodes" : shown + " of " + all.length + " episodes shown";
+  }
+  // The filter is kept for the tab's session, per page: back from an episode's page, the
+  // list is as it was left. Storage a browser refuses (privacy settings) only loses that.
+  var key = "crabray-filter:" + window.location.pathname;
+  function save() {
+    var state = {search: search.value};
+    selects.forEach(function (select) { state[select.id] = select.value; });
+    try { window.sessionStorage.setItem(key, JSON.stringify(state)); } catch (error) { }
+  }
+  function restore() {
+    var state = null;
+    try { state = JSON.parse(window.sessionStorage.getItem(key) || "null"); } catch (error) { }
+    if (!state) { return; }
+    search.value = state.search || "";
+    selects.forEach(function (select) {
+      var value = state[select.id] || "";
+      if (value && !Array.prototype.some.call(select.options, function (option) {
+        return option.value === value;
+      })) { select.appendChild(new Option(value, value)); }
+      select.value = value;
+    });
+  }
+  form.addEventListener("submit", function (event) { event.preventDefault(); });
+  function update() { apply(); save(); }
+  form.addEventListener("input", update);
+  form.addEventListener("change", update);
+  // A reset clears the fields after its event: filter once they are clear.
+  form.addEventListener("reset", function () { window.setTimeout(update, 0); });
+  document.addEventListener("crabray:swapped", function () { fillChoices(); apply(); });
+  fillChoices();
+  restore();
+  apply();
+  form.hidden = false;
+})();
+"""
+
+SCRIPT = (
+    """
 (function () {
   "use strict";
   function sortKey(cell) {
@@ -185,6 +282,7 @@ SCRIPT = """
     var mine = document.getElementById("run-picker");
     if (picker && mine) { mine.innerHTML = picker.innerHTML; }
     openTarget();
+    document.dispatchEvent(new Event("crabray:swapped"));
   }
   // A drill-down opens by CSS :target; a swapped-in element is not re-matched, so the
   // open one is also marked with a class, kept in step with the address's fragment.
@@ -282,6 +380,8 @@ SCRIPT = """
   if (compareData) { fillCompare(JSON.parse(compareData.textContent)); }
 })();
 """
+    + FILTER_SCRIPT
+)
 
 
 def _csp_hash(source: str) -> str:

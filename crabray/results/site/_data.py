@@ -92,6 +92,7 @@ class SiteData:
     description: str = ""
     every: pd.DataFrame | None = None
     scope: str = ""
+    _neighbours: dict[str, tuple[str | None, str | None]] = field(default_factory=dict, repr=False)
 
     @property
     def all_episodes(self) -> pd.DataFrame:
@@ -134,6 +135,28 @@ class SiteData:
         """The episode row with this id (counted or not), or None."""
         rows = self.all_episodes[self.all_episodes["episode_id"] == episode_id]
         return None if rows.empty else rows.iloc[0]
+
+    def neighbours(self, episode_id: str) -> tuple[str | None, str | None]:
+        """The episodes listed before and after this one: an episode page's previous and next.
+
+        The order is the episode list's (run, agent, task, epoch) on the page the
+        episode is listed on: the index, or else its run's page.
+        """
+        if not self._neighbours:
+            listed = [str(e) for e in self.listed["episode_id"]] if len(self.episodes) else []
+            every = self.all_episodes
+            runs = (
+                [[str(e) for e in group] for _, group in every.groupby("run_id")["episode_id"]]
+                if len(every)
+                else []
+            )
+            for ids in (*runs, listed):  # the index's order wins for an episode it lists
+                for position, shown in enumerate(ids):
+                    self._neighbours[shown] = (
+                        ids[position - 1] if position > 0 else None,
+                        ids[position + 1] if position + 1 < len(ids) else None,
+                    )
+        return self._neighbours.get(episode_id, (None, None))
 
     def steps_of(self, episode_id: str) -> pd.DataFrame:
         """The steps of one episode (an empty frame if it has none)."""
@@ -201,9 +224,20 @@ def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[Run
     return infos
 
 
+def suite_label(name: str, path: str) -> str:
+    """How a header names a suite: its name, else its path as typed when short (relative),
+    else the path's last folder. Absolute paths are long and say where a machine keeps
+    its checkout, which a shared site has no use for."""
+    if name:
+        return name
+    if not path or not PurePosixPath(path).is_absolute():
+        return path
+    return PurePosixPath(path).name or path
+
+
 def _title(runs: list[RunInfo], episodes: pd.DataFrame) -> tuple[str, str]:
     """The title and the line under it: the suite's name and description (or path) when
-    every run shown ran one suite; a neutral title and the suites' paths otherwise."""
+    every run shown ran one suite; a neutral title and the suites' names otherwise."""
     names = {run.suite_name for run in runs if run.suite_name}
     descriptions = {run.suite_description for run in runs if run.suite_description}
     paths = {run.suite for run in runs if run.suite} or {
@@ -214,8 +248,35 @@ def _title(runs: list[RunInfo], episodes: pd.DataFrame) -> tuple[str, str]:
     if one_suite and len(descriptions) == 1:
         return title, next(iter(descriptions))
     if len(paths) == 1:
-        return title, f"suite {paths.pop()}"
-    return title, ("suites " + ", ".join(sorted(paths))) if paths else ""
+        return title, f"suite {suite_label('', paths.pop())}"
+    labels = {suite_label(run.suite_name, run.suite) for run in runs if run.suite} or {
+        suite_label("", path) for path in paths
+    }
+    return title, ("suites " + ", ".join(sorted(labels))) if labels else ""
+
+
+def _fill_instructions(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Rows without an instruction take it from another episode of the same task.
+
+    Rows the driver wrote for an episode that never started (setup, env and
+    timeout errors) lacked it before they recorded the task's; the page of such
+    an episode still says what the agent would have been asked.
+    """
+    if episodes.empty or "description" not in episodes.columns:
+        return episodes
+    given = episodes["description"].fillna("").astype(str)
+    missing = given == ""
+    if not missing.any() or missing.all():
+        return episodes
+    known = (
+        episodes[~missing]
+        .drop_duplicates(["suite", "task_id"])
+        .set_index(["suite", "task_id"])["description"]
+    )
+    keys = pd.MultiIndex.from_frame(episodes.loc[missing, ["suite", "task_id"]])
+    episodes = episodes.copy()
+    episodes.loc[missing, "description"] = known.reindex(keys).fillna("").to_numpy()
+    return episodes
 
 
 def load(
@@ -248,7 +309,7 @@ def load(
     out = Path(out_dir)
     if run_id is not None:
         check_run_id(run_id)
-    episodes = read_episodes(out, run_id)
+    episodes = _fill_instructions(read_episodes(out, run_id))
     episodes = episodes.sort_values(
         ["run_id", "agent", "task_id", "epoch"], kind="stable"
     ).reset_index(drop=True)
@@ -300,7 +361,8 @@ def _scope(included: list[RunInfo], what: str) -> str:
 def _named(run: RunInfo) -> str:
     """A run as a header names it: ``ID (suite, created TIME)``."""
     created = f", created {run.created_at}" if run.created_at else ""
-    return f"{run.run_id} ({run.suite or 'no manifest'}{created})"
+    suite = suite_label(run.suite_name, run.suite)
+    return f"{run.run_id} ({suite or 'no manifest'}{created})"
 
 
 def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:

@@ -19,13 +19,17 @@ from crabray.results.site._html import esc
 logger = logging.getLogger(__name__)
 
 NODE_WIDTH = 210
+"""The narrowest box; a box widens (up to ``MAX_NODE_WIDTH``) to fit the graph's longest label."""
+MAX_NODE_WIDTH = 540
+CHAR_WIDTH = 6.5
+"""About how wide a character of the 12 px label font is, to size boxes without a font."""
+LABEL_PADDING = 16
 NODE_HEIGHT = 34
 H_GAP = 24
 V_GAP = 44
 MARGIN = 12
 ARROW_LENGTH = 9
 ARROW_HALF_WIDTH = 4.5
-_MAX_LABEL_CHARS = 27
 PASSED_FILL = "#dcf5e3"
 PASSED_STROKE = "#1a7f37"
 PENDING_FILL = "#ffffff"
@@ -108,8 +112,16 @@ def layers(graph: Graph) -> list[list[int]]:
     return result
 
 
-def _short(label: str) -> str:
-    return label if len(label) <= _MAX_LABEL_CHARS else label[: _MAX_LABEL_CHARS - 1] + "…"
+def node_width(labels: list[str]) -> int:
+    """The width of the graph's boxes: enough for its longest label (with a ✓), within limits."""
+    longest = max((len(label) + 2 for label in labels), default=0)
+    return max(NODE_WIDTH, min(MAX_NODE_WIDTH, math.ceil(longest * CHAR_WIDTH) + LABEL_PADDING))
+
+
+def _short(label: str, width: int) -> str:
+    """The label cut to the box (the page lists every label in full below the graph)."""
+    fits = int((width - LABEL_PADDING) / CHAR_WIDTH) - 2
+    return label if len(label) <= fits else label[: fits - 1] + "…"
 
 
 def _arrow(x1: float, y1: float, x2: float, y2: float) -> str:
@@ -130,25 +142,27 @@ def graph_svg(graph: Graph, passed: Collection[int]) -> str:
     """The graph as an inline ``<svg class="graph">``; nodes in ``passed`` are green with a ✓.
 
     Each node is a ``<g class="node">`` (plus ``passed``) with ``data-index``
-    and ``data-passed``, and its full label as a tooltip (long labels are cut
-    on the box).
+    and ``data-passed``, and its full label as a tooltip. Boxes widen to fit
+    the longest label; past ``MAX_NODE_WIDTH`` a label is cut on its box, and the
+    episode page lists every label in full under the graph.
 
     Args:
         graph: The episode's evaluator graph.
         passed: Indices of the nodes passed so far.
     """
     passed_set = set(passed)
+    box = node_width(graph.labels)
     grouped = layers(graph)
     widest = max((len(layer) for layer in grouped), default=0)
-    width = 2 * MARGIN + widest * NODE_WIDTH + max(widest - 1, 0) * H_GAP
+    width = 2 * MARGIN + widest * box + max(widest - 1, 0) * H_GAP
     height = 2 * MARGIN + len(grouped) * NODE_HEIGHT + max(len(grouped) - 1, 0) * V_GAP
     position: dict[int, tuple[float, float]] = {}
     for depth, layer in enumerate(grouped):
-        row_width = len(layer) * NODE_WIDTH + (len(layer) - 1) * H_GAP
+        row_width = len(layer) * box + (len(layer) - 1) * H_GAP
         left = (width - row_width) / 2
         for slot, node in enumerate(layer):
             position[node] = (
-                left + slot * (NODE_WIDTH + H_GAP),
+                left + slot * (box + H_GAP),
                 MARGIN + depth * (NODE_HEIGHT + V_GAP),
             )
     edges = []
@@ -156,23 +170,23 @@ def graph_svg(graph: Graph, passed: Collection[int]) -> str:
         sx, sy = position[source]
         tx, ty = position[target]
         edges.append(
-            _arrow(sx + NODE_WIDTH / 2, sy + NODE_HEIGHT, tx + NODE_WIDTH / 2, ty)
+            _arrow(sx + box / 2, sy + NODE_HEIGHT, tx + box / 2, ty)
             if ty > sy
-            else _arrow(sx + NODE_WIDTH, sy + NODE_HEIGHT / 2, tx, ty + NODE_HEIGHT / 2)
+            else _arrow(sx + box, sy + NODE_HEIGHT / 2, tx, ty + NODE_HEIGHT / 2)
         )
     nodes = []
     for node, label in enumerate(graph.labels):
         x, y = position[node]
         done = node in passed_set
-        text = ("✓ " if done else "") + _short(label)
+        text = ("✓ " if done else "") + _short(label, box)
         nodes.append(
             f'<g class="node{" passed" if done else ""}" data-index="{node}" '
             f'data-passed="{"true" if done else "false"}"><title>{esc(label)}</title>'
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{NODE_WIDTH}" height="{NODE_HEIGHT}" rx="5" '
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{box}" height="{NODE_HEIGHT}" rx="5" '
             f'fill="{PASSED_FILL if done else PENDING_FILL}" '
             f'stroke="{PASSED_STROKE if done else PENDING_STROKE}" '
             f'stroke-width="{2 if done else 1.2}"/>'
-            f'<text x="{x + NODE_WIDTH / 2:.1f}" y="{y + NODE_HEIGHT / 2:.1f}" '
+            f'<text x="{x + box / 2:.1f}" y="{y + NODE_HEIGHT / 2:.1f}" '
             f'text-anchor="middle" dominant-baseline="central">{esc(text)}</text></g>'
         )
     summary = f"evaluator graph: {len(passed_set & set(position))} of {len(graph.labels)} passed"

@@ -120,6 +120,8 @@ class Table:
     headers: list[Header]
     rows: list[list[Cell]] = field(default_factory=list)
     caption: str | None = None
+    row_data: list[dict[str, str]] = field(default_factory=list)
+    """Per row, ``data-*`` attributes (name without the prefix) the page's filters read."""
 
 
 def cell(column: str, value: Any, *, link: str | None = None) -> Cell:
@@ -139,6 +141,7 @@ def table(
     links: Sequence[str | None] | None = None,
     link_column: str | None = None,
     caption: str | None = None,
+    row_data: Sequence[dict[str, str]] | None = None,
 ) -> Table:
     """A sortable table of ``frame``'s rows, every column in order.
 
@@ -148,6 +151,7 @@ def table(
         links: One href per row (or None), applied to ``link_column``'s cell.
         link_column: The column whose cell links to the row's page.
         caption: Text above the table.
+        row_data: Per row, ``data-*`` attributes for the page's script (filters, search).
     """
     headers = [
         Header(
@@ -168,7 +172,7 @@ def table(
                 for column, value in zip(columns, row, strict=True)
             ]
         )
-    return Table(table_id, headers, rows, caption)
+    return Table(table_id, headers, rows, caption, list(row_data or []))
 
 
 ENVIRONMENT = jinja2.Environment(

@@ -140,6 +140,49 @@ def _value(row: pd.Series, name: str) -> Any:
     return row[name] if name in row.index else None
 
 
+FILTERS = (
+    ("task", "task_id", "task"),
+    ("agent", "agent", "agent"),
+    ("outcome", "termination_reason", "outcome"),
+    ("attribution", "attribution", "attributed to"),
+)
+"""The episode list's filters: (data attribute, column, label). The page's script fills each
+filter's choices from its rows' attribute, so episodes that land live are choices too."""
+SCORER_NODE = "graded_by_scorer"
+"""The label of ``crabray.core.task.graded_by_scorer``, the one node of a scorer-graded task's
+graph (results read only the result model of core, so the label is written here)."""
+FOLD_LINES = 12
+"""A call's result longer than this many lines is folded (a command's stdout and stderr)."""
+_SEARCHED = ("task_id", "agent", "model", "termination_reason", "error", "description")
+"""What the episode list's search box looks in."""
+SEARCHED_CHARS = 1000
+"""Of each searched text, the first this many characters: ten thousand listed episodes
+with long instructions and tracebacks would otherwise make the index page huge."""
+
+
+def filter_data(listed: pd.DataFrame) -> list[dict[str, str]]:
+    """Per listed episode, the ``data-*`` attributes the page's filters and search read.
+
+    The search text holds the instruction and the error, which the table does not show:
+    "which episodes failed on a permission error" is answered without opening each one.
+    """
+    rows = []
+    for record in listed.to_dict("records"):
+        texts = {
+            name: _text(record.get(name)) for name in {*_SEARCHED, *(c for _, c, _ in FILTERS)}
+        }
+        texts["attribution"] = texts["attribution"] or "agent"
+        attributes = {attribute: texts[column] for attribute, column, _ in FILTERS}
+        searched = (texts[name][:SEARCHED_CHARS] for name in _SEARCHED)
+        attributes["search"] = " ".join(searched).lower()
+        rows.append(attributes)
+    return rows
+
+
+def _text(value: Any) -> str:
+    return "" if value is None or is_missing(value) else str(value)
+
+
 def _figures(data: SiteData) -> list[dict[str, Any]]:
     drawn = (
         _plots.success_plot(data.board),
@@ -179,6 +222,7 @@ def render_index(data: SiteData, live: Live | None = None, run_log: str | None =
         "live": live.url if live else None,
         "version": live.version if live else "",
         "run_log": run_log,
+        "filters": [(attribute, label) for attribute, _, label in FILTERS],
     }
     if not data.episodes.empty:
         listed = data.listed
@@ -200,7 +244,13 @@ def render_index(data: SiteData, live: Live | None = None, run_log: str | None =
                 (title, table(frame, table_id="breakdown-" + re.sub(r"[^a-z0-9]+", "-", title)))
                 for title, frame in breakdowns(data.episodes).items()
             ],
-            listing=table(listed[columns], table_id="episodes", links=links, link_column="task_id"),
+            listing=table(
+                listed[columns],
+                table_id="episodes",
+                links=links,
+                link_column="task_id",
+                row_data=filter_data(listed),
+            ),
             truncated=len(listed) < len(data.episodes),
         )
     return render("index.html", **context)
@@ -224,15 +274,27 @@ def render_message(heading: str, detail: str = "") -> str:
     return render("message.html", heading=heading, detail=detail, live=None, version="")
 
 
+def graded_by_scorer(graph: Graph | None) -> bool:
+    """Whether the graph is only the stand-in node of a task graded by its scorer.
+
+    Such a node never passes: "0 of 1 evaluators passed" would contradict a
+    solved episode, so the page shows the scorer's score instead of the graph.
+    """
+    return graph is not None and graph.labels == [SCORER_NODE]
+
+
 def _graph_view(graph: Graph | None, passed: Any, caption: str) -> dict[str, Any] | None:
-    if graph is None:
+    if graph is None or graded_by_scorer(graph):
         return None
-    indices = [int(index) for index in passed] if not is_missing(passed) else []
+    indices = {int(index) for index in passed} if not is_missing(passed) else set()
     return {
         "caption": caption,
-        "done": len(set(indices)),
+        "done": len(indices),
         "total": len(graph.labels),
         "svg": Markup(graph_svg(graph, indices)),
+        "nodes": [
+            {"label": label, "passed": index in indices} for index, label in enumerate(graph.labels)
+        ],
     }
 
 
@@ -266,13 +328,15 @@ def _call_view(call: dict[Hashable, Any]) -> dict[str, Any]:
     error = call.get("error")
     duration: Any = call.get("duration_sec")
     env = call.get("env")
+    result = str(call.get("result") or "")
     return {
         "message": None if is_missing(message) or message == "" else message,
         "action": call["action"],
         "env": None if is_missing(env) else env,
         "arguments": pretty_json(str(call.get("arguments_json") or "{}")),
         "error": None if is_missing(error) else error,
-        "result": call.get("result") or "",
+        "result": result,
+        "result_lines": result.count("\n") + 1,
         "duration": None if is_missing(duration) else f"{float(duration):.2f} s",
     }
 
@@ -286,6 +350,34 @@ def _checkpoints(checkpoints: Any) -> dict[str, Any] | None:
         "earned": sum(int(p["result"]) for p in rows),
         "total": sum(int(p["total"]) for p in rows),
     }
+
+
+def _verdict(row: pd.Series, attribution: str, by_scorer: bool) -> dict[str, str]:
+    """The line that says how the episode ended: solved or not, its score, what ended it.
+
+    Success and score are the grade; the termination reason only says what stopped the
+    episode (``agent_complete`` is the agent saying it is done, right or not).
+    """
+    reason = str(row["termination_reason"])
+    if attribution != "agent":
+        return {
+            "css": "warn",
+            "text": f"{attribution} error, not the agent's (not scored); ended by {reason}",
+        }
+    solved = bool(row["success"])
+    graded = "graded by the task's scorer after the agent finished, " if by_scorer else ""
+    return {
+        "css": "ok" if solved else "bad",
+        "text": f"{'solved' if solved else 'not solved'} ({graded}score "
+        f"{float(row['score']):.2f}); ended by {reason}",
+    }
+
+
+def _raw_conversation(conversation_json: Any) -> str | None:
+    """The conversation as stored, indented: what was sent to the model and what came back."""
+    if is_missing(conversation_json) or not conversation_json:
+        return None
+    return pretty_json(str(conversation_json))
 
 
 def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSource) -> str | None:
@@ -317,6 +409,8 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
     final_passed = steps.iloc[-1]["graph_passed"] if len(steps) else []
     error = _value(row, "error")
     model = _value(row, "model")
+    before, after = data.neighbours(episode_id)
+    attribution = _value(row, "attribution") or "agent"
     return render(
         "episode.html",
         site_title=data.title,
@@ -328,9 +422,10 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         description=_value(row, "description") or "",
         tags=[] if is_missing(tags) else list(tags),
         task_facts=[(label, format_cell(name, _value(row, name))) for label, name in _TASK_FIELDS],
-        success=bool(row["success"]),
-        termination_reason=row["termination_reason"],
-        attribution=_value(row, "attribution") or "agent",
+        verdict=_verdict(row, attribution, graded_by_scorer(graph)),
+        attribution=attribution,
+        previous=None if before is None else episode_page_name(before),
+        next=None if after is None else episode_page_name(after),
         result_facts=[
             (label, cell_text(name, _value(row, name))) for label, name in _RESULT_FIELDS
         ],
@@ -340,7 +435,11 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         final_graph=_graph_view(graph, final_passed, "final evaluator graph"),
         conversation=conversation,
         conversation_note=conversation_note,
+        raw_conversation=_raw_conversation(_value(row, "conversation_json")),
+        setup_output=_text(_value(row, "setup_output")) or None,
+        setup_failed=row["termination_reason"] == "setup_error",
         steps=_steps_view(steps, graph, screenshots),
+        FOLD_LINES=FOLD_LINES,
         live=None,
         version="",
     )

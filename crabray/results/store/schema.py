@@ -105,6 +105,7 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field("description", pa.string()),
         _episode_field("graph_json", pa.string()),
         _episode_field("conversation_json", pa.string()),
+        _episode_field("setup_output", pa.string(), nullable=True),
         _episode_field("started_at", TIMESTAMP),
         _episode_field("finished_at", TIMESTAMP),
         _episode_field("attribution", pa.string()),
