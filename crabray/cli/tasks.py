@@ -93,6 +93,8 @@ def tasks_list(
             ", ".join(entry.task.tags),
         )
     console.print(table)
+    for line in loaded.unsupported_reasons():
+        console.print(f"[yellow]unsupported[/] {escape(line)}")
 
 
 @tasks_app.command(
@@ -136,6 +138,8 @@ def tasks_validate(
     for entry in loaded.entries.values():
         for warning in entry.task.metadata.get("warnings", []):
             console.print(f"[yellow]![/] {escape(str(warning))}")
+    for line in loaded.unsupported_reasons():
+        console.print(f"[yellow]unsupported[/] {escape(line)} (listed, not run)")
 
 
 @tasks_app.command(

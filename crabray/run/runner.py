@@ -408,8 +408,21 @@ def _host_needs(
 
 
 def _selected(suite: Suite, wanted: list[str] | None) -> list[str]:
+    """The tasks to run: those asked for, or all; unsupported ones are skipped, and refused
+    when asked for by name."""
     if not wanted:
+        if suite.unsupported:
+            logger.warning(
+                "skipping %d task(s) this installation cannot run: %s",
+                len(suite.unsupported),
+                "; ".join(suite.unsupported_reasons()),
+            )
         return suite.task_ids
+    refused = {t: r for t, r in suite.unsupported.items() if t in wanted}
+    if refused:
+        raise ConfigError(
+            "cannot run the task(s) asked for: " + "; ".join(Suite.reasons(refused)), field="--task"
+        )
     unknown = [t for t in wanted if t not in suite.entries]
     if unknown:
         raise ConfigError(f"no such tasks in suite '{suite.name}': {unknown}", field="--task")
