@@ -50,3 +50,28 @@ def test_oracle_passes_the_vim_writer_and_gimp_tasks_and_noop_passes_none(
     assert any(list(p) == [0, 1] for p in vim.graph_passed), f"vim was seen running:\n{trace}"
     for relative in steps[steps.agent == "oracle"].screenshot_path:
         assert png_size((out / relative).read_bytes()) == (1024, 768), "CRAB's mss screenshot"
+
+
+CRAB_V0 = ROOT / "tests" / "crab_dataset" / "crab_v0"
+
+
+def test_a_dataset_without_benchmark_py_runs_an_ubuntu_task_on_crab_desktop(
+    crab_desktop_image: str, tmp_path: Path
+) -> None:
+    """crab-benchmark-v0's layout, no ``benchmark.py``: ``ubuntu`` is CRAB's Ubuntu environment
+    on the crab-desktop image; the evaluator runs in the container and noop scores 0."""
+    out = tmp_path / "out"
+    done = crabray(
+        "run", str(CRAB_V0), "--agent", "noop", "--task", "note-created", "--out", str(out),
+        timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    episodes = read_episodes(out)
+    table = episodes[["agent", "task_id", "score", "termination_reason", "error"]].to_string()
+    assert list(episodes.task_id) == ["note-created"], table
+    assert episodes.score.tolist() == [0.0], table
+    assert episodes.error.isna().all(), table
+    steps = read_steps(out)
+    assert len(steps) >= 1, "a step was recorded"
+    for relative in steps.screenshot_path.dropna():
+        assert png_size((out / relative).read_bytes())[0] > 0, "a desktop screenshot"
