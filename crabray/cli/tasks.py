@@ -125,6 +125,8 @@ def tasks_list(
     for row in rows:
         table.add_row(*(escape(_cell(v)) for v in row.values()))
     console.print(table)
+    for line in loaded.unsupported_reasons():
+        console.print(f"[yellow]unsupported[/] {escape(line)}")
 
 
 def _task_row(loaded: Suite, task_id: str) -> dict[str, Any]:
@@ -190,6 +192,8 @@ def tasks_validate(
     for entry in (loaded.entries[t] for t in chosen):
         for warning in entry.task.metadata.get("warnings", []):
             console.print(f"[yellow]![/] {escape(str(warning))}")
+    for line in loaded.unsupported_reasons():
+        console.print(f"[yellow]unsupported[/] {escape(line)} (listed, not run)")
 
 
 @tasks_app.command(

@@ -81,6 +81,9 @@ class Suite:
     name: str
     entries: dict[str, SuiteEntry] = field(default_factory=dict)
     record_files: RecordFiles | None = None
+    unsupported: dict[str, str] = field(default_factory=dict)
+    """Tasks the suite declares that this installation cannot run, by id, with the reason
+    (crab-benchmark-v0's Android tasks): listed and skipped, never run."""
 
     shared_ids: set[str] = field(default_factory=set)
 
@@ -123,6 +126,20 @@ class Suite:
         }
         self.shared_ids.add(task_id)
 
+    def unsupported_reasons(self) -> list[str]:
+        """The unsupported tasks, one line per reason: how many, the first few, why."""
+        return self.reasons(self.unsupported)
+
+    @staticmethod
+    def reasons(unsupported: dict[str, str]) -> list[str]:
+        by_reason: dict[str, list[str]] = {}
+        for task_id, reason in unsupported.items():
+            by_reason.setdefault(reason, []).append(task_id)
+        return [
+            f"{len(ids)} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): {reason}"
+            for reason, ids in by_reason.items()
+        ]
+
     @property
     def task_ids(self) -> list[str]:
         return list(self.entries)
@@ -131,8 +148,14 @@ class Suite:
         """The task called ``task_id``.
 
         Raises:
-            ConfigError: The suite has no such task.
+            ConfigError: The suite has no such task, or cannot run it here.
         """
+        if task_id in self.unsupported:
+            raise ConfigError(
+                f"task '{task_id}' of suite '{self.name}' cannot run here: "
+                f"{self.unsupported[task_id]}",
+                file=self.ref.path,
+            )
         try:
             return self.entries[task_id]
         except KeyError:

@@ -149,6 +149,12 @@ def _run_suite(
     ref = options.resolve(options.suite)
     suite = load_checked_suite(ref)
     task_ids = select_tasks(suite, options.task_ids, options.tags, options.limit)
+    if suite.unsupported and not options.task_ids:
+        logger.warning(
+            "skipping %d task(s) this installation cannot run: %s",
+            len(suite.unsupported),
+            "; ".join(suite.unsupported_reasons()),
+        )
     check_output_dir(ResultsRoot.parse(options.out_dir).local())
     if options.resume is None:
         manifest = _new_manifest(options, suite, out_given)

@@ -36,6 +36,12 @@ def select_tasks(
     """
     ids = suite.task_ids
     chosen = ids
+    refused = {t: r for t, r in suite.unsupported.items() if patterns and t in patterns}
+    if refused:
+        raise ConfigError(
+            "cannot run the task(s) asked for: " + "; ".join(type(suite).reasons(refused)),
+            field="--task",
+        )
     if patterns:
         matched = {p: _matches(p, ids) for p in patterns}
         missing = [p for p, found in matched.items() if not found]

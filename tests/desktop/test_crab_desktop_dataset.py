@@ -50,3 +50,28 @@ def test_oracle_passes_the_vim_writer_and_gimp_tasks_and_noop_passes_none(
     assert any(list(p) == [0, 1] for p in vim.graph_passed), f"vim was seen running:\n{trace}"
     for relative in steps[steps.agent == "oracle"].screenshot_path:
         assert png_size((out / relative).read_bytes()) == (1024, 768), "CRAB's mss screenshot"
+
+
+CRAB_V0 = ROOT / "tests" / "crab_dataset" / "crab_v0"
+
+
+def test_a_dataset_without_benchmark_py_runs_its_ubuntu_tasks_on_crab_desktop(
+    crab_desktop_image: str, tmp_path: Path
+) -> None:
+    """crab-benchmark-v0's layout, no ``benchmark.py``: ``ubuntu`` is CRAB's Ubuntu environment
+    on the crab-desktop image, the evaluators run in the container and noop scores 0; the
+    Android and cross-platform tasks are skipped, and the run says so."""
+    out = tmp_path / "out"
+    done = crabray("run", str(CRAB_V0), "--agent", "noop", "--out", str(out), timeout=1200)
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "skipping 2 task(s) this installation cannot run: 2 (open-maps, maps-then-note)" in (
+        said
+    )
+    episodes = read_episodes(out)
+    table = episodes[["agent", "task_id", "score", "termination_reason", "error"]].to_string()
+    assert sorted(episodes.task_id) == ["note-created", "note-written"], table
+    assert episodes.score.tolist() == [0.0, 0.0], table
+    assert episodes.error.isna().all(), table
+    for relative in read_steps(out).screenshot_path.dropna():
+        assert png_size((out / relative).read_bytes()) > (0, 0), "a desktop screenshot"

@@ -223,15 +223,16 @@ class _Builder:
         actions = unique_actions(
             a for s in chosen if s is not None for a in (*s.setup, *s.teardown, *s.extra_action)
         )
+        nodes = [a for g in graphs.values() if g is not None for a in g.nodes]
+        for act in [*nodes, *actions]:  # known first: a refused task may be unsupported
+            if act.env_name and act.env_name != ROOT_ENV:
+                self.env_names.add(act.env_name)
         self._needs(chosen, graphs)
         if self.unavailable:
             return self._refused()
         combined = self._combine(order, graphs)
         if combined is None:
             return None
-        for act in [*combined.nodes, *actions]:
-            if act.env_name and act.env_name != ROOT_ENV:
-                self.env_names.add(act.env_name)
         return self._task(combined, chosen)
 
     def _subtask(self, index: int, use: SubTaskUse) -> SubTask | None:

@@ -8,10 +8,12 @@ holding both ``tasks`` and ``adjlist``. See ``docs/crab-datasets.md``.
 
 Environments: a module-level ``BenchmarkConfig`` in one of the modules (as
 CRAB's ``main.py`` builds one with ``tasks=[]``) gives the environments, root
-actions and limits, and its own tasks join the JSON ones. Without one, each
-environment name the subtasks' actions give (``env_name="ubuntu"``) becomes a
-local-backend environment with the shell and file actions (``sandbox`` when
-none is named).
+actions and limits, and its own tasks join the JSON ones. Without one, the
+environment names the subtasks' actions give resolve to CRAB's own
+environments (``_environments.py``: ``ubuntu`` is its Ubuntu desktop on the
+crab-desktop image), any other name to a local-backend environment
+(``sandbox`` when none is named). Tasks using an environment crabray cannot
+provide (CRAB's ``android``) are listed in ``Suite.unsupported``.
 """
 
 from __future__ import annotations
@@ -30,14 +32,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crabray.actions import FILE_ACTIONS, ROOT_ACTIONS, SHELL_ACTIONS, submit
-from crabray.core import Action, BenchmarkConfig, EnvironmentConfig, SubTask, Task
+from crabray.actions import ROOT_ACTIONS, submit
+from crabray.core import ROOT_ENV, Action, BenchmarkConfig, EnvironmentConfig, SubTask, Task
 from crabray.core.benchmark import TaskProblems
 from crabray.core.errors import ActionError, ConfigError
 from crabray.core.session import benchmark_configs
 from crabray.formats import python as python_format
 from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.crab_dataset._compose import Composed, Subtasks, compose, where
+from crabray.formats.crab_dataset._environments import ROOT_ACTIONS as CRAB_ROOT_ACTIONS
+from crabray.formats.crab_dataset._environments import UNSUPPORTED_ENVIRONMENTS, environment
 from crabray.formats.crab_dataset._missing import standing_in
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef
 
@@ -100,6 +104,8 @@ def load(path: Path) -> Suite:
             ConfigError("holds no task files (*.json with tasks and adjlist)", file=str(path))
         )
     suite = Suite(SuiteRef(path=str(path), format=FORMAT), path.name)
+    provided = {e.name for e in template[1].environments} if template is not None else set()
+    composed, written = _supported(composed, written, provided, suite.unsupported)
     benchmark = _benchmark(path, template, composed, written, errors)
     if benchmark is not None and benchmark.tasks:
         suite.add(benchmark, str(path))
@@ -211,6 +217,43 @@ def _python_tasks(
     return list(seen.values())
 
 
+def _supported(
+    composed: list[Composed],
+    written: list[tuple[Task, Path]],
+    provided: set[str],
+    unsupported: dict[str, str],
+) -> tuple[list[Composed], list[tuple[Task, Path]]]:
+    """The tasks crabray can run; the others go to ``unsupported`` with the reason: they use
+    one of CRAB's environments crabray has no backend for (Android), and the dataset's
+    ``BenchmarkConfig`` does not define it."""
+
+    def reason(names: set[str]) -> str | None:
+        missing = sorted(n for n in names if n in UNSUPPORTED_ENVIRONMENTS and n not in provided)
+        return "; ".join(UNSUPPORTED_ENVIRONMENTS[n] for n in missing) or None
+
+    kept: list[Composed] = []
+    for item in composed:
+        why = reason(item.env_names)
+        if why is None:
+            kept.append(item)
+        else:
+            unsupported[item.task.id] = why
+    kept_written: list[tuple[Task, Path]] = []
+    for task, file in written:
+        why = reason(_env_names(task))
+        if why is None:
+            kept_written.append((task, file))
+        else:
+            unsupported[task.id] = why
+    return kept, kept_written
+
+
+def _env_names(task: Task) -> set[str]:
+    """The environments a task written in Python acts on, by its evaluators and actions."""
+    acts = [*task.evaluators, *task.setup, *task.teardown, *task.extra_actions]
+    return {a.env_name for a in acts if a.env_name and a.env_name != ROOT_ENV}
+
+
 def _unique_ids(
     composed: list[Composed], written: list[tuple[Task, Path]], errors: list[ConfigError]
 ) -> list[Composed]:
@@ -247,7 +290,11 @@ def _benchmark(
             composed = [_with_environments(c) for c in composed]
     else:
         names = sorted({n for c in composed for n in c.env_names}) or [DEFAULT_ENV]
-        fields = {"name": path.name, "environments": [_environment(n) for n in names]}
+        fields = {
+            "name": path.name,
+            "environments": [environment(n) for n in names],
+            "root_action_space": list(CRAB_ROOT_ACTIONS),
+        }
         composed = [_with_environments(c) for c in composed]
         source = path
     environments: list[EnvironmentConfig] = fields["environments"]
@@ -281,15 +328,6 @@ def _refused_tasks(
             loc = ".".join(str(p) for p in err["loc"])
             errors.append(ConfigError(err["msg"], file=str(source), field=loc or None))
     return refused
-
-
-def _environment(name: str) -> EnvironmentConfig:
-    return EnvironmentConfig(
-        name=name,
-        backend="local",
-        description="A Linux machine (crabray's local sandbox).",
-        action_space=[*SHELL_ACTIONS, *FILE_ACTIONS],
-    )
 
 
 def _with_environments(item: Composed) -> Composed:

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import inspect
 import sys
 import types
@@ -35,6 +36,12 @@ from typing import Any
 
 from crabray.core import Action
 from crabray.core.errors import ConfigError
+
+UNSUPPORTED_MODULES = ("crab.actions.android_actions", "crabray.actions.android_actions")
+"""Modules of CRAB's that crabray does not have: Android's ADB actions (no Android backend)."""
+
+CRAB = "crab"
+"""CRAB's package name; a dataset's ``crab`` imports mean ``crabray`` when it is not installed."""
 
 _lenient_depth = 0
 """Above zero while a dataset's modules import: placeholders then absorb what is done to them."""
@@ -57,7 +64,8 @@ class MissingModule(types.ModuleType):
     def __init__(self, name: str, importer: str) -> None:
         super().__init__(name)
         self.__path__: list[str] = []
-        self.__crabray_missing__ = (name.partition(".")[0], importer)
+        module = name if name in UNSUPPORTED_MODULES else name.partition(".")[0]
+        self.__crabray_missing__ = (module, importer)
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
@@ -98,6 +106,11 @@ class MissingValue:
     def __getitem__(self, key: Any) -> MissingValue:
         return self._derived("[]")
 
+    def __or__(self, other: Any) -> MissingValue:  # annotations: ``_Element | None``
+        return self._derived("|")
+
+    __ror__ = __or__
+
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
         self._derived("(subclassed)")
         return (object,)
@@ -133,6 +146,9 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         self, fullname: str, path: Any = None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         top = fullname.partition(".")[0]
+        if fullname in UNSUPPORTED_MODULES and self._importer() is not None:
+            self.stood_in.setdefault(fullname, self._importer() or "")
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
         if top != fullname and top not in self.stood_in:
             return None
         importer = self._importer()
@@ -152,10 +168,42 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return file.name if file.is_relative_to(self.folder) else None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        return MissingModule(spec.name, self.stood_in[spec.name.partition(".")[0]])
+        name = spec.name if spec.name in self.stood_in else spec.name.partition(".")[0]
+        return MissingModule(spec.name, self.stood_in[name])
 
     def exec_module(self, module: types.ModuleType) -> None:
         return None
+
+
+class _CrabAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """First on ``sys.meta_path``: ``crab`` and ``crab.x``, imported by the dataset's files,
+    are crabray's own modules (not fresh copies of them)."""
+
+    def __init__(self, finder: _Finder) -> None:
+        self.finder = finder
+        self.specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(
+        self, fullname: str, path: Any = None, target: types.ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname.partition(".")[0] != CRAB or fullname in UNSUPPORTED_MODULES:
+            return None
+        if fullname == CRAB and self.finder._importer() is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = importlib.import_module("crabray" + spec.name.removeprefix(CRAB))
+        self.specs[module.__name__] = module.__spec__
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        # The import system gave crabray's module the alias's spec: it keeps its own.
+        module.__spec__ = self.specs[module.__name__]
+
+
+def _crab_installed() -> bool:
+    return CRAB in sys.modules or importlib.util.find_spec(CRAB) is not None
 
 
 @contextlib.contextmanager
@@ -167,16 +215,36 @@ def standing_in(folder: Path) -> Iterator[dict[str, str]]:
     """
     global _lenient_depth
     finder = _Finder(folder.resolve())
+    alias = None if _crab_installed() else _CrabAlias(finder)
     sys.meta_path.append(finder)
+    if alias is not None:
+        sys.meta_path.insert(0, alias)
     _lenient_depth += 1
     try:
         yield finder.stood_in
     finally:
         _lenient_depth -= 1
         sys.meta_path.remove(finder)
-        for name, module in list(sys.modules.items()):
-            if isinstance(module, MissingModule):
-                del sys.modules[name]
+        if alias is not None:
+            sys.meta_path.remove(alias)
+        _forget(alias is not None)
+
+
+def _forget(aliased: bool) -> None:
+    """Take the stand-ins (and the ``crab`` names, when aliased) out of ``sys.modules``, and
+    the stand-ins off the packages the import bound them to (``crabray.actions``)."""
+    gone = [
+        name
+        for name, module in sys.modules.items()
+        if isinstance(module, MissingModule) or (aliased and name.partition(".")[0] == CRAB)
+    ]
+    for name in gone:
+        module = sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if isinstance(module, MissingModule) and getattr(sys.modules.get(parent), child, None):
+            delattr(sys.modules[parent], child)
+    for name in gone:
+        del sys.modules[name]
 
 
 def missing_modules(act: Action) -> dict[str, str]:
