@@ -194,14 +194,13 @@ def test_a_submitted_sweep_runs_on_the_cluster_and_resumes(
     run_id = _run_id(done.stderr)
     assert "episodes 3/3, 3 ok" in done.stdout + done.stderr
     assert "Uploading package" not in done.stderr  # Ray's info lines stay off the terminal
-    assert f"crabray runs fetch {run_id} --address {cluster.jobs}" in done.stderr
-    # Results are on the head, not here.
-    assert not (laptop / "results").exists()
+    # A followed run's results are copied back into the results root here, and stay on
+    # the head too.
+    assert f"results of run {run_id} copied into results" in done.stderr
+    assert (laptop / "results" / "runs" / f"{run_id}.json").is_file()
     on_head = _docker("exec", cluster.head, "ls", f"/root/crabray/results/runs/{run_id}.json")
     assert on_head.strip()
 
-    fetched = _crabray(laptop, cluster, "runs", "fetch", run_id, "--address", cluster.jobs)
-    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
     board = _crabray(laptop, cluster, "leaderboard", "--run", run_id)
     assert board.returncode == 0, board.stderr
     assert "oracle" in board.stdout

@@ -50,7 +50,7 @@ def test_index_and_backend_options(tmp_path: Path) -> None:
     listed = crabray(
         "tasks", "list", "tasks/task_json_demo", "--index", "test_small.json", check=True
     )
-    assert "(2 tasks)" in listed.stdout
+    assert "(2 of 2 tasks)" in listed.stdout
     out = tmp_path / "out"
     done = crabray(
         "run",
