@@ -8,6 +8,7 @@ leaderboard and shown by the site as not the agent's, never as a red 0.00.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -47,4 +48,5 @@ def test_a_host_error_is_infrastructure_in_the_rows_the_board_and_the_site(
     assert ">0.00</a>" not in index, "never an agent's red 0.00"
     row = episodes.iloc[0]
     page = (site / "episodes" / f"{row['episode_id']}.html").read_text(encoding="utf-8")
-    assert "infrastructure error, not the agent's (not scored): setup_error" in page
+    verdict = "infrastructure error, not the agent's (not scored); ended by setup_error"
+    assert verdict in html.unescape(page)
