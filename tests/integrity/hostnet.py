@@ -62,15 +62,36 @@ def host_addresses(family: str = "-4") -> list[str]:
 
 
 _RAY = textwrap.dedent(
-    """
-    import json, re, subprocess, sys
+    r"""
+    import json, os, re, subprocess, sys
     from crabray.cluster.ray_runtime import connect, disconnect
     connect(num_cpus=1, hosts={"local": 1})
     import ray
     ray.get(ray.remote(lambda: 1).remote())
+
+    def descendants(root):
+        # This instance's processes only: other Ray instances may run on the machine.
+        children = {}
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+        found, todo = set(), [root]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in found:
+                    found.add(child)
+                    todo.append(child)
+        return found
+
+    mine = descendants(os.getpid())
     listening = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
     ports = sorted({int(line.split()[3].rsplit(":", 1)[1]) for line in listening.splitlines()
-                    if re.search(r'"(gcs_server|raylet|ray::[^"]*)"', line)})
+                    if re.search(r'"(gcs_server|raylet|ray::[^"]*)"', line)
+                    and any(int(pid) in mine for pid in re.findall(r"pid=(\d+)", line))})
     print(json.dumps(ports), flush=True)
     sys.stdin.read()
     disconnect()
