@@ -140,9 +140,9 @@ _RUN_PANELS = {
         "backend_setting", "warm", "pool", "local_slots",
     ),
     "Results": ("out", "resume", "config"),
-    "Cluster": ("address", "detach"),
+    "Cluster": ("address", "detach", "sync_every"),
 }  # fmt: skip
-"""The panels of ``crabray run --help``: 25 options read better in five groups."""
+"""The panels of ``crabray run --help``: 26 options read better in five groups."""
 
 _METAVARS = {int: "N", float: "SECONDS", Path: "PATH"}
 

@@ -46,7 +46,7 @@ from crabray.cli.options import (
     suite_format as chosen_format,
 )
 from crabray.cli.reports import print_leaderboard
-from crabray.cli.submit import submit_run
+from crabray.cli.submit import DEFAULT_SYNC_SEC, SyncEveryOpt, submit_run
 from crabray.cli.terminal import console, errors
 from crabray.core.errors import ConfigError, CrabrayError
 from crabray.results.store.root import ResultsRoot
@@ -107,6 +107,7 @@ def run(
     pool: PoolOpt = None,
     local_slots: LocalSlotsOpt = None,
     detach: DetachOpt = False,
+    sync_every: SyncEveryOpt = DEFAULT_SYNC_SEC,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
@@ -155,7 +156,7 @@ def run(
                 "the agents file",
                 field="--model",
             )
-        submit_run(settings, detach=detach)  # on the cluster, as a Ray job
+        submit_run(settings, detach=detach, sync_every=sync_every)  # on the cluster, as a job
         return
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")

@@ -17,8 +17,6 @@ environment is sent. ``--detach`` returns once the job is submitted;
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import secrets
 import shlex
@@ -41,15 +39,28 @@ from crabray.run.settings import DEFAULT_RESULTS, RunConfig
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
+    from crabray.cli.results_copy import ResultsMirror
+
 
 REMOTE_HOME = "crabray"
 """The head's folder (under the home of the user running Ray) that relative result roots are in."""
-_PACK_BEGIN = "crabray-pack-begin"
-_PACK_END = "crabray-pack-end"
 _SHIPPED_PATHS = ("agent_config", "index", "services")
 _NOT_IN_RUN_FILE = {"address", "out_dir", "suite", "resume", "run_id", "suite_origin"}
 
 
+DEFAULT_SYNC_SEC = 15.0
+"""How often a followed run's finished episodes are copied here by default: each copy is a
+short job on the head (a process that packs what changed), about a second of its CPU."""
+SyncEveryOpt = Annotated[
+    float,
+    typer.Option(
+        "--sync-every",
+        min=0,
+        metavar="SECONDS",
+        help="Followed from here: copy the episodes finished so far into the results root "
+        "here every SECONDS (0: once, when the run ends).",
+    ),
+]
 AddressOpt = Annotated[
     str,
     typer.Option(envvar="RAY_ADDRESS", help="The head's Job Submission API, http://HEAD:8265."),
@@ -64,7 +75,9 @@ def remote_out(out: str | Path) -> str:
     return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(text)}'
 
 
-def submit_run(settings: RunConfig, detach: bool = False) -> None:
+def submit_run(
+    settings: RunConfig, detach: bool = False, sync_every: float = DEFAULT_SYNC_SEC
+) -> None:
     """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
 
     Checks the suite and agents here first, so a broken suite fails before
@@ -75,6 +88,8 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
     Args:
         settings: The run.
         detach: Return once the job is submitted, printing how to follow and fetch it.
+        sync_every: Followed, copy the finished episodes here every this many seconds
+            (0: once, at the end).
 
     Raises:
         CrabrayError: The API does not answer, the suite is too large or invalid,
@@ -112,34 +127,62 @@ def submit_run(settings: RunConfig, detach: bool = False) -> None:
     if detach:
         _print_detached(settings, run_id, job_id, shipped)
         return
+    mirror = _mirror(settings.address, run_id, str(settings.out_dir), sync_every)
     submitted = (
         f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
-        f"{shipped}; Ctrl-C stops it"
+        f"{shipped}; {_mirror_note(mirror, settings)}; Ctrl-C stops it"
     )
+    if mirror is not None:
+        mirror.start()
     code = _follow_or_stop(client, job_id, run_id, settings, submitted)
-    errors.print(_bring_results_here(client, settings, run_id), highlight=False, soft_wrap=True)
+    errors.print(
+        _bring_results_here(client, mirror, settings, run_id), highlight=False, soft_wrap=True
+    )
     if code != 0:
         raise typer.Exit(code)
 
 
-def _bring_results_here(client: JobSubmissionClient, settings: RunConfig, run_id: str) -> str:
-    """Copy a followed run's results from the head into the same root here; say where they are.
+def _mirror(address: str, run_id: str, out: str, sync_every: float) -> ResultsMirror | None:
+    """The copier of a followed run's results into the same root here; ``None`` for a URI
+    or an absolute path on the head, which stay where they are."""
+    from crabray.cli.results_copy import ResultsMirror
+
+    if ResultsRoot.parse(out).is_url or Path(out).is_absolute():
+        return None
+    return ResultsMirror(address, run_id, remote_out(out), Path(out), sync_every)
+
+
+def _mirror_note(mirror: ResultsMirror | None, settings: RunConfig) -> str:
+    """Where a followed run's results are while it runs, said when it is submitted."""
+    out = escape(str(settings.out_dir))
+    if mirror is None:
+        return f"results are written on the head into {out}"
+    if mirror.every_sec > 0:
+        return f"finished episodes are copied into {out} here every {mirror.every_sec:g} s"
+    return f"results are copied into {out} here when it ends"
+
+
+def _bring_results_here(
+    client: JobSubmissionClient, mirror: ResultsMirror | None, settings: RunConfig, run_id: str
+) -> str:
+    """Copy what a followed run wrote since the last copy; say where its results are.
 
     A relative results root (``./results`` by default) means the same folder on
-    both machines (under ``~/crabray`` on the head): the run is copied back as
-    ``crabray runs fetch`` would, so ``crabray leaderboard`` here reads it. A store
-    URI or an absolute path on the head stays where it is, and the message says how
-    to read or fetch it. A copy that fails says so and gives the fetch command.
+    both machines (under ``~/crabray`` on the head): the mirror has copied the
+    run here as it went, and makes its last copy. A store URI or an absolute
+    path on the head stays where it is, and the message says how to read or
+    fetch it. A copy that fails says so and gives the fetch command.
     """
-    out = str(settings.out_dir)
-    if ResultsRoot.parse(out).is_url or Path(out).is_absolute():
+    if mirror is None:
         return _where_results_are(settings, run_id)
+    out = str(settings.out_dir)
     try:
-        size = _fetch_run(client, run_id, out, Path(out))
+        copied = mirror.finish(client)
     except CrabrayError as exc:
         return f"could not copy the results here ({escape(str(exc))}); " + _where_results_are(
             settings, run_id
         )
+    size = sum(copied.listing.files.values())
     return (
         f"results of run {escape(run_id)} copied into {escape(out)} ({size / 2**20:.1f} MiB; "
         f"also on the head under ~/{REMOTE_HOME}/{escape(out)}); read them with:  "
@@ -271,32 +314,30 @@ def _fetch_run(client: JobSubmissionClient, run_id: str, source: str, out: Path)
     Raises:
         CrabrayError: The job that packs the run failed, or its output is not a run.
     """
-    from crabray.cluster.submit import delete, job_output
-    from crabray.results import unpack_run
+    from crabray.cli.results_copy import copy_run
 
-    job_id = client.submit_job(
-        entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {remote_out(source)}",
-        submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
-    )
-    logs = job_output(client, job_id)
-    delete(client, job_id)
-    data = _unframe(logs, run_id)
-    unpack_run(data, out, run_id)
-    return len(data)
+    return copy_run(client, run_id, remote_out(source), out).size
 
 
 def follow_run(
     run_id: Annotated[str, typer.Argument(help="The submitted run to follow.")],
     address: AddressOpt,
+    sync_every: SyncEveryOpt = DEFAULT_SYNC_SEC,
 ) -> None:
     """Show the output of submitted run RUN_ID (from its start) until it ends; exit with its code.
 
-    Ctrl-C stops following, not the run (`crabray runs stop` stops it).
+    A run whose results root is relative (./results by default) is copied into
+    the same root here as its episodes finish. Ctrl-C stops following, not the
+    run (`crabray runs stop` stops it).
     """
     from crabray.cluster.submit import follow, run_job
 
     client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
+    out = str((client.get_job_info(job_id).metadata or {}).get("crabray_out", DEFAULT_RESULTS))
+    mirror = _mirror(address, run_id, out, sync_every)
+    if mirror is not None:
+        mirror.start()
 
     def write(text: str) -> None:
         sys.stdout.write(text)
@@ -307,6 +348,14 @@ def follow_run(
     except KeyboardInterrupt:
         errors.print(f"stopped following; run {run_id} goes on (job {job_id})", highlight=False)
         raise typer.Exit(130) from None
+    if mirror is not None:
+        copied = mirror.finish(client)
+        size = sum(copied.listing.files.values())
+        errors.print(
+            f"results of run {escape(run_id)} copied into {escape(out)} ({size / 2**20:.1f} MiB)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if code != 0:
         raise typer.Exit(code)
 
@@ -341,30 +390,12 @@ def _job_address(address: str) -> str:
 def pack(
     run_id: Annotated[str, typer.Argument(help="The run to write out.")],
     source: Annotated[Path, typer.Option("--from", help="The results root.")] = DEFAULT_RESULTS,
+    since: Annotated[
+        float | None,
+        typer.Option(help="Only the files written since this time (the last copy's listing)."),
+    ] = None,
 ) -> None:
     """Write run RUN_ID of a results root to stdout, framed, for `crabray runs fetch`."""
-    from crabray.results import pack_run
+    from crabray.cli.results_copy import write_pack
 
-    data = pack_run(source, run_id)
-    encoded = base64.encodebytes(data).decode("ascii")
-    digest = hashlib.sha256(data).hexdigest()
-    sys.stdout.write(f"{_PACK_BEGIN} {digest} {len(data)}\n{encoded}{_PACK_END}\n")
-    sys.stdout.flush()
-
-
-def _unframe(logs: str, run_id: str) -> bytes:
-    """The archive ``pack`` framed in a job's output, checked against its digest.
-
-    Raises:
-        CrabrayError: No complete, intact archive in the output.
-    """
-    start = logs.find(_PACK_BEGIN)
-    end = logs.find(_PACK_END, start)
-    if start < 0 or end < 0:
-        raise CrabrayError(f"the head sent no archive of run {run_id}:\n{logs.strip()[-2000:]}")
-    header, _, body = logs[start:end].partition("\n")
-    _, digest, _size = header.split()
-    data = base64.decodebytes(body.encode("ascii"))
-    if hashlib.sha256(data).hexdigest() != digest:
-        raise CrabrayError(f"the archive of run {run_id} arrived damaged; fetch it again")
-    return data
+    write_pack(source, run_id, since)

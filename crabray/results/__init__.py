@@ -79,7 +79,13 @@ if TYPE_CHECKING:
         steps_table,
     )
     from crabray.results.store.sink import ResultSink
-    from crabray.results.store.transfer import pack_run, unpack_run
+    from crabray.results.store.transfer import (
+        RunListing,
+        apply_changes,
+        pack_changes,
+        pack_run,
+        unpack_run,
+    )
 
 _NAMES = {
     "BREAKDOWN_STATS": "crabray.results.board.leaderboard",
@@ -118,6 +124,9 @@ _NAMES = {
     "mean_pass_at_k": "crabray.results.board.stats",
     "nested_roots": "crabray.results.store.runs",
     "new_run_id": "crabray.results.store.runs",
+    "RunListing": "crabray.results.store.transfer",
+    "apply_changes": "crabray.results.store.transfer",
+    "pack_changes": "crabray.results.store.transfer",
     "pack_run": "crabray.results.store.transfer",
     "pass_at_k": "crabray.results.board.stats",
     "pass_hat_k": "crabray.results.board.stats",
@@ -155,8 +164,10 @@ __all__ = [
     "ResultSink",
     "ResultsRoot",
     "RunComparison",
+    "RunListing",
     "RunManifest",
     "RunState",
+    "apply_changes",
     "attempts_so_far",
     "breakdown",
     "breakdown_table",
@@ -175,6 +186,7 @@ __all__ = [
     "mean_pass_at_k",
     "nested_roots",
     "new_run_id",
+    "pack_changes",
     "pack_run",
     "pass_at_k",
     "pass_hat_k",

@@ -5,15 +5,27 @@ A run lives under a results root in a few places: its manifest
 its artifacts (``<folder>/<RUN>/``, screenshots and handed-back files). The
 archive holds exactly those, with paths relative to the root, so unpacking it
 into another root gives that root the run as the first one had it.
+
+A copy made while the run goes on need not carry everything again: files are
+written once, by an atomic rename, and never changed (a compaction writes new
+ones and removes the old), so :func:`pack_changes` packs only the files
+modified since the last copy began, with a :class:`RunListing` of every file
+the run has; :func:`apply_changes` adds them and removes what the other side
+no longer has, and names what is still missing, for a full copy to bring.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 import shutil
 import tarfile
+import tempfile
+import time
 from pathlib import Path
+
+from pydantic import BaseModel, Field
 
 from crabray.core.errors import ResultsError
 from crabray.results.store._layout import check_run_id, runs_dir
@@ -21,6 +33,21 @@ from crabray.results.store._layout import check_run_id, runs_dir
 logger = logging.getLogger(__name__)
 
 _MANIFEST_SUFFIX = ".json"
+_CLOCK_SLACK_SEC = 2.0
+"""How far before the last copy's start a file's modification time may lie and it is
+still packed again: a file written (then renamed into place) just as the last listing
+ran may have been missed by it."""
+
+
+class RunListing(BaseModel):
+    """Every file of a run on the packing side, so the other side can mirror it exactly."""
+
+    taken_at: float = Field(
+        description="The packing side's clock when it began listing: the next copy's `since`."
+    )
+    files: dict[str, int] = Field(
+        description="Each file's path relative to the results root, and its size in bytes."
+    )
 
 
 def run_paths(out_dir: Path, run_id: str) -> list[Path]:
@@ -47,11 +74,54 @@ def pack_run(out_dir: Path, run_id: str) -> bytes:
     Raises:
         ResultsError: ``out_dir`` holds no run ``run_id``.
     """
+    return pack_changes(out_dir, run_id, since=None)[1]
+
+
+def pack_changes(out_dir: Path, run_id: str, since: float | None) -> tuple[RunListing, bytes]:
+    """Every file of the run, and a gzipped tar of those modified since ``since``.
+
+    ``since`` is the ``taken_at`` of the last copy's listing (``None``: every
+    file). The manifest is always packed: it is rewritten in place as the run
+    goes on.
+
+    Raises:
+        ResultsError: ``out_dir`` holds no run ``run_id``.
+    """
+    taken_at = time.time()
+    files: dict[str, int] = {}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in run_paths(out_dir, run_id):
-            archive.add(out_dir / path, arcname=path.as_posix())
-    return buffer.getvalue()
+        for path in _run_files(out_dir, run_id):
+            try:
+                stat = (out_dir / path).stat()
+            except FileNotFoundError:
+                continue  # compacted away while listing
+            name = path.as_posix()
+            files[name] = stat.st_size
+            is_manifest = path.parent == runs_dir(out_dir).relative_to(out_dir)
+            if since is None or is_manifest or stat.st_mtime >= since - _CLOCK_SLACK_SEC:
+                _add(archive, out_dir / path, name)
+    return RunListing(taken_at=taken_at, files=files), buffer.getvalue()
+
+
+def _run_files(out_dir: Path, run_id: str) -> list[Path]:
+    """The run's files (not folders) under ``out_dir``, relative to it."""
+    found: list[Path] = []
+    for path in run_paths(out_dir, run_id):
+        full = out_dir / path
+        if full.is_dir():
+            found.extend(p.relative_to(out_dir) for p in sorted(full.rglob("*")) if p.is_file())
+        else:
+            found.append(path)
+    return found
+
+
+def _add(archive: tarfile.TarFile, path: Path, name: str) -> None:
+    """Add one file; one that a compaction removed meanwhile is left out."""
+    try:
+        archive.add(path, arcname=name)
+    except FileNotFoundError:
+        logger.debug("%s went away while packing", path)
 
 
 def unpack_run(data: bytes, out_dir: Path, run_id: str) -> None:
@@ -75,6 +145,52 @@ def unpack_run(data: bytes, out_dir: Path, run_id: str) -> None:
     except (tarfile.TarError, OSError) as exc:
         raise ResultsError(f"cannot unpack run {run_id} into {out_dir}: {exc}") from exc
     logger.debug("unpacked run %s into %s", run_id, out_dir)
+
+
+def apply_changes(data: bytes, out_dir: Path, run_id: str, listing: RunListing) -> list[str]:
+    """Bring the run in ``out_dir`` to ``listing``: add ``data``'s files, remove the others.
+
+    Returns:
+        The files of ``listing`` that ``out_dir`` still lacks, or holds at another
+        size (packed by neither this copy nor an earlier one): a full copy brings them.
+
+    Raises:
+        ResultsError: ``data`` is no archive of the run, or cannot be unpacked.
+    """
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            members = archive.getmembers()
+            if members:
+                _check_members(members, run_id)
+            out_dir.mkdir(parents=True, exist_ok=True)
+            _extract_atomically(archive, out_dir)
+    except (tarfile.TarError, OSError) as exc:
+        raise ResultsError(f"cannot unpack run {run_id} into {out_dir}: {exc}") from exc
+    if not runs_dir(out_dir).joinpath(f"{run_id}{_MANIFEST_SUFFIX}").exists():
+        return sorted(listing.files)
+    for path in _run_files(out_dir, run_id):
+        if path.as_posix() not in listing.files:
+            (out_dir / path).unlink(missing_ok=True)
+    return [
+        name
+        for name, size in sorted(listing.files.items())
+        if not (out_dir / name).is_file() or (out_dir / name).stat().st_size != size
+    ]
+
+
+def _extract_atomically(archive: tarfile.TarFile, out_dir: Path) -> None:
+    """Extract beside ``out_dir``'s files, then rename each into place.
+
+    A reader of the root (``crabray view`` during the run) sees each file whole
+    or not at all, never one half written.
+    """
+    with tempfile.TemporaryDirectory(prefix=".incoming-", dir=out_dir) as incoming:
+        archive.extractall(incoming, filter="data")
+        for member in archive.getmembers():
+            if member.isfile():
+                target = out_dir / member.name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(Path(incoming, member.name), target)
 
 
 def _check_members(members: list[tarfile.TarInfo], run_id: str) -> None:

@@ -1,0 +1,157 @@
+"""A submitted run's results reach the submitting machine as its episodes finish (issue 26).
+
+A head hosting ``local=2`` is started with ``crabray cluster start-head`` in a
+home of its own; the "laptop" is another folder that submits to its Job
+Submission API. While a followed run goes on, the episodes already finished
+are copied into ``./results`` here; when it ends the copy is exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from crabray.results import list_runs, read_episodes
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, path_exists, run_command, write_file
+
+    BOX = EnvironmentConfig(name="box", action_space=[*FILE_ACTIONS, *SHELL_ACTIONS])
+    bench = BenchmarkConfig(
+        name="paced",
+        environments=[BOX],
+        tasks=[
+            Task(
+                id="quick",
+                description="write done.txt",
+                evaluator=path_exists(path="done.txt"),
+                solution=[write_file(path="done.txt", content="x")],
+            ),
+            Task(
+                id="slow",
+                description="wait, then write done.txt",
+                evaluator=path_exists(path="done.txt"),
+                solution=[
+                    run_command(command="sleep 40", timeout_sec=60),
+                    write_file(path="done.txt", content="x"),
+                ],
+            ),
+        ],
+    )
+    """
+)
+
+
+@dataclass
+class Head:
+    laptop: Path
+    env: dict[str, str]
+    jobs: str
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "crabray", *args],
+            cwd=self.laptop, env=self.env, capture_output=True, text=True, timeout=400,
+        )  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
+    """A head hosting two local sandboxes, in a home of its own; the laptop's folder."""
+    base = tmp_path_factory.mktemp("jobs")
+    laptop = base / "laptop"
+    laptop.mkdir()
+    (laptop / "paced.py").write_text(SUITE)
+    env = {
+        **os.environ,
+        "HOME": str(base / "home"),
+        "CRABRAY_NODES_FILE": str(base / "nodes.json"),
+        "RAY_ADDRESS": "",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+    dashboard = _free_port()
+    it = Head(laptop, env, f"http://127.0.0.1:{dashboard}")
+    started = it.cli(
+        "cluster", "start-head", "--hosts", "local=2", "--num-cpus", "2",
+        "--port", str(_free_port()), "--dashboard-port", str(dashboard),
+        "--job-agent-port", str(_free_port()), "--node-ip-address", "127.0.0.1",
+    )  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield it
+    finally:
+        stopped = it.cli("cluster", "stop")
+        assert json.loads((base / "nodes.json").read_text()) == [], stopped.stderr
+
+
+@pytest.mark.timeout(400)
+def test_finished_episodes_are_copied_here_while_the_run_goes_on(head: Head) -> None:
+    results = head.laptop / "results"
+    run = subprocess.Popen(
+        [
+            sys.executable, "-m", "crabray", "run", "paced.py", "--agent", "oracle",
+            "--concurrency", "2", "--address", head.jobs, "--sync-every", "2",
+        ],
+        cwd=head.laptop, env=head.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        seen_during_run: list[str] = []
+        deadline = time.monotonic() + 300
+        while run.poll() is None and time.monotonic() < deadline:
+            if results.is_dir() and list_runs(results):
+                seen_during_run = sorted(read_episodes(results).task_id)
+                if seen_during_run:
+                    break
+            time.sleep(0.5)
+        still_running = run.poll() is None
+        stdout, stderr = run.communicate(timeout=300)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stdout + stderr
+    assert still_running and seen_during_run == ["quick"], (
+        "the quick episode's row reached ./results here while the slow one still ran",
+        seen_during_run,
+        stderr,
+    )
+    assert "finished episodes are copied into results here every 2 s" in stderr
+    assert "copied into results" in stderr.splitlines()[-1]
+    episodes = read_episodes(results)
+    assert sorted(episodes.task_id) == ["quick", "slow"], "the last copy brings the rest"
+    assert episodes.success.all()
+
+
+@pytest.mark.timeout(300)
+def test_following_a_detached_run_copies_its_results_here(head: Head) -> None:
+    submitted = head.cli(
+        "run", "paced.py", "--agent", "oracle", "--task", "quick", "--address", head.jobs,
+        "--detach", "--out", "elsewhere-results",
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    run_id = submitted.stdout.split("run id:")[1].split()[0]
+    followed = head.cli("runs", "follow", run_id, "--address", head.jobs)
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    assert f"results of run {run_id} copied into elsewhere-results" in followed.stderr
+    episodes = read_episodes(head.laptop / "elsewhere-results", run_id)
+    assert list(episodes.task_id) == ["quick"]
