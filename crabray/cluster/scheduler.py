@@ -126,6 +126,10 @@ class Scheduler:
         self._peak: dict[SlotKey, int] = {}
         """The most slots of each kind the cluster had during the run (``_never_fits``)."""
         self._starved_since: dict[SlotKey, float] = {}
+        self._passed_over: dict[int, float] = {}
+        """When each waiting multi-sandbox episode (by ``id``) came within the scan's reach."""
+        self._reserved: set[SlotKey] = set()
+        """The kinds whose slots are kept for an episode passed over too long (``_refill``)."""
         self._delayed: list[tuple[float, int, SweepItem]] = []
         self._seq = itertools.count()
         self._pending: Counter[str] = Counter()
@@ -296,25 +300,61 @@ class Scheduler:
         while self._delayed and self._delayed[0][0] <= now:
             queue.appendleft(heapq.heappop(self._delayed)[2])
         self.pool.refresh()
+        overdue = self._keep_slots_for_overdue(queue, now)
         scanned = 0
         index = 0
         while index < len(queue) and len(in_flight) < self.settings.concurrency:
             if scanned >= _SCAN_LIMIT:
                 break
             item = queue[index]
+            kept_for_another = id(item) not in overdue and self._keys_of(item) & self._reserved
             if (unfit := self._never_fits(item)) is not None:
                 del queue[index]
                 self._add_pending(item, -1)
+                self._passed_over.pop(id(item), None)
                 self._fail_unplaceable(item, unfit)
-            elif self.pool.can_serve(self._specs_of(item.task_id), self._capacity):
+            elif not kept_for_another and self.pool.can_serve(
+                self._specs_of(item.task_id), self._capacity
+            ):
                 del queue[index]
                 self._add_pending(item, -1)
+                self._passed_over.pop(id(item), None)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
                 self._follow(flight)
             else:
                 index += 1
                 scanned += 1
+
+    def _keep_slots_for_overdue(self, queue: deque[SweepItem], now: float) -> set[int]:
+        """Keep the slots of the kinds of multi-sandbox episodes waiting ``reserve_after_sec``.
+
+        Only an episode needing several sandboxes can be passed over for good: a
+        single one takes any slot that frees, while several need slots free at once,
+        and single-sandbox episodes behind it (and followers queued on its kinds'
+        actors) would take each slot as it frees, until the queue runs dry. So
+        once it has waited, nothing behind it that needs one of its kinds is
+        dispatched, and no follower is queued on those kinds, until it is placed.
+        Its wait counts from when it first came within the scan's reach, whether or
+        not a scan ran (followers promoted on their actors keep the flight full).
+
+        Returns:
+            The ``id`` of each overdue episode, which alone may take the kept slots.
+        """
+        self._reserved = set()
+        overdue: set[int] = set()
+        for item in itertools.islice(queue, _SCAN_LIMIT):
+            if len(self._specs_of(item.task_id)) < 2:
+                continue
+            since = self._passed_over.setdefault(id(item), now)
+            if (
+                now - since >= self.settings.reserve_after_sec
+                and not self._keys_of(item) & self._reserved
+            ):
+                logger.debug("keeping the slots of %s for %s", self._keys_of(item), item.task_id)
+                self._reserved |= self._keys_of(item)
+                overdue.add(id(item))
+        return overdue
 
     def _never_fits(self, item: SweepItem) -> str | None:
         """Why ``item`` can never be placed: it needs more sandboxes of a kind at once than
@@ -397,6 +437,8 @@ class Scheduler:
         if self.followers.has(leader.host):
             return
         ((spec, _),) = leader.actors.values()
+        if slot_key(spec) in self._reserved:
+            return  # its slot is kept for an episode passed over too long
         for index, item in enumerate(itertools.islice(self._queue, _SCAN_LIMIT)):
             specs = self._specs_of(item.task_id)
             if len(specs) == 1 and specs[0].pool_key == spec.pool_key:

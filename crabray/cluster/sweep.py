@@ -64,6 +64,13 @@ class SchedulerSettings(BaseModel):
         description="How long an episode's environment actors may wait for Ray to place them "
         "(a slot held elsewhere) before the episode fails as infrastructure (env_error).",
     )
+    reserve_after_sec: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long an episode needing several sandboxes at once may wait while "
+        "episodes behind it take its kinds' slots one at a time; then those slots are kept "
+        "for it, so a stream of single-sandbox episodes cannot starve it.",
+    )
     pipeline: bool = Field(
         default=True,
         description="Queue a pooled actor's next episode behind its running one "

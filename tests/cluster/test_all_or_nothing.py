@@ -61,8 +61,48 @@ MIXED_SUITE = textwrap.dedent(
 )
 
 
-def sweep(suite_path: Path, out: Path, *, pooling: bool) -> SweepProgress:
-    """Run every task twice (two agents) at concurrency 2 on 2 'local' slots."""
+# One long single-environment task first, then a task needing both slots, then a
+# stream of shorter single-environment tasks behind it (longest-expected first).
+STREAM_SUITE = textwrap.dedent(
+    """
+    from crabray import BenchmarkConfig, EnvironmentConfig, Task
+    from crabray.actions import SHELL_ACTIONS, command_succeeds, run_command
+
+    ENVS = [EnvironmentConfig(name=n, action_space=SHELL_ACTIONS) for n in ("a", "b")]
+
+    def task(task_id, envs, limit):
+        return Task(
+            id=task_id,
+            description="wait a little",
+            environments=envs,
+            time_limit_sec=limit,
+            evaluator=command_succeeds(command="true").on(envs[-1]),
+            solution=[run_command(command="sleep 2").on(env) for env in envs],
+        )
+
+    bench = BenchmarkConfig(
+        name="stream",
+        environments=ENVS,
+        default_env="a",
+        tasks=[
+            task("first", ["a"], 600),
+            task("pair", ["a", "b"], 500),
+            *(task(f"single-{i}", ["a"], 300) for i in range(12)),
+        ],
+    )
+    """
+)
+
+
+def sweep(
+    suite_path: Path,
+    out: Path,
+    *,
+    pooling: bool,
+    agents: tuple[str, ...] = ("oracle", "noop"),
+    reserve_after_sec: float = 5.0,
+) -> SweepProgress:
+    """Run every task once per agent at concurrency 2 on 2 'local' slots."""
     from crabray.agents import agent_spec
     from crabray.cluster.ray_runtime import connect, disconnect
     from crabray.cluster.scheduler import SweepItem
@@ -70,15 +110,18 @@ def sweep(suite_path: Path, out: Path, *, pooling: bool) -> SweepProgress:
 
     suite: Suite = load_suite(resolve_suite(suite_path))
     settings = SchedulerSettings(
-        run_id="mixed", concurrency=2, limits=EpisodeLimits(), pooling=pooling, warm=0
+        run_id="mixed",
+        concurrency=2,
+        limits=EpisodeLimits(),
+        pooling=pooling,
+        warm=0,
+        reserve_after_sec=reserve_after_sec,
     )
     scheduler = Scheduler(suite, settings, ResultSink(out, "mixed").write)
     connect(hosts={"local": 2})
     try:
         return scheduler.run(
-            SweepItem(task_id=t, agent=agent_spec(a))
-            for a in ("oracle", "noop")
-            for t in suite.task_ids
+            SweepItem(task_id=t, agent=agent_spec(a)) for a in agents for t in suite.task_ids
         )
     finally:
         disconnect()
@@ -103,6 +146,29 @@ def test_multi_environment_episodes_finish_on_a_two_slot_cluster(
     assert three["termination_reason"] == "env_error", "the cluster's failure, not the agent's"
     assert "needs 3 sandboxes of kind 'local'" in three["error"]
     assert "has 2 slots" in three["error"]
+
+
+@pytest.mark.timeout(300)
+def test_an_episode_needing_both_slots_is_not_starved_by_a_stream_of_single_ones(
+    tmp_path: Path,
+) -> None:
+    """Single-environment episodes behind it used to take each slot as it freed, so the
+    two-environment episode waited until the queue ran dry. Once it has waited
+    (reserve_after_sec, 0 here) the slots are kept for it: it starts as soon as the
+    long episode ahead of it ends, and every episode of the stream starts after it."""
+    suite = tmp_path / "stream.py"
+    suite.write_text(STREAM_SUITE)
+    out = tmp_path / "out"
+    progress = sweep(suite, out, pooling=True, agents=("oracle",), reserve_after_sec=0)
+    assert (progress.done, progress.total) == (14, 14)
+    rows = raw_episode_rows(out, ["task_id", "termination_reason", "started_at"])
+    assert {r["termination_reason"] for r in rows} == {"success"}
+    started = {r["task_id"]: r["started_at"] for r in rows}
+    after_pair = [t for t in started if t.startswith("single-") and started[t] > started["pair"]]
+    assert len(after_pair) == 12, (
+        "the pair started before the stream behind it",
+        sorted(started, key=started.__getitem__),
+    )
 
 
 @pytest.mark.timeout(600)
