@@ -312,20 +312,34 @@ def test_compaction_keeps_the_deduplicated_content(tmp_path, make_record):
     assert len(_files(tmp_path, "episodes")) == 1
 
 
-def test_a_run_written_before_setup_output_existed_still_compacts(tmp_path, make_record):
-    """A resumed old run merges its old part files (no column) with new rows (the column)."""
+@pytest.mark.parametrize(
+    "column", ["setup_output", "conversation_json", "checkpoints", "attribution"]
+)
+def test_a_run_written_before_a_column_existed_still_compacts(tmp_path, make_record, column):
+    """A resumed old run merges its old part files (no column) with new rows (the column).
+
+    Each of these columns came after the first release; the old rows read as null
+    (attribution: from the one rule, as every reader gives it).
+    """
     sink = ResultSink(tmp_path, RUN)
     sink.write([make_record("t1")])
     (old,) = _files(tmp_path, "episodes")
-    pq.write_table(pq.read_table(old).drop_columns(["setup_output"]), old)
+    pq.write_table(pq.read_table(old).drop_columns([column]), old)
     fresh = make_record("t2")
     fresh.result.setup_output = "[box] init\nready"
     sink.write([fresh])
 
     sink.compact()
 
-    rows = read_episodes(tmp_path, RUN).set_index("task_id")["setup_output"]
-    assert rows["t2"] == "[box] init\nready" and rows.isna()["t1"]
+    rows = read_episodes(tmp_path, RUN).set_index("task_id")
+    assert len(_files(tmp_path, "episodes")) == 1
+    if column == "attribution":
+        assert rows["attribution"]["t1"] == rows["attribution"]["t2"] == "agent"
+    elif column == "setup_output":
+        assert rows["setup_output"]["t2"] == "[box] init\nready"
+        assert rows[column].isna()["t1"]
+    else:
+        assert rows[column].isna()["t1"] and not rows[column].isna()["t2"]
 
 
 def test_compaction_interrupted_before_deleting_parts_is_harmless(tmp_path, make_record):

@@ -259,7 +259,16 @@ def _scanned(path: str, schema: pa.Schema, filesystem: pafs.FileSystem) -> Itera
         partitioning=_partitioning(),
         partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
     )
-    return iter(dataset.to_batches(columns=list(schema.names), use_threads=False))
+    batches = dataset.to_batches(columns=list(schema.names), use_threads=False)
+    if "attribution" not in schema.names:
+        return iter(batches)
+    # A file written before the column existed: its rows get it from the one rule, as
+    # every reader gives it, so the compacted file holds it (the column is not nullable).
+    return (
+        _fill_attribution(pa.Table.from_batches([batch])).combine_chunks().to_batches()[0]
+        for batch in batches
+        if batch.num_rows
+    )
 
 
 def _read(

@@ -70,6 +70,12 @@ def _step_field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.
     return _field(name, type_, StepRecord, nullable=nullable)
 
 
+LATER_COLUMNS = frozenset({"checkpoints", "conversation_json"})
+"""Columns the model always sets, nullable all the same: they came after the first
+release, so part files written before hold none, read as null, and a resumed old
+run's compaction must be able to write those nulls into its merged file."""
+
+
 EPISODES_SCHEMA = pa.schema(
     [
         _episode_field("episode_id", pa.string()),
@@ -88,6 +94,7 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field(
             "checkpoints",
             pa.list_(pa.struct([("total", pa.int64()), ("result", pa.int64())])),
+            nullable=True,  # LATER_COLUMNS
         ),
         _episode_field("steps", pa.int64()),
         _episode_field("action_errors", pa.int64()),
@@ -104,7 +111,7 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field("error_type", pa.string(), nullable=True),
         _episode_field("description", pa.string()),
         _episode_field("graph_json", pa.string()),
-        _episode_field("conversation_json", pa.string()),
+        _episode_field("conversation_json", pa.string(), nullable=True),  # LATER_COLUMNS
         _episode_field("setup_output", pa.string(), nullable=True),
         _episode_field("started_at", TIMESTAMP),
         _episode_field("finished_at", TIMESTAMP),
