@@ -30,7 +30,8 @@ MIN_SECRET_CHARS = 8
 """Shorter values are not treated as secrets: replacing them would mangle ordinary text."""
 
 SECRET_NAME = re.compile(
-    r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|ACCESS_?KEY|PRIVATE_?KEY)", re.IGNORECASE
+    r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|ACCESS_?KEY|PRIVATE_?KEY)",
+    re.IGNORECASE,
 )
 """Environment variable names whose values are secrets (``OPENAI_API_KEY``, ``HF_TOKEN``)."""
 

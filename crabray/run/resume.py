@@ -23,9 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from crabray.core.errors import ConfigError, ResultsError
+from crabray.core.redact import REDACTED
 from crabray.results import RunManifest, latest_run, list_runs, read_manifest
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import RunConfig
+from crabray.run.settings import RunConfig, recorded_backend_settings
 
 LATEST = "latest"
 
@@ -73,8 +74,12 @@ def resume_config(config: RunConfig) -> RunConfig:
     update |= _agent_config(config, manifest)
     for name, flag in WHAT.items():
         recorded = manifest.options.get(name)
+        if name == "backend_settings":
+            _check_secret_settings(manifest, given)
         if name in given:
             value = getattr(config, name)
+            if name == "backend_settings" and value:
+                value = recorded_backend_settings(value)  # compared as recorded: no secret shown
             if name in manifest.options and recorded != value:
                 raise ConfigError(
                     f"run {manifest.run_id} was started with {name}={recorded!r}, not {value!r}; "
@@ -90,6 +95,30 @@ def resume_config(config: RunConfig) -> RunConfig:
         if name not in given and manifest.options.get(name) is not None:
             update[name] = manifest.options[name]
     return RunConfig.model_validate({**config.model_dump(exclude_unset=True), **update})
+
+
+def _check_secret_settings(manifest: RunManifest, given: set[str]) -> None:
+    """Refuse a resume that does not give again the secret backend settings the run had.
+
+    The manifest recorded them without their values (``recorded_backend_settings``).
+
+    Raises:
+        ConfigError: ``--backend-setting`` was not given; the message lists what to pass.
+    """
+    recorded = manifest.options.get("backend_settings") or {}
+    secret = [key for key, value in recorded.items() if value == REDACTED]
+    if not secret or "backend_settings" in given:
+        return
+    flags = " ".join(
+        f"--backend-setting {key}={'VALUE' if value == REDACTED else value}"
+        for key, value in recorded.items()
+    )
+    raise ConfigError(
+        f"run {manifest.run_id} was started with the secret backend setting(s) "
+        f"{', '.join(secret)}, which its manifest does not keep; pass the run's backend "
+        f"settings again to resume it: {flags}",
+        field="--backend-setting",
+    )
 
 
 def _read(out: str | Path, run_id: str) -> RunManifest:

@@ -59,7 +59,7 @@ from crabray.results.store.root import ResultsRoot
 from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
 from crabray.run.selection import select_tasks
-from crabray.run.settings import RunSettings
+from crabray.run.settings import RunSettings, recorded_backend_settings
 
 logger = logging.getLogger(__name__)
 
@@ -451,11 +451,17 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
 
 
 def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, Any]:
-    """The options a manifest records; the results root as given (a store's URI, no keys)."""
-    return {
-        **options.model_dump(mode="json", exclude={"resume", "address", "run_id", "agent_config"}),
-        "out_dir": ResultsRoot.parse(out_given).shown,
-    }
+    """The options a manifest records; the results root as given (a store's URI, no keys).
+
+    A backend setting named like a secret (``password``, ``api_key``) is recorded
+    without its value (``recorded_backend_settings``): a resume asks for it again.
+    """
+    recorded = options.model_dump(
+        mode="json", exclude={"resume", "address", "run_id", "agent_config"}
+    )
+    if recorded.get("backend_settings"):
+        recorded["backend_settings"] = recorded_backend_settings(recorded["backend_settings"])
+    return {**recorded, "out_dir": ResultsRoot.parse(out_given).shown}
 
 
 def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from crabray.core.errors import ConfigError
+from crabray.core.redact import REDACTED, SECRET_NAME
 from crabray.core.retry import RetryPolicy
 from crabray.episode.limits import EpisodeLimits
 from crabray.formats import SuiteOptions
@@ -179,3 +180,13 @@ def _validate(data: dict[str, Any], file: str | None) -> RunConfig:
                 hint = f" (known fields: {', '.join(sorted(RunConfig.model_fields))})"
             problems.append(f"{loc}: {error['msg']}{hint}")
         raise ConfigError("; ".join(problems), file=file) from None
+
+
+def recorded_backend_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` as a run's manifest records them: a secret's value left out.
+
+    A setting named like a secret (``password``, ``key_passphrase``, ``api_key``)
+    is recorded as ``[redacted]``: a manifest is a plain file beside the
+    results, copied and shared with them. A resume asks for it again.
+    """
+    return {key: REDACTED if SECRET_NAME.search(key) else value for key, value in settings.items()}

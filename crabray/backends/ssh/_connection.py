@@ -150,8 +150,13 @@ def load_key(settings: SshSettings) -> paramiko.PKey | None:
         password = passphrase.encode() if passphrase else None
         return paramiko.PKey.from_path(path, password=password)  # type: ignore[arg-type]
     except (paramiko.PasswordRequiredException, TypeError):
-        # cryptography reports a missing passphrase as a TypeError.
-        reason = "the key is encrypted; set key_passphrase (or use the SSH agent)"
+        # cryptography reports a missing passphrase, and one given for a plain key, as a
+        # TypeError.
+        reason = (
+            "the key is not encrypted; leave key_passphrase out"
+            if passphrase
+            else "the key is encrypted; set key_passphrase (or use the SSH agent)"
+        )
     except (OSError, paramiko.SSHException, ValueError) as exc:
         reason = _without_secrets(str(exc), settings) or type(exc).__name__
     raise ConfigError(

@@ -7,6 +7,7 @@ skipped with the install command when ``sshd`` is missing, failed under ``CI=tru
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pwd
@@ -208,6 +209,11 @@ def test_secrets_never_reach_logs_reprs_errors_or_results(
     everything = "\n".join(seen)
     for secret in (passphrase, password, key_body):
         assert secret not in everything
+
+
+def test_a_passphrase_for_a_key_that_has_none_is_named_as_such(sshd: Sshd, make: Any) -> None:
+    with pytest.raises(ConfigError, match="the key is not encrypted; leave key_passphrase out"):
+        make(sshd, key_passphrase="pass-phrase-for-nothing").start()
 
 
 def test_paths_are_confined_to_the_sandbox(sshd: Sshd, make: Any, tmp_path: Path) -> None:
@@ -428,3 +434,38 @@ def test_cleanup_orphans_removes_only_sandboxes_of_dead_owners(
     assert Path(live.root).is_dir()
     assert live.exec("echo still").stdout == "still\n"
     assert SshBackend.cleanup_orphans(settings) == 0
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_secret_backend_setting_stays_out_of_the_manifest_and_a_resume_asks_for_it(
+    sshd: Sshd, tmp_path: Path
+) -> None:
+    """The demo on the SSH backend with a password given on the command line."""
+    from tests.conftest import ROOT, crabray
+
+    secret = "pass-word-never-written-9f3"
+    settings = {**sshd.settings(), "password": secret}
+    flags = [arg for k, v in settings.items() for arg in ("--backend-setting", f"{k}={v}")]
+    out = tmp_path / "out"
+    done = crabray(
+        "run", str(ROOT / "tasks" / "demo"), "-a", "oracle", "--task", "hello-file",
+        "--backend", "ssh", *flags, "--out", str(out), timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (manifest,) = (out / "runs").glob("*.json")
+    recorded = json.loads(manifest.read_text())["options"]["backend_settings"]
+    assert recorded["password"] == "[redacted]" and recorded["host"] == sshd.host
+    assert secret not in manifest.read_text()
+
+    asked = crabray("run", "--resume", "latest", "--out", str(out))
+    assert asked.returncode == 2, asked.stdout + asked.stderr
+    assert "secret backend setting(s) password" in asked.stderr
+    assert "--backend-setting password=VALUE" in asked.stderr
+    assert f"--backend-setting host={sshd.host}" in asked.stderr
+    assert "Traceback" not in asked.stderr
+
+    resumed = crabray("run", "--resume", "latest", *flags, "--out", str(out), timeout=600)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "1 episodes were already finished" in resumed.stdout
+    assert secret not in manifest.read_text()
