@@ -170,6 +170,7 @@ def run(
         suite=settings.suite,
         agents=with_model(select_agents(settings.agents, settings.agent_config), model),
         agent_config=_absolute(settings.agent_config),
+        model=model,
     )
     with _Interrupts(options.out_dir, options.resume):
         try:

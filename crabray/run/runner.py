@@ -76,6 +76,11 @@ class RunOptions(RunSettings):
     agent_config: str | None = Field(
         default=None, description="The agents file the agents came from, recorded for resume."
     )
+    model: str | None = Field(
+        default=None,
+        description="The model given over the agents file's (--model), already in `agents`: "
+        "a resume given none keeps each agent's recorded model, one given must equal it.",
+    )
 
 
 class RunSummary(BaseModel):
@@ -160,6 +165,7 @@ def _run_suite(
         manifest = _new_manifest(options, suite, out_given)
     else:
         manifest = _resumed_run(options, options.resume, suite)
+        options = _with_recorded_models(options, manifest)
         # A manifest from before a field was recorded gains what this resume was given.
         manifest = manifest.model_copy(
             update={
@@ -457,11 +463,50 @@ def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, A
     without its value (``recorded_backend_settings``): a resume asks for it again.
     """
     recorded = options.model_dump(
-        mode="json", exclude={"resume", "address", "run_id", "agent_config"}
+        mode="json", exclude={"resume", "address", "run_id", "agent_config", "model"}
     )
     if recorded.get("backend_settings"):
         recorded["backend_settings"] = recorded_backend_settings(recorded["backend_settings"])
     return {**recorded, "out_dir": ResultsRoot.parse(out_given).shown}
+
+
+def _with_recorded_models(options: RunOptions, manifest: RunManifest) -> RunOptions:
+    """``options`` whose agents keep the models the run recorded for them.
+
+    A run is one model per agent: a resume given no ``--model`` goes on with the
+    model each agent started with, even if its agents file now says another
+    (a warning says so); a ``--model`` other than the recorded one is refused.
+
+    Raises:
+        ConfigError: ``--model`` differs from an agent's recorded model.
+    """
+    recorded = {
+        spec["name"]: spec.get("model")
+        for spec in manifest.options.get("agents") or []
+        if isinstance(spec, dict)
+    }
+    agents = []
+    for spec in options.agents:
+        model = recorded.get(spec.name)
+        if model is None or model == spec.model:
+            agents.append(spec)
+        elif options.model is not None:
+            raise ConfigError(
+                f"run {manifest.run_id} ran agent {spec.name!r} with model {model!r}, not "
+                f"{options.model!r}; resume it with --model {model} or without --model",
+                field="--model",
+            )
+        else:
+            logger.warning(
+                "agent %r goes on with model %r, which run %s started with (its agents file "
+                "now says %r)",
+                spec.name,
+                model,
+                manifest.run_id,
+                spec.model,
+            )
+            agents.append(spec.model_copy(update={"model": model}))
+    return options.model_copy(update={"agents": agents})
 
 
 def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from crabray.agents import ActionCall
 from crabray.agents.chat_server import ChatRequest, ReplayModel
 from crabray.agents.config import read_agent_configs
 from crabray.cli.llm import DEFAULT_PORT
-from crabray.results import read_episodes, read_steps
+from crabray.results import list_runs, read_episodes, read_steps
 from tests.conftest import ROOT, crabray
 
 TASK = "Create hello.txt"
@@ -157,3 +158,15 @@ def test_model_on_the_command_line_overrides_the_agents_file(mock_llm: str, tmp_
     baseline = crabray("run", "tasks/demo", "-a", "oracle", "-m", "x", "--out", str(out))
     assert baseline.returncode == 2
     assert "--model: no selected agent uses a model (oracle" in baseline.stderr
+
+    # A resume goes on with the run's model, not the agents file's: a run is one model.
+    (run_id,) = list_runs(out)
+    shutil.rmtree(out / "episodes")  # as if the driver died before writing the episode
+    shutil.rmtree(out / "steps", ignore_errors=True)
+    resumed = crabray("run", "--resume", run_id, "--out", str(out), check=True)
+    assert "goes on with model 'another-model'" in resumed.stderr
+    assert read_episodes(out)["model"].tolist() == ["another-model"]
+    refused = crabray("run", "--resume", run_id, "-m", "third", "--out", str(out))
+    assert refused.returncode == 2
+    assert "ran agent 'mock-llm' with model 'another-model', not 'third'" in refused.stderr
+    assert "Traceback" not in refused.stderr
