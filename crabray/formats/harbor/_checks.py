@@ -74,15 +74,13 @@ class HarborChecker:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.problems: list[ConfigError] = []
+        self.unsupported: str | None = None
+        """Why a well-formed task cannot run here (listed as unsupported, not an error)."""
 
     def check(self) -> HarborTask | None:
-        """The task, or ``None`` when ``problems`` says what is wrong."""
-        if (self.folder / STEPS_DIR).is_dir() and not (self.folder / TESTS_DIR).is_dir():
-            self._problem(
-                STEPS_DIR,
-                "holds the steps of a multi-step (multi-turn) task, which crabray's harbor "
-                "format does not run: only single-step tasks (instruction.md, tests/test.sh)",
-            )
+        """The task, or ``None`` when ``problems`` or ``unsupported`` says why not."""
+        self.unsupported = self._unsupported()
+        if self.unsupported is not None:
             return None
         config = self._config()
         instruction = self._instruction()
@@ -126,15 +124,24 @@ class HarborChecker:
             return None
         return text
 
-    def _environment(self) -> None:
+    def _unsupported(self) -> str | None:
+        """Why this task, valid for Harbor, is one crabray's harbor format does not run."""
+        if (self.folder / STEPS_DIR).is_dir() and not (self.folder / TESTS_DIR).is_dir():
+            return (
+                f"{STEPS_DIR}/ holds a multi-step (multi-turn) task; crabray runs single-step "
+                "tasks (instruction.md, tests/test.sh)"
+            )
         folder = self.folder / ENVIRONMENT_DIR
         compose = [name for name in COMPOSE_FILES if (folder / name).is_file()]
         if compose:
-            self._problem(
-                f"{ENVIRONMENT_DIR}/{compose[0]}",
-                "multi-container environments (docker compose) are not supported by crabray's "
-                "harbor format: only environment/Dockerfile is built",
+            return (
+                f"{ENVIRONMENT_DIR}/{compose[0]} defines a multi-container environment "
+                "(docker compose); crabray builds environment/Dockerfile alone"
             )
+        return None
+
+    def _environment(self) -> None:
+        folder = self.folder / ENVIRONMENT_DIR
         dockerfile = folder / DOCKERFILE
         name = f"{ENVIRONMENT_DIR}/{DOCKERFILE}"
         if not dockerfile.is_file():

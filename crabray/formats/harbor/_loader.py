@@ -8,7 +8,9 @@ docker environment builds ``environment/Dockerfile`` (the docker backend's
 agent's time limit, the container's CPUs, memory and network, and the
 verifier's limit; the scorer is Harbor's verifier (``_verifier``); the oracle
 replays ``solution/solve.sh`` (``_oracle``). Every problem of every task is
-reported before anything runs.
+reported before anything runs. A valid Harbor task this format cannot run (a
+multi-step task, a docker compose environment) is listed as unsupported, with
+the reason, and skipped.
 """
 
 from __future__ import annotations
@@ -68,15 +70,19 @@ def load(path: Path, backend: str = DEFAULT_BACKEND, base_image: str | None = No
     ref = SuiteRef(path=str(path), format=FORMAT, backend=backend, base_image=base_image)
     errors: list[ConfigError] = []
     checked: list[HarborTask] = []
+    unsupported: dict[str, str] = {}
     for folder in _task_folders(path, errors):
         checker = HarborChecker(folder)
         task = checker.check()
         errors += checker.problems
         if task is not None:
             checked.append(task)
+        elif checker.unsupported is not None:
+            unsupported[folder.name] = checker.unsupported
     if errors:
         raise SuiteErrors(str(path), errors)
     suite = Suite(ref, suite_name(path))
+    suite.unsupported.update(unsupported)
     for task in checked:
         suite.add(_benchmark(suite.name, task, base_image), str(task.folder))
     logger.info("loaded harbor suite %s: %d tasks", path, len(suite.entries))
