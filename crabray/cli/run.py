@@ -187,7 +187,8 @@ def run(
         )
     print_leaderboard(options.out_dir, summary.run_id, "table")
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
-    _print_next_steps(options.out_dir, summary.run_id)
+    if options.suite_origin is None:  # a submitted run's machine prints its own, for its copy
+        _print_next_steps(options.out_dir, summary.run_id)
     code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
     if code:
         raise typer.Exit(code)

@@ -183,10 +183,12 @@ def _bring_results_here(
             settings, run_id
         )
     size = sum(copied.listing.files.values())
+    where = escape(shlex.quote(out))
     return (
         f"results of run {escape(run_id)} copied into {escape(out)} ({size / 2**20:.1f} MiB; "
         f"also on the head under ~/{REMOTE_HOME}/{escape(out)}); read them with:  "
-        f"crabray leaderboard {escape(shlex.quote(out))} --run {escape(run_id)}"
+        f"crabray leaderboard {where} --run {escape(run_id)}   or   "
+        f"crabray view {where} --run {escape(run_id)}"
     )
 
 

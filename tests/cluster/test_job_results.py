@@ -137,6 +137,8 @@ def test_finished_episodes_are_copied_here_while_the_run_goes_on(head: Head) -> 
     )
     assert "finished episodes are copied into results here every 2 s" in stderr
     assert "copied into results" in stderr.splitlines()[-1]
+    assert "crabray view results --run" in stderr.splitlines()[-1]
+    assert "crabray view" not in stdout, "the head's own paths are not offered to this machine"
     episodes = read_episodes(results)
     assert sorted(episodes.task_id) == ["quick", "slow"], "the last copy brings the rest"
     assert episodes.success.all()
