@@ -211,8 +211,9 @@ def crabray_kind(name: str) -> str:
 
 
 def crabray_reaped_kind(name: str) -> str:
-    """What a process's children are: an actor's are its sandbox's processes."""
-    if crabray_kind(name) == "actors' workers (Python)":
+    """What a process's children are: an actor's, and a sandbox guest's (its commands), are
+    the sandbox's processes."""
+    if crabray_kind(name) == "actors' workers (Python)" or "crabray-guest" in name:
         return "sandboxes (bwrap, entries, commands)"
     return "other (reaped after their last sample)"
 

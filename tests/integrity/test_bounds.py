@@ -19,6 +19,7 @@ import pytest
 
 from crabray.actions import file_contains, file_equals, read_file
 from crabray.actions.limits import MAX_READ_BYTES
+from crabray.backends.base import PythonCall
 from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.guest import GuestCallError, python_call
 from crabray.backends.local import LocalBackend
@@ -126,8 +127,8 @@ def test_attacks_score_zero_and_count_and_a_later_run_is_unharmed(
     assert all(r["attempt"] == 0 for r in rows.values())
     assert not [t for t, r in rows.items() if r["termination_reason"] == "env_error"], rows
     killed = rows["kill-guest"]
-    assert killed["termination_reason"] == "sandbox_error", killed
-    assert "something inside the sandbox killed it" in killed["error"], killed
+    # The confined sandbox lives on without its guest: the agent's own result, no pass.
+    assert killed["termination_reason"] == "agent_complete", killed
     board = crabray("leaderboard", str(out), "--format", "json", check=True)
     (entry,) = json.loads(board.stdout)
     assert entry["episodes"] == 7 and entry["success_rate"] == pytest.approx(1 / 7), entry
@@ -188,11 +189,17 @@ def test_a_symlink_to_a_read_only_place_is_the_agents_bad_write(jail: LocalBacke
 
 
 def test_a_killed_guest_is_the_agents_doing(jail: LocalBackend) -> None:
+    """A confined sandbox's commands outlive the guest the agent killed: they start through
+    the entry program again (nothing the agent touched), and only a Python call, which
+    needs a new guest, makes the grading path the agent's broken one."""
     jail.check_python()  # commands now go through the guest
-    with pytest.raises(SandboxBrokenError, match="something inside the sandbox killed it"):
-        jail.exec("kill -9 -1")
+    assert jail.exec("kill -9 -1; echo after").stdout == "after\n"
+    assert jail.grader_trusted(ran_commands=True) and not jail.grader_replaced()
+    assert jail.call_python(GUEST_PID) > 1
+    assert not jail.grader_trusted(ran_commands=True) and jail.grader_replaced()
     jail.reset()
     assert jail.exec("echo back").stdout == "back\n"
+    assert jail.grader_trusted(ran_commands=True)
 
 
 def test_sandbox_memory_processes_and_disk_are_bounded(jail: LocalBackend) -> None:
@@ -221,6 +228,14 @@ def test_big_files_are_refused_before_a_byte_is_read(jail: LocalBackend) -> None
     # The cap is the opened file's: `a/..` cannot make a small file stand for the big one.
     text = read_file.run(env, path="a/../answer.txt")
     assert text.endswith(f"at {MAX_READ_BYTES} bytes of {1536 * 2**20}]"), text[-200:]
+
+
+GUEST_PID = PythonCall(
+    action="pid",
+    function="pid",
+    units=[("pid.py", 1, "import os\ndef pid():\n    return os.getpid()\n")],
+    arguments_json="{}",
+)
 
 
 @action

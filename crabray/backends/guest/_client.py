@@ -165,6 +165,9 @@ class Guest:
         """Guests started since the sandbox was last clean that were not trusted (the agent
         killed the first; a guest that could not seal itself): a grade that used the guest
         since may come from a process the agent reached."""
+        self.ran_code = False
+        """Whether the running guest ran a plain-Python call: code of an action, inside the
+        guest process itself, so the process is no longer known to be the one started."""
 
     @property
     def trusted(self) -> bool:
@@ -255,7 +258,13 @@ class Guest:
             "cwd": cwd,
             "max_value": MAX_CALL_VALUE_CHARS,
         }
-        reply = self._request(request, CALL_TIMEOUT_SEC, exposes=True, max_reply=_MAX_CALL_REPLY)
+        with self._lock:
+            try:
+                reply = self._request(
+                    request, CALL_TIMEOUT_SEC, exposes=True, max_reply=_MAX_CALL_REPLY
+                )
+            finally:
+                self.ran_code = self._channel is not None
         if reply.get("ok"):
             return _program.from_json(reply["value"])
         error = reply["error"]
@@ -265,6 +274,103 @@ class Guest:
             error_type=error["type"],
             guest_traceback=error["traceback"],
         )
+
+    def try_exec(
+        self, argv: list[str], *, cwd: str | None, env: dict[str, str], timeout_sec: float | None
+    ) -> ExecResult | None:
+        """Run ``argv`` through the running guest if it is :attr:`trusted` and idle; else None.
+
+        Never starts, restarts or waits for a guest: None means the caller runs the
+        command its own way (a guest busy with another command, none running, one not
+        trusted, or one lost during this request, which is dropped and not started
+        again). The environment is exactly ``env``, and the guest refuses (None) when its
+        resource limits were changed from outside. The sandbox counts as used.
+
+        Raises:
+            SandboxError: The guest answered with an error it should not give.
+        """
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            channel = self._channel
+            if channel is None or not self._trusted:
+                return None
+            self._exposed = True
+            request = {
+                "op": "exec", "argv": argv, "cwd": cwd, "env": env, "clear_env": True,
+                "timeout_sec": timeout_sec, "marker": None, "max_bytes": MAX_OUTPUT_BYTES,
+                "same_limits": True,
+            }  # fmt: skip
+            wait = None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
+            started = time.monotonic()
+            reply = self._exchange_or_drop(channel, _program.encode(request), wait, _MAX_EXEC_REPLY)
+        finally:
+            self._lock.release()
+        if reply is None:
+            return None
+        cut_out, cut_err = reply["cut"] or (False, False)
+        return ExecResult(
+            exit_code=reply["exit_code"],
+            stdout=output_text(reply["stdout"].encode(), cut_out),
+            stderr=output_text(reply["stderr"].encode(), cut_err),
+            timed_out=reply["timed_out"],
+            duration_sec=time.monotonic() - started,
+        )
+
+    def reset_inside(self, keyctl: int) -> str | None:
+        """Have a trusted, idle guest that ran no Python call clean the sandbox around it.
+
+        See the program's ``_reset``: every other process of the sandbox killed, its IPC
+        objects and keyrings emptied, no socket left. The caller checks from outside that
+        the guest is still the process it started before it keeps it (:meth:`keep`).
+
+        Returns:
+            None when done, else why not (the guest is then dropped or was never used).
+        """
+        if not self._lock.acquire(blocking=False):
+            return "the guest is busy"
+        try:
+            channel = self._channel
+            if channel is None or not self._trusted or self.ran_code:
+                return "no guest that only ran commands is up"
+            frame = _program.encode({"op": "reset", "keyctl": keyctl, "same_limits": True})
+            reply = self._exchange_or_drop(channel, frame, START_TIMEOUT_SEC)
+            if reply is None:
+                return "the guest was lost"
+            if not reply.get("clean"):
+                return str(reply.get("why"))
+            return None
+        finally:
+            self._lock.release()
+
+    def keep(self) -> None:
+        """The running guest outlived a reset that left nothing else in the sandbox.
+
+        It stays trusted, as a guest started in the clean sandbox would be.
+        """
+        with self._lock:
+            self._exposed = False
+            self.untrusted_starts = 0
+
+    def _exchange_or_drop(
+        self, channel: GuestChannel, frame: bytes, wait: float | None, max_reply: int = _FRAME_SLACK
+    ) -> dict[str, Any] | None:
+        """One exchange with the guest (the lock held); None, the guest dropped, if it failed.
+
+        A lost guest, an oversized frame or a refusal (``GuestTampered``) all mean the
+        process may no longer be the one started: it is killed and not asked again.
+        """
+        try:
+            reply = self._exchange(channel, frame, wait, max_reply)
+        except (GuestLostError, _program.FrameTooLarge) as exc:
+            logger.debug("guest of the %s dropped: %s", self._where, exc)
+            self._drop()
+            return None
+        if not reply.get("ok"):
+            logger.debug("guest of the %s refused: %s", self._where, reply.get("error"))
+            self._drop()
+            return None
+        return reply
 
     def read_file(self, path: str, max_bytes: int, *, trusted_only: bool = False) -> bytes | str:
         """The bytes of the regular file at absolute ``path``, read by the guest's user.
@@ -436,6 +542,7 @@ class Guest:
                 f"the guest process of the {self._where} did not start: {exc}; {said[-500:]}"
             ) from exc
         self.python = str(reply.get("python"))
+        self.ran_code = False
         self.sealed = reply.get("sealed") is True
         self._trusted = self.sealed and not self._exposed
         if not self._trusted:

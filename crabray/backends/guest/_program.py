@@ -20,6 +20,13 @@ answered by exactly one response, in order:
   (a value whose JSON is longer than ``max_value`` characters is refused: an error)
 - ``{"op": "read", "path": ABSOLUTE, "max_bytes": N}`` -> ``{"ok": true, "data": BASE64}``,
   or ``{"ok": true, "errno": NAME}`` when the guest did not read it (see :func:`_read`)
+- ``{"op": "reset", "keyctl": N}`` -> ``{"ok": true, "clean": true}`` or ``{"ok": true,
+  "clean": false, "why": ...}`` (see :func:`_reset`; a confined local sandbox whose guest
+  outlives its resets asks it)
+
+An ``exec`` or ``reset`` request with ``"same_limits": true`` is refused (``GuestTampered``)
+when the guest's resource limits are not those it started with: another process of its
+user may lower them (``prlimit``), and the commands it starts would inherit them.
 
 A failure is ``{"ok": false, "error": {"type", "message", "traceback"}}``.
 
@@ -81,6 +88,8 @@ _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _SEALED: list[bool] = []
 """Whether :func:`seal` made this process non-dumpable (set once, by :func:`main`)."""
+_LIMITS: list[list[tuple[int, int]]] = []
+"""The resource limits the guest started with (set once, by :func:`main`)."""
 
 
 def encode(message: dict[str, Any]) -> bytes:
@@ -378,6 +387,83 @@ def _read(request: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "data": base64.b64encode(b"".join(parts)).decode("ascii")}
 
 
+def _limits() -> list[tuple[int, int]]:
+    import resource
+
+    names = sorted(n for n in dir(resource) if n.startswith("RLIMIT_"))
+    return [resource.getrlimit(getattr(resource, n)) for n in names]
+
+
+class GuestTampered(RuntimeError):
+    """Something outside the guest changed it (its resource limits): it must not serve."""
+
+
+def _check_limits(request: dict[str, Any]) -> None:
+    if request.get("same_limits") and _LIMITS and _limits() != _LIMITS[0]:
+        raise GuestTampered("the guest's resource limits changed since it started")
+
+
+_RESET_SEC = 5.0
+
+
+def _reset(request: dict[str, Any]) -> dict[str, Any]:
+    """Make the sandbox around the guest as clean as a new one, the guest itself kept.
+
+    The same work as the local backend's reset program, done by the guest: the
+    kernel sends ``kill(-1, SIGKILL)`` to every process the guest may signal
+    except itself and pid 1 (all of the sandbox's: one user), repeated until
+    ``/proc`` lists only those two; then every System V IPC object goes, the
+    user's keyrings are emptied, and any socket left in the network namespace
+    (a connection in ``TIME_WAIT`` outlives its process) makes it not clean.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    me = os.getpid()
+    deadline = time.monotonic() + _RESET_SEC
+    while True:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(-1, signal.SIGKILL)
+        left = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+        if not left:
+            break
+        if time.monotonic() > deadline:
+            return {"ok": True, "clean": False, "why": f"processes {left} outlived SIGKILL"}
+        time.sleep(0.001)
+    removers = {"shm": libc.shmctl, "msg": libc.msgctl, "sem": libc.semctl}
+    for kind, remove in removers.items():
+        with open(f"/proc/sysvipc/{kind}") as objects:
+            lines = objects.read().splitlines()[1:]
+        for line in lines:
+            ident = int(line.split()[1])
+            done = remove(ident, 0, 0) if kind == "sem" else remove(ident, 0, None)
+            if done != 0:
+                why = os.strerror(ctypes.get_errno())
+                return {"ok": True, "clean": False, "why": f"System V {kind} {ident}: {why}"}
+    for keyring in (-4, -5):  # KEYCTL_CLEAR (7) of the user and user session keyrings
+        if libc.syscall(int(request["keyctl"]), 7, keyring) != 0:
+            why = os.strerror(ctypes.get_errno())
+            return {"ok": True, "clean": False, "why": f"keyring {keyring}: {why}"}
+    return _sockets_left()
+
+
+def _sockets_left() -> dict[str, Any]:
+    for table in ("sockstat", "sockstat6"):
+        with open(f"/proc/net/{table}") as counts:
+            for line in counts:
+                if line.startswith(("sockets", "FRAG")):
+                    continue
+                words = line.split()
+                for at in range(1, len(words) - 1, 2):
+                    if words[at] in ("inuse", "tw") and words[at + 1] != "0":
+                        return {"ok": True, "clean": False, "why": f"sockets left: {line.strip()}"}
+    for table in ("unix", "packet"):
+        with open(f"/proc/net/{table}") as sockets:
+            if len(sockets.read().splitlines()) > 1:
+                return {"ok": True, "clean": False, "why": f"sockets left (/proc/net/{table})"}
+    return {"ok": True, "clean": True}
+
+
 def seal() -> bool:
     """Make this process non-dumpable; whether the kernel now says it is.
 
@@ -425,11 +511,15 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
                 "sealed": bool(_SEALED and _SEALED[0]),
             }
         if op == "exec":
+            _check_limits(request)
             return _run(request)
         if op == "call":
             return _call(request)
         if op == "read":
             return _read(request)
+        if op == "reset":
+            _check_limits(request)
+            return _reset(request)
         raise ValueError(f"unknown request {op!r}")
     except Exception as exc:
         return _error(exc)
@@ -556,6 +646,7 @@ def main() -> None:
     """Serve requests until stdin closes."""
     started = time.time_ns()
     _SEALED.append(seal())
+    _LIMITS.append(_limits())
     if "" in sys.path:  # a call's imports never come from the directory the agent writes
         sys.path.remove("")
     sys.dont_write_bytecode = True

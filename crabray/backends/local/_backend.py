@@ -43,6 +43,7 @@ import contextlib
 import errno
 import logging
 import os
+import platform
 import shutil
 import socket
 import stat
@@ -62,13 +63,15 @@ from crabray.backends.display import DisplayHook, missing_tools
 from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._enter import entry_env
-from crabray.backends.local._exec import ProcessGroups, communicate, launch_guest
+from crabray.backends.local._exec import PipeChannel, ProcessGroups, communicate, launch_guest
+from crabray.backends.local._inplace import KEYCTL
 from crabray.backends.local._isolation import (
     choose_isolation,
     host_user,
     memory_prefix,
     start_holder,
 )
+from crabray.backends.local._kept import Stamp, changed, others_left, take
 from crabray.backends.local._limits import (
     controllers,
     join_prefix,
@@ -93,7 +96,7 @@ from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
-from crabray.core.errors import SandboxError, SandboxFileError, SandboxHostError
+from crabray.core.errors import ConfigError, SandboxError, SandboxFileError, SandboxHostError
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +152,10 @@ class LocalBackend(Backend):
         )
         self._spare = SpareSandbox(self._build_spare, _discard, config.name)
         """Confined without a screen: the next reset's sandbox, built during the episode."""
+        self._channel: PipeChannel | None = None
+        """The last guest's channel, as :meth:`_launch_guest` started it."""
+        self._stamp: Stamp | None = None
+        """The kept guest as the host saw it at its start (:mod:`~crabray.backends.local._kept`)."""
 
     @property
     def root(self) -> Path:
@@ -200,6 +207,7 @@ class LocalBackend(Backend):
             logger.debug(
                 "local sandbox of '%s' at %s is confined (bwrap)", self.config.name, sandbox
             )
+            self._start_kept_guest()
         else:
             logger.info(
                 "local backend for '%s' is unconfined: commands run as host user '%s' in the "
@@ -224,9 +232,13 @@ class LocalBackend(Backend):
         one (the used directory is removed in that thread).
         """
         sandbox = self._started("reset", self._root)
+        if self._reset_keeping_guest():
+            return
         self._guest.renew()  # every process of the sandbox dies below: the next guest is clean
+        self._stamp = None
         self._groups.kill_all()
         if self._reset_in_place():
+            self._start_kept_guest()
             return
         self._kill_holder()
         self._display.reset()
@@ -235,6 +247,7 @@ class LocalBackend(Backend):
             self._root, self._holder = spare
             self._spare.order(used=sandbox)
             logger.debug("reset local sandbox of '%s': now %s", self.config.name, spare[0])
+            self._start_kept_guest()
             return
         try:
             sandbox.mkdir(parents=True, exist_ok=True)
@@ -257,6 +270,63 @@ class LocalBackend(Backend):
         if self._uses_spares():
             self._spare.order(used=None)
         logger.debug("reset local sandbox %s", sandbox)
+        self._start_kept_guest()
+
+    def _keeps_guest(self) -> bool:
+        """Whether the sandbox keeps a guest across resets: a root driver's confined sandbox
+        without a screen, which resets in place (one ``python3`` start per holder instead
+        of one entry program per command)."""
+        holder = self._holder
+        return holder is not None and holder.resets_in_place and self._display.display is None
+
+    def _start_kept_guest(self) -> None:
+        """Start the guest in the clean sandbox, before anything else runs there, and stamp it.
+
+        Without ``python3`` (or a guest that cannot be stamped), commands keep the entry
+        program: a plain-Python action still starts a guest when it runs.
+        """
+        if not self._keeps_guest() or self._guest.running:
+            return
+        try:
+            self._guest.check()
+            channel = self._channel
+            host_pid = channel.host_pid() if channel is not None else None
+            if channel is None or host_pid is None or channel.pid is None:
+                raise SandboxError("the guest's process cannot be found on the host")
+            self._stamp = take(host_pid, channel.pid)
+        except (SandboxError, ConfigError, OSError) as exc:
+            logger.debug("local sandbox of '%s' keeps no guest: %s", self.config.name, exc)
+            self._guest.renew()
+            self._stamp = None
+
+    def _reset_keeping_guest(self) -> bool:
+        """Reset in place with the kept guest spared, if it can be proven untouched.
+
+        The guest (trusted, idle, and having run no Python call) kills every other
+        process and removes the IPC objects and keyrings; the host then checks that
+        nothing but pid 1 and the guest is left in the pid namespace, clears the
+        directories, and checks that the guest is still the process it stamped
+        (:func:`~crabray.backends.local._kept.changed`). Any doubt: False, and the
+        caller kills the guest and resets as before.
+        """
+        holder, stamp, channel = self._holder, self._stamp, self._channel
+        if holder is None or stamp is None or channel is None or not self._keeps_guest():
+            return False
+        why = self._guest.reset_inside(KEYCTL[platform.machine()])
+        if why is None:
+            self._groups.kill_all(spare=channel.launcher_pid)
+            try:
+                left = others_left(holder.root_fd, stamp.ns_pid)
+                why = f"processes {left} outlived the guest's reset" if left else None
+                why = why or holder.clear_in_place() or changed(stamp)
+            except (SandboxError, OSError) as exc:
+                why = str(exc)
+        if why is not None:
+            logger.debug("local sandbox of '%s' gets a new guest: %s", self.config.name, why)
+            return False
+        self._guest.keep()
+        logger.debug("reset local sandbox of '%s' in place, its guest kept", self.config.name)
+        return True
 
     def _reset_in_place(self) -> bool:
         """Reset a root driver's confined sandbox without a screen in place, if it can be."""
@@ -400,13 +470,15 @@ class LocalBackend(Backend):
                 exit_code=126,
                 stderr=f"cannot run in {shown}: no such directory\n",
             )
-        if self._guest.trusted and self._holder is not None:
-            # Started by a Python call: commands share it (no entry per command). Unconfined,
-            # a direct spawn is cheaper than the round trip, so commands keep it. A guest
-            # started after the agent acted may have been reached by it: commands bypass it.
-            return self._guest.exec(
-                raw_argv, cwd=shown, env=run_env, clear_env=True, timeout_sec=timeout_sec
+        if self._holder is not None:
+            # A trusted guest (kept across resets, or started by a Python call) runs it: no
+            # entry program. One busy, lost or not trusted leaves it to the entry; unconfined,
+            # a direct spawn is cheaper than the round trip.
+            through = self._guest.try_exec(
+                raw_argv, cwd=shown, env=run_env, timeout_sec=timeout_sec
             )
+            if through is not None:
+                return through
         try:
             proc = subprocess.Popen(
                 [*self._prefix(sandbox), *argv],
@@ -485,16 +557,24 @@ class LocalBackend(Backend):
         It starts in ``/`` (isolated, see ``GUEST_ARGV``), never in the working
         directory the agent writes; each call changes into its own directory.
         """
-        sandbox = self._started("start its guest", self._root)
+        sandbox = self._root  # set before start() returns: a kept guest starts in _start
+        if sandbox is None:
+            raise SandboxError(f"the local sandbox of '{self.config.name}' is not started")
         argv = list(GUEST_ARGV)
         # The guest's own environment is made like a command's: nothing of the driver's.
         env = self._command_env(sandbox)
         if self._holder is not None:
             argv = self._holder.command(argv, cwd="/")
             env = entry_env(env)
-        return launch_guest(
-            [*self._prefix(sandbox), *argv], Path("/"), env, self._groups, self.config.name
+        self._channel = launch_guest(
+            [*self._prefix(sandbox), *argv],
+            Path("/"),
+            env,
+            self._groups,
+            self.config.name,
+            entered=self._holder is not None,
         )
+        return self._channel
 
     @property
     def _disk_limited(self) -> bool:
@@ -615,6 +695,7 @@ class LocalBackend(Backend):
         sandbox, self._root = self._root, None
         self._spare.close()
         self._guest.close()
+        self._stamp = None
         self._groups.kill_all()
         self._kill_holder()
         self._display.close()

@@ -433,6 +433,18 @@ class Holder:
         argv = self.command(reset_command(own_network=True), cwd="/")
         return reset_in_place(argv, self.root_fd, self._fresh, self.root)
 
+    def clear_in_place(self) -> str | None:
+        """:meth:`reset_in_place` of a sandbox whose processes its kept guest already killed
+        (and its IPC objects and keyrings): the host's part alone, the directories.
+
+        Raises:
+            SandboxError: The holder is not running.
+            OSError: The host failed to remove a file: do not reuse the sandbox.
+        """
+        if self._fresh is None:
+            return "only a root driver's sandbox resets in place"
+        return reset_in_place(None, self.root_fd, self._fresh, self.root)
+
     def _gone(self) -> SandboxError:
         return SandboxError(
             f"the confined sandbox of '{self.label}' is gone (its bwrap process ended); "

@@ -69,14 +69,17 @@ class ProcessGroups:
                     self._groups.discard(old)
             self._groups.add(pgid)
 
-    def kill_all(self) -> None:
-        """Kill every process group remembered (leftover ``cmd &`` included).
+    def kill_all(self, *, spare: int | None = None) -> None:
+        """Kill every process group remembered (leftover ``cmd &`` included), but ``spare``.
 
         A process that left its group on purpose (``setsid``, a daemon) escapes
         this: an unconfined local sandbox has no way to contain it.
         """
         with self._lock:
             groups, self._groups = self._groups, set()
+            if spare is not None and spare in groups:
+                groups.discard(spare)
+                self._groups.add(spare)
         for pgid in sorted(groups):
             kill_group(pgid)
 
@@ -115,18 +118,42 @@ def _kill_command(proc: subprocess.Popen[bytes]) -> None:
     proc.kill()
 
 
+_STOPPED_CHECK_SEC = 1.0
+"""How often a wait for the guest's answer looks whether the guest was stopped."""
+
+
 class PipeChannel(GuestChannel):
     """A guest that is a child process of this one (confined or not), over its pipes.
 
     Args:
         proc: The guest process, with stdin, stdout and stderr pipes, leading its own session.
+        entered: ``proc`` is the entry program, whose one child is the guest (confined).
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], *, entered: bool = False) -> None:
         if proc.stdin is None or proc.stdout is None or proc.stderr is None:
             raise SandboxError("internal error: the guest's pipes are missing")
         self._proc = proc
+        self._entered = entered
+        self._host_pid: int | None = None if entered else proc.pid
         self._stdin, self._stdout, self._stderr = proc.stdin, proc.stdout, proc.stderr
+
+    @property
+    def launcher_pid(self) -> int:
+        """The host pid of the process this one started (its process group's)."""
+        return self._proc.pid
+
+    def host_pid(self) -> int | None:
+        """The guest's pid on the host: the entry program's only child, once it has one."""
+        if self._host_pid is None and self._proc.poll() is None:
+            try:
+                path = f"/proc/{self._proc.pid}/task/{self._proc.pid}/children"
+                children = Path(path).read_text().split()
+            except OSError:
+                return None
+            if len(children) == 1:
+                self._host_pid = int(children[0])
+        return self._host_pid
 
     @override
     def send(self, data: bytes) -> None:
@@ -139,11 +166,27 @@ class PipeChannel(GuestChannel):
     @override
     def recv(self, size: int, deadline: float | None) -> bytes:
         fd = self._stdout.fileno()
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
-        readable, _, _ = select.select([fd], [], [], wait)
-        if not readable:
-            raise TimeoutError("no answer from the guest")
-        return os.read(fd, size)
+        while True:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            step = _STOPPED_CHECK_SEC if wait is None else min(wait, _STOPPED_CHECK_SEC)
+            readable, _, _ = select.select([fd], [], [], step)
+            if readable:
+                return os.read(fd, size)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("no answer from the guest")
+            if self._stopped():
+                # A stopped guest (SIGSTOP from a process of the sandbox) would answer never.
+                raise GuestLostError("the guest was stopped by a signal")
+
+    def _stopped(self) -> bool:
+        pid = self.host_pid()
+        if pid is None:
+            return False
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state in ("T", "t")
 
     @override
     def close(self) -> None:
@@ -166,7 +209,13 @@ class PipeChannel(GuestChannel):
 
 
 def launch_guest(
-    argv: list[str], cwd: Path, env: dict[str, str], groups: ProcessGroups, name: str
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    groups: ProcessGroups,
+    name: str,
+    *,
+    entered: bool = False,
 ) -> PipeChannel:
     """Start the guest ``argv`` (``python3 -c BOOTSTRAP``, maybe entering a sandbox) with pipes.
 
@@ -191,4 +240,4 @@ def launch_guest(
     except OSError as exc:
         raise SandboxError(f"local sandbox of '{name}' could not start its guest: {exc}") from exc
     groups.track(proc.pid)
-    return PipeChannel(proc)
+    return PipeChannel(proc, entered=entered)

@@ -133,12 +133,15 @@ def record(root_fd: int) -> Fresh:
     return Fresh(signatures)
 
 
-def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh, host_root: Path) -> str | None:
+def reset_in_place(
+    argv: list[str] | None, root_fd: int, fresh: Fresh, host_root: Path
+) -> str | None:
     """Make a running sandbox as clean as a new one; None when done, else why it cannot be.
 
     Args:
         argv: The entry's command line for the program (:meth:`Holder.command
-            <crabray.backends.local._bwrap.Holder.command>` of :func:`reset_command`).
+            <crabray.backends.local._bwrap.Holder.command>` of :func:`reset_command`), or
+            None when the sandbox's kept guest already did its work (the guest's ``reset``).
         root_fd: The sandbox's ``/``.
         fresh: What the sandbox looked like when its holder started.
         host_root: The sandbox directory on the host, whose directories the holder shows.
@@ -149,6 +152,20 @@ def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh, host_root: Path)
     moved = _moved(root_fd, host_root)
     if moved is not None:
         return moved
+    if argv is not None:
+        killed = _run_program(argv)
+        if killed is not None:
+            return killed
+    for directory in CLEARED:
+        with _opened(root_fd, directory) as fd:
+            changed = _clear(fd, directory, fresh)
+        if changed is not None:
+            return changed
+    return None
+
+
+def _run_program(argv: list[str]) -> str | None:
+    """Run :data:`RESET_PROGRAM` through the entry; why it failed, or None."""
     done = subprocess.run(
         argv,
         capture_output=True,
@@ -161,11 +178,6 @@ def reset_in_place(argv: list[str], root_fd: int, fresh: Fresh, host_root: Path)
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
         return f"the reset program in the sandbox: {why}"
-    for directory in CLEARED:
-        with _opened(root_fd, directory) as fd:
-            changed = _clear(fd, directory, fresh)
-        if changed is not None:
-            return changed
     return None
 
 
