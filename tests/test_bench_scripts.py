@@ -22,7 +22,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_episodes.py": (["--smoke"], "steady-state ray c=2 / in-process:"),
     "bench_leaderboard.py": (["--smoke"], "target (leaderboard"),
     "bench_peers.py": (["--smoke"], "crabray/CRAB"),
-    "bench_cluster.py": (["--smoke"], "1 node, pooled"),
+    "bench_cluster.py": (["--smoke"], "ideal/ep/s: the 1-node figure"),
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
     "bench_local_episode.py": (["--smoke"], "CPU per episode, this checkout"),
     "bench_integrity_memory.py": (["--smoke"], "grade a 1.5 GiB sparse file"),
