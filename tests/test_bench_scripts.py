@@ -1,4 +1,4 @@
-"""Every benchmark script under scripts/ runs on today's code, in its smoke mode.
+"""Every benchmark and simulation script under scripts/ runs on today's code, in its smoke mode.
 
 The scripts measure speed and memory and print figures; nothing here checks
 the figures (the machine may be loaded), only that each script ran to the end
@@ -22,10 +22,11 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_episodes.py": (["--smoke"], "steady-state ray c=2 / in-process:"),
     "bench_leaderboard.py": (["--smoke"], "target (leaderboard"),
     "bench_peers.py": (["--smoke"], "crabray/CRAB"),
-    "bench_cluster.py": (["--smoke"], "1 node, pooled"),
+    "bench_cluster.py": (["--smoke"], "ideal/ep/s: the 1-node figure"),
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
     "bench_local_episode.py": (["--smoke"], "CPU per episode, this checkout"),
     "bench_integrity_memory.py": (["--smoke"], "grade a 1.5 GiB sparse file"),
+    "sim_scale.py": (["--smoke"], "simulation done"),
 }
 """Per script: its smoke-mode arguments and a line of the table it prints at the end."""
 
@@ -33,7 +34,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 
 def test_every_bench_script_has_a_smoke_run() -> None:
-    assert sorted(p.name for p in SCRIPTS.glob("bench_*.py")) == sorted(SMOKE_RUNS)
+    scripts = [*SCRIPTS.glob("bench_*.py"), *SCRIPTS.glob("sim_*.py")]
+    assert sorted(p.name for p in scripts) == sorted(SMOKE_RUNS)
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))

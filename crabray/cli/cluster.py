@@ -189,15 +189,14 @@ def local(
     The head hosts no sandboxes; each of the other nodes hosts HOSTS, so
     episodes spread over several nodes as they would on a real cluster.
     """
-    from crabray.cluster.nodes import NodeConfig, node_config, start_node
+    from crabray.cluster.nodes import NodeConfig, node_config, start_node, start_workers
 
     chosen = port or _free_port()
     head = start_node(
         NodeConfig(num_cpus=num_cpus), head_port=chosen, state_file=_state(state_file)
     )
     worker = node_config(hosts, labels, None, num_cpus)
-    for _ in range(max(nodes - 1, 1)):
-        start_node(worker, address=head.address, state_file=_state(state_file))
+    start_workers(worker, max(nodes - 1, 1), address=head.address, state_file=_state(state_file))
     print_copyable(f"local cluster of {max(nodes, 2)} nodes at {head.address}")
     print_copyable(f"run sweeps with:  crabray run SUITE --agent NAME --address {head.address}")
     print_copyable(f"             or:  export RAY_ADDRESS={head.address}; crabray run SUITE ...")

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 import tomllib
 import urllib.error
@@ -157,11 +158,13 @@ def ray_start_command(
     address: str | None,
     node_ip: str | None = None,
     dashboard: DashboardPorts | None = None,
+    temp_dir: Path | None = None,
 ) -> list[str]:
     """The ``ray start`` command line of a head (``head_port``) or worker (``address``).
 
     ``node_ip`` is the address the node advertises to the others; Ray guesses when None.
     A head started with ``dashboard`` serves Ray's dashboard and Job Submission API there.
+    ``temp_dir`` is the node's own folder for its sockets and logs (Ray's default when None).
     """
     ray = str(_scripts_dir() / "ray")
     command = [ray, "start", "--disable-usage-stats"]
@@ -171,6 +174,8 @@ def ray_start_command(
         command += [f"--address={address}"]
     if node_ip is not None:
         command += [f"--node-ip-address={node_ip}"]
+    if temp_dir is not None:
+        command += [f"--temp-dir={temp_dir}"]
     if config.num_cpus is not None:
         command += [f"--num-cpus={config.num_cpus}"]
     command += [f"--resources={json.dumps(node_resources(config.hosts))}"]
@@ -292,16 +297,67 @@ def start_node(
         CrabrayError: ``ray start`` failed; its output is in the message.
     """
     role = "head" if head_port is not None else "worker"
+    command = ray_start_command(
+        config, head_port=head_port, address=address, node_ip=node_ip, dashboard=dashboard
+    )
+    proc = _launch(command, role)
+    _await_start(proc, role)
+    where = f"127.0.0.1:{head_port}" if role == "head" else str(address)
+    node = _started(proc, role, config, where)
+    _record(state_file, [*started_nodes(state_file), node])
+    return node
+
+
+def start_workers(
+    config: NodeConfig,
+    count: int,
+    *,
+    address: str,
+    state_file: Path = DEFAULT_STATE_FILE,
+) -> list[StartedNode]:
+    """Start ``count`` worker nodes on this machine at once, joined to the head at ``address``.
+
+    A ``ray start`` takes seconds (most of it waiting for the raylet to register),
+    and one after another a cluster's start-up grew with its nodes (issue 26). Run
+    together, several ``ray start`` sharing Ray's temporary folder would race for
+    the same socket and log names (Ray numbers them by which exist), so each node
+    gets its own (``--temp-dir``, under this machine's temporary folder). The nodes
+    that started are recorded even when another failed, so ``stop`` stops them.
+
+    Raises:
+        CrabrayError: A ``ray start`` failed; the first failure's output is in the message.
+    """
+    role = "worker"
+    root = Path(tempfile.mkdtemp(prefix="crabray-nodes-"))
+    procs = []
+    for index in range(count):
+        command = ray_start_command(
+            config, head_port=None, address=address, temp_dir=root / str(index)
+        )
+        procs.append(_launch(command, role))
+    started, failure = [], None
+    for proc in procs:
+        try:
+            _await_start(proc, role)
+        except CrabrayError as exc:
+            failure = failure or exc
+            continue
+        started.append(_started(proc, role, config, address))
+    _record(state_file, [*started_nodes(state_file), *started])
+    if failure is not None:
+        raise failure
+    return started
+
+
+def _launch(command: list[str], role: str) -> subprocess.Popen[str]:
+    """Run ``ray start`` in a session of its own (its process group is how it is stopped)."""
     # Jobs the node runs find this installation's `crabray` first (a venv not activated).
     path = os.pathsep.join([str(_scripts_dir()), os.environ.get("PATH", "")])
     env = {**os.environ, "RAY_AUTH_MODE": "token", "PATH": path}
     if role == "head":
         _ensure_token(env)
-    command = ray_start_command(
-        config, head_port=head_port, address=address, node_ip=node_ip, dashboard=dashboard
-    )
     logger.info("starting a %s node: %s", role, " ".join(command))
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         command,
         env=env,
         stdout=subprocess.PIPE,
@@ -309,6 +365,14 @@ def start_node(
         text=True,
         start_new_session=True,
     )
+
+
+def _await_start(proc: subprocess.Popen[str], role: str) -> None:
+    """Wait for a ``ray start`` to finish; stop what it started if it failed.
+
+    Raises:
+        CrabrayError: It failed or did not finish in time; its output is in the message.
+    """
     try:
         output, _ = proc.communicate(timeout=_START_TIMEOUT_SEC)
     except subprocess.TimeoutExpired as exc:
@@ -317,15 +381,18 @@ def start_node(
     if proc.returncode != 0:
         _kill_group(proc.pid)
         raise CrabrayError(f"`ray start` for the {role} node failed:\n{output.strip()[-2000:]}")
-    node = StartedNode(
+
+
+def _started(
+    proc: subprocess.Popen[str], role: str, config: NodeConfig, address: str
+) -> StartedNode:
+    return StartedNode(
         role=role,
-        address=f"127.0.0.1:{head_port}" if role == "head" else str(address),
+        address=address,
         process_group=proc.pid,
         hosts=config.hosts,
         started_at=time.time(),
     )
-    _record(state_file, [*started_nodes(state_file), node])
-    return node
 
 
 def started_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:

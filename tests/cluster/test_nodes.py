@@ -35,6 +35,17 @@ def test_worker_command_carries_slots_and_labels() -> None:
     assert json.loads(resources.split("=", 1)[1]) == {"crabray_docker": 8.0}
     assert "--labels=crabray-docker=yes,crabray-image=ubuntu" in command
     assert "--head" not in command
+    assert not any(c.startswith("--temp-dir") for c in command)
+
+
+def test_workers_started_together_each_get_their_own_ray_folder(tmp_path: Path) -> None:
+    """Several ``ray start`` at once on one machine race for the same socket names in a
+    shared folder (``start_workers``): each is given its own."""
+    config = node_config("local=2", None, None, 1)
+    command = ray_start_command(
+        config, head_port=None, address="127.0.0.1:6379", temp_dir=tmp_path / "0"
+    )
+    assert f"--temp-dir={tmp_path / '0'}" in command
 
 
 @pytest.mark.parametrize(
