@@ -15,6 +15,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -72,6 +73,11 @@ class StartedNode(BaseModel):
     process_group: int
     hosts: dict[str, int]
     started_at: float
+    temp_dir: str | None = Field(
+        default=None,
+        description="The node's own Ray folder (sockets, logs), removed when it is stopped; "
+        "None for Ray's shared default.",
+    )
 
 
 def parse_pairs(text: str | None, what: str) -> dict[str, str]:
@@ -336,13 +342,14 @@ def start_workers(
         )
         procs.append(_launch(command, role))
     started, failure = [], None
-    for proc in procs:
+    for index, proc in enumerate(procs):
         try:
             _await_start(proc, role)
         except CrabrayError as exc:
             failure = failure or exc
+            _remove_folder(root / str(index))
             continue
-        started.append(_started(proc, role, config, address))
+        started.append(_started(proc, role, config, address, root / str(index)))
     _record(state_file, [*started_nodes(state_file), *started])
     if failure is not None:
         raise failure
@@ -384,7 +391,11 @@ def _await_start(proc: subprocess.Popen[str], role: str) -> None:
 
 
 def _started(
-    proc: subprocess.Popen[str], role: str, config: NodeConfig, address: str
+    proc: subprocess.Popen[str],
+    role: str,
+    config: NodeConfig,
+    address: str,
+    temp_dir: Path | None = None,
 ) -> StartedNode:
     return StartedNode(
         role=role,
@@ -392,6 +403,7 @@ def _started(
         process_group=proc.pid,
         hosts=config.hosts,
         started_at=time.time(),
+        temp_dir=None if temp_dir is None else str(temp_dir),
     )
 
 
@@ -451,6 +463,7 @@ def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
     nodes = started_nodes(state_file)
     for node in sorted(nodes, key=lambda n: n.role == "head"):
         _kill_group(node.process_group)
+        _remove_folder(node.temp_dir)
     _record(state_file, [])
     return nodes
 
@@ -458,6 +471,7 @@ def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
 def stop_node(node: StartedNode, state_file: Path = DEFAULT_STATE_FILE) -> None:
     """Stop one node this machine started, and forget it (the others keep running)."""
     _kill_group(node.process_group)
+    _remove_folder(node.temp_dir)
     kept = [n for n in started_nodes(state_file) if n.process_group != node.process_group]
     _record(state_file, kept)
 
@@ -505,6 +519,25 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return
+
+
+def _remove_folder(folder: str | Path | None) -> None:
+    """Remove a stopped node's own Ray folder, and its parent once that is empty.
+
+    A folder that cannot be removed is left, with a warning naming it: the node
+    is stopped all the same.
+    """
+    if folder is None:
+        return
+    path = Path(folder)
+    try:
+        shutil.rmtree(path, ignore_errors=False)
+        if path.parent.name.startswith("crabray-nodes-") and not any(path.parent.iterdir()):
+            path.parent.rmdir()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        logger.warning("could not remove the stopped node's folder %s: %s", path, exc)
 
 
 def _record(state_file: Path, nodes: list[StartedNode]) -> None:
