@@ -47,6 +47,7 @@ from crabray.cluster.episode_call import (
     reaches_its_worker,
     unpack,
 )
+from crabray.cluster.node_load import NodeLoad
 from crabray.cluster.pipeline import Followers, never_ran, resets_ended
 from crabray.cluster.placement import capacity, sandbox_memory_mb
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
@@ -128,6 +129,8 @@ class Scheduler:
         """Per host kind, infrastructure failures since the controller's last observation."""
         self._latencies: dict[str, list[float]] = {}
         """Per host kind, setup times of the episodes finished since then."""
+        self._node_load = NodeLoad()
+        """With auto on a cluster: each node's memory and CPU, probed on the node."""
         self.progress = SweepProgress(total=0)
         """The counts so far: what an interrupted run had done when it stopped."""
         self._stopping = False
@@ -393,15 +396,15 @@ class Scheduler:
     def _adapt(self, progress: SweepProgress) -> None:
         """Give the controller what was seen of each host kind since its last look.
 
-        Memory and CPU are this host's on a local instance; on a cluster, Ray's
-        ``memory`` resource bounds each node's sandboxes and the rules read
-        start failures and latencies only.
+        Memory and CPU are this host's on a local instance; on a cluster, those of
+        the worst node hosting the kind, as its probe last read them
+        (``node_load.NodeLoad``).
         """
         if self.controller is None:
             return
         local = is_local_instance()
-        memory = host_memory_used() if local else None
-        cpu = host_cpu_used() if local else None
+        if not local:
+            self._node_load.poll()
         ceilings: Counter[str] = Counter()
         for key, slots in self._capacity.items():
             ceilings[key[0]] += slots
@@ -413,8 +416,7 @@ class Scheduler:
                 in_flight=busy[kind],
                 start_failures=self._start_failures.pop(kind, 0),
                 start_latency_sec=latencies[len(latencies) // 2] if latencies else None,
-                memory_used=memory,
-                cpu_used=cpu,
+                **self._load_of(kind, local),
             )
             before = self.controller.level(kind)
             level = self.controller.observe(kind, seen)
@@ -422,6 +424,13 @@ class Scheduler:
                 logger.info("concurrency auto: %s %d -> %d (%s)", kind, before, level, seen)
         progress.level = sum(self.controller.level(kind) for kind in ceilings)
         progress.ceiling = sum(max(1, slots) for slots in ceilings.values())
+
+    def _load_of(self, kind: str, local: bool) -> dict[str, float | None]:
+        """Memory and CPU use of the nodes hosting ``kind`` (``KindObservation`` fields)."""
+        if local:
+            return {"memory_used": host_memory_used(), "cpu_used": host_cpu_used()}
+        memory, cpu = self._node_load.worst(kind)
+        return {"memory_used": memory, "cpu_used": cpu}
 
     def _keep_slots_for_overdue(self, queue: deque[SweepItem], now: float) -> set[int]:
         """Keep the slots of the kinds of multi-sandbox episodes waiting ``reserve_after_sec``.

@@ -211,3 +211,30 @@ def test_a_bad_concurrency_is_a_usage_error_naming_the_option(value: str) -> Non
     assert done.returncode == 2
     assert "--concurrency" in done.stderr and "auto" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_probe_on_each_node_reads_its_memory_by_the_kinds_it_hosts() -> None:
+    from crabray.cluster.node_load import NodeLoad
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1, resources={"crabray_local": 2})
+    cluster.add_node(num_cpus=1, resources={"crabray_docker": 1})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        load = NodeLoad(every_sec=0.0)
+        for _ in range(600):  # until both probes answered: a wait, never a time assertion
+            load.poll()
+            if None not in (load.worst("local")[0], load.worst("docker")[0]):
+                break
+            threading.Event().wait(0.1)
+        for kind in ("local", "docker"):
+            memory, cpu = load.worst(kind)
+            assert memory is not None and 0 < memory < 1
+            assert cpu is not None and cpu >= 0
+        assert load.worst("vm") == (None, None)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
