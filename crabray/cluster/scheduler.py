@@ -56,7 +56,13 @@ from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError, HostError, PlacementError, SandboxHostError
+from crabray.core.errors import (
+    ConfigError,
+    CrabrayError,
+    HostError,
+    PlacementError,
+    SandboxHostError,
+)
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -179,6 +185,7 @@ class Scheduler:
         in_flight: dict[Any, InFlight] = {}
         self._queue, self._in_flight = queue, in_flight
         self._poll_cluster(progress, force=True)
+        self._check_memory_fits()
         self._warm(queue)
         try:
             while queue or in_flight or self._delayed or self._unwritten:
@@ -680,6 +687,23 @@ class Scheduler:
                     f"(waited {self.settings.host_wait_sec:g} s); {len(queue)} episodes did "
                     f"not run. Add a node that hosts it, then resume the run with "
                     f"--resume {self.settings.run_id}"
+                )
+
+    def _check_memory_fits(self) -> None:
+        """Fail at once when a kind has slots but no node's memory holds one of its
+        sandboxes (``--concurrency auto``: each takes its memory as Ray's resource).
+
+        Raises:
+            ConfigError: Naming the kind, the memory it takes and the setting to change.
+        """
+        for key, need in self._memory_mb.items():
+            if self._capacity.get(key) == 0 and capacity(key[0], dict(key[1])) > 0:
+                raise ConfigError(
+                    f"no node of the cluster has {need} MiB of Ray's memory resource for a "
+                    f"sandbox of kind '{key[0]}' (its memory_mb, or its backend's default): "
+                    f"lower the sandbox's memory_mb, add a node with more memory, or run with "
+                    f"a fixed --concurrency N, which does not reserve memory",
+                    field="memory_mb",
                 )
 
     def _keys_of(self, item: SweepItem) -> set[SlotKey]:

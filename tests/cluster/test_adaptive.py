@@ -25,6 +25,7 @@ from crabray.cluster.adaptive import (
 )
 from crabray.cluster.placement import actor_options, capacity, sandbox_memory_mb
 from crabray.cluster.progress import SweepProgress
+from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
 from crabray.results.store.runs import read_manifest
 from crabray.run import RunOptions, run_suite
@@ -165,6 +166,20 @@ def test_memory_as_a_resource_keeps_sandboxes_within_a_nodes_memory(tmp_path: Pa
                 address=cluster.address,
             )
         )
+        done.set()
+        watcher.join()
+        too_big = tmp_path / "too_big.py"
+        too_big.write_text(SUITE.replace("SETTINGS", repr({"memory_mb": 2000})))
+        with pytest.raises(ConfigError, match=r"2000 MiB of Ray's memory resource"):
+            run_suite(
+                RunOptions(
+                    suite=str(too_big),
+                    agents=[agent_spec("oracle")],
+                    out_dir=tmp_path / "big",
+                    concurrency="auto",
+                    address=cluster.address,
+                )
+            )
     finally:
         done.set()
         if watcher.is_alive():
