@@ -128,9 +128,9 @@ class Scheduler:
             memory=auto,
         )
         self.controller = LevelController() if auto else None
+        """With ``--concurrency auto``: the level of each host kind (``_adapt``)."""
         self._fixed = settings.concurrency if isinstance(settings.concurrency, int) else 0
         """The fixed concurrency (0 with auto, where the controller decides)."""
-        """With ``--concurrency auto``: the level of each host kind (``_adapt``)."""
         self._start_failures: Counter[str] = Counter()
         """Per host kind, infrastructure failures since the controller's last observation."""
         self._latencies: dict[str, list[float]] = {}
@@ -339,7 +339,7 @@ class Scheduler:
         overdue = self._keep_slots_for_overdue(queue, now)
         scanned = 0
         index = 0
-        busy = self._busy_kinds(in_flight)
+        busy = self._busy_kinds(in_flight) if self.controller is not None else Counter[str]()
         while index < len(queue) and len(in_flight) < self._most_in_flight():
             if scanned >= _SCAN_LIMIT:
                 break
@@ -361,7 +361,8 @@ class Scheduler:
                 self._passed_over.pop(id(item), None)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
-                busy.update(self._kinds_of(item))
+                if self.controller is not None:
+                    busy.update(self._kinds_of(item))
                 self._follow(flight)
             else:
                 index += 1
