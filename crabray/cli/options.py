@@ -112,10 +112,28 @@ OutOpt = Annotated[
         "uploaded as episodes finish.",
     ),
 ]
+
+
+def _concurrency(value: str | None) -> str | None:
+    """``--concurrency``: a whole number of at least 1, or ``auto`` (checked here, so a
+    bad value is a usage error naming the option, exit 2)."""
+    if value is None or value == "auto":
+        return value
+    if not value.strip().isdigit() or int(value) < 1:
+        raise typer.BadParameter(f"{value!r} is not a whole number of at least 1 or 'auto'")
+    return value
+
+
 ConcurrencyOpt = Annotated[
-    int | None,
+    str | None,
     _setting_option(
-        "concurrency", "--concurrency", "-c", min=1, help="Episodes in flight at most."
+        "concurrency",
+        "--concurrency",
+        "-c",
+        callback=_concurrency,
+        metavar="N|auto",
+        help="Episodes in flight at most, or 'auto': as many as the hosts' CPU, memory and "
+        "sandbox starts allow, per host kind.",
     ),
 ]
 AddressOpt = Annotated[

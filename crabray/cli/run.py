@@ -346,6 +346,7 @@ class _RunDisplay:
             "{task.fields[successes]} ok",
             TimeElapsedColumn(),
             "{task.fields[rate]}",
+            "{task.fields[flight]}",
             console=errors,
             transient=False,
             # Nobody sees a redraw off a terminal (its final state prints at the end):
@@ -360,7 +361,7 @@ class _RunDisplay:
 
     def start(self, run_id: str, planned: int, to_run: int) -> None:
         console.print(f"run id: [bold]{run_id}[/]  ({to_run} of {planned} episodes to run)")
-        self.bar = self.progress.add_task("episodes", total=to_run, successes=0, rate="")
+        self.bar = self.progress.add_task("episodes", total=to_run, successes=0, rate="", flight="")
 
     def update(self, progress: Any) -> None:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
@@ -369,7 +370,8 @@ class _RunDisplay:
             self.shown = progress.done
             errors.print(
                 f"episodes {progress.done}/{self.progress.tasks[0].total:g}, "
-                f"{progress.successes} ok",
+                f"{progress.successes} ok"
+                + (f", {line}" if (line := progress.in_flight_line()) else ""),
                 highlight=False,
             )
         self.progress.update(
@@ -377,6 +379,7 @@ class _RunDisplay:
             completed=progress.done,
             successes=progress.successes,
             rate=f"{progress.done / elapsed:.2f} ep/s",
+            flight=progress.in_flight_line(),
         )
 
     def __exit__(

@@ -47,13 +47,46 @@ def node_labels(hosts: dict[str, int], extra: dict[str, str] | None = None) -> d
     return {**{kind_label(kind): "yes" for kind in hosts}, **(extra or {})}
 
 
-def actor_options(kind: str, label_selector: dict[str, str]) -> dict[str, Any]:
-    """Ray options that pin an environment actor to a node hosting ``kind``."""
+DEFAULT_MEMORY_MB: dict[str, int] = {"local": 256, "docker": 1024, "vm": 256, "ssh": 0}
+"""The memory a sandbox is taken to need when its settings set no ``memory_mb``.
+
+docker and vm: their own settings' defaults (a container's limit, a guest's
+memory). local: 256 MiB, a shell and a few commands (its ``memory_mb`` is a
+per-process bound, unset by default). ssh: nothing, the sandbox lives on
+another machine. A backend not named here: ``FALLBACK_MEMORY_MB``.
+"""
+
+FALLBACK_MEMORY_MB = 512
+
+
+def sandbox_memory_mb(backend: str, settings: dict[str, Any]) -> int:
+    """The memory (MiB) a sandbox of ``backend`` with ``settings`` asks Ray for.
+
+    Its ``memory_mb`` setting when it sets one, else ``DEFAULT_MEMORY_MB``; an
+    ssh sandbox takes none on the node of its actor.
+    """
+    limit = settings.get("memory_mb")
+    if backend == "ssh":
+        return 0
+    if isinstance(limit, int) and limit > 0:
+        return limit
+    return DEFAULT_MEMORY_MB.get(backend, FALLBACK_MEMORY_MB)
+
+
+def actor_options(kind: str, label_selector: dict[str, str], memory_mb: int = 0) -> dict[str, Any]:
+    """Ray options that pin an environment actor to a node hosting ``kind``.
+
+    With ``memory_mb``, the actor also takes that much of Ray's ``memory``
+    resource, so Ray never places more sandboxes on a node than its memory holds
+    (``--concurrency auto``).
+    """
     # SPREAD: sandboxes load every host that has slots, instead of filling one first.
     options: dict[str, Any] = {
         "resources": {slot_resource(kind): 1},
         "scheduling_strategy": "SPREAD",
     }
+    if memory_mb > 0:
+        options["memory"] = memory_mb * 1024 * 1024
     if label_selector:
         options["label_selector"] = dict(label_selector)
     return options
@@ -63,16 +96,24 @@ def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 
 
-def capacity(kind: str, label_selector: dict[str, str] | None = None) -> int:
-    """Slots of ``kind`` on the alive nodes whose labels match ``label_selector``."""
+def capacity(kind: str, label_selector: dict[str, str] | None = None, memory_mb: int = 0) -> int:
+    """Slots of ``kind`` on the alive nodes whose labels match ``label_selector``.
+
+    With ``memory_mb`` (a sandbox's, taken as Ray's ``memory`` resource), a node
+    counts only the sandboxes its memory holds, if fewer than its slots.
+    """
     import ray
 
     resource = slot_resource(kind)
-    total = 0.0
+    total = 0
     for node in ray.nodes():
         if node.get("Alive") and _matches(node.get("Labels") or {}, label_selector or {}):
-            total += node.get("Resources", {}).get(resource, 0.0)
-    return int(total)
+            resources = node.get("Resources", {})
+            slots = int(resources.get(resource, 0.0))
+            if memory_mb > 0:
+                slots = min(slots, int(resources.get("memory", 0.0) // (memory_mb * 1024 * 1024)))
+            total += slots
+    return total
 
 
 def hosted_kinds() -> dict[str, int]:

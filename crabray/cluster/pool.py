@@ -34,7 +34,7 @@ from typing import Any
 import ray
 
 from crabray.cluster.actors import RemoteEnvironmentActor
-from crabray.cluster.placement import actor_options
+from crabray.cluster.placement import actor_options, sandbox_memory_mb
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import PlacementError
 
@@ -121,6 +121,9 @@ class EnvironmentPool:
     """Actors the pool grows to while others reset (None: the cluster's slots); more
     overlap resets with episodes, but each costs a process start (the scheduler: its
     concurrency, so an episode rather waits a few ms for a reset)."""
+    memory: bool = False
+    """Whether each actor takes its sandbox's memory as Ray's ``memory`` resource
+    (``placement.sandbox_memory_mb``; the scheduler: with ``--concurrency auto``)."""
     stats: PoolStats = field(default_factory=PoolStats)
     _idle: dict[str, list[_Member]] = field(default_factory=lambda: defaultdict(list))
     _members: dict[int, _Member] = field(default_factory=dict)
@@ -320,7 +323,8 @@ class EnvironmentPool:
         self._retiring.clear()
 
     def _create(self, spec: SandboxSpec) -> _Member:
-        options = actor_options(spec.kind, spec.label_selector)
+        memory = sandbox_memory_mb(spec.backend, spec.backend_settings) if self.memory else 0
+        options = actor_options(spec.kind, spec.label_selector, memory)
         actor = RemoteEnvironmentActor.options(**options).remote(spec, self.run_id, self.control)
         member = _Member(actor, spec)
         member.node = member.actor.node.remote()

@@ -22,6 +22,19 @@ class SweepProgress:
     in_flight: int = 0
     cancelled: int = 0
     """Episodes the run's interrupt stopped: their rows are on disk, a resume reruns them."""
+    level: int | None = None
+    """With ``--concurrency auto``: the episodes the controller lets run at once now (the
+    sum of its levels per host kind); None with a fixed concurrency."""
+    ceiling: int | None = None
+    """With ``--concurrency auto``: the most the cluster's slots allow (the levels' bound)."""
+
+    def in_flight_line(self) -> str:
+        """What the progress display says of the episodes in flight with ``--concurrency
+        auto``, e.g. ``in flight 6 (auto, max 8 of 12)``: the level now, of the most the
+        slots allow. Empty with a fixed concurrency (the display stays as it was)."""
+        if self.level is None:
+            return ""
+        return f"in flight {self.in_flight} (auto, max {self.level} of {self.ceiling})"
 
 
 __all__ = ["SweepProgress"]

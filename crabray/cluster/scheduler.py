@@ -30,6 +30,13 @@ from typing import Any
 
 import ray
 
+from crabray.cluster.adaptive import (
+    AUTO,
+    KindObservation,
+    LevelController,
+    host_cpu_used,
+    host_memory_used,
+)
 from crabray.cluster.control import start_control
 from crabray.cluster.episode_call import (
     CallOutcome,
@@ -40,15 +47,22 @@ from crabray.cluster.episode_call import (
     reaches_its_worker,
     unpack,
 )
+from crabray.cluster.node_load import NodeLoad
 from crabray.cluster.pipeline import Followers, never_ran, resets_ended
-from crabray.cluster.placement import capacity
+from crabray.cluster.placement import capacity, sandbox_memory_mb
 from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.ray_runtime import is_local_instance
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.status import StatusPublisher
 from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
-from crabray.core.errors import CrabrayError, HostError, PlacementError, SandboxHostError
+from crabray.core.errors import (
+    ConfigError,
+    CrabrayError,
+    HostError,
+    PlacementError,
+    SandboxHostError,
+)
 from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
@@ -117,11 +131,23 @@ class Scheduler:
         self.on_submit = on_submit or (lambda _item, _t: None)
         self.control: Any = None
         """The run's ``RunControl`` actor, started by ``run`` (Ray is connected by then)."""
+        auto = settings.concurrency == AUTO
         self.pool = EnvironmentPool(
             pooling=settings.pooling,
             run_id=settings.run_id,
-            max_actors=settings.concurrency,
+            max_actors=None if isinstance(settings.concurrency, str) else settings.concurrency,
+            memory=auto,
         )
+        self.controller = LevelController() if auto else None
+        """With ``--concurrency auto``: the level of each host kind (``_adapt``)."""
+        self._fixed = settings.concurrency if isinstance(settings.concurrency, int) else 0
+        """The fixed concurrency (0 with auto, where the controller decides)."""
+        self._start_failures: Counter[str] = Counter()
+        """Per host kind, infrastructure failures since the controller's last observation."""
+        self._latencies: dict[str, list[float]] = {}
+        """Per host kind, setup times of the episodes finished since then."""
+        self._node_load = NodeLoad()
+        """With auto on a cluster: each node's memory and CPU, probed on the node."""
         self.progress = SweepProgress(total=0)
         """The counts so far: what an interrupted run had done when it stopped."""
         self._stopping = False
@@ -133,6 +159,9 @@ class Scheduler:
         self._slot_keys: set[SlotKey] = set()
         """``slot_key`` of every spec in ``_specs``: the capacity poll reads these, once a
         second, and must not walk every task of a long sweep to find them."""
+        self._memory_mb: dict[SlotKey, int] = {}
+        """With ``--concurrency auto``: the most memory (MiB) a sandbox of each slot key
+        takes as Ray's ``memory`` resource; the capacity counts what nodes' memory holds."""
         self._capacity: dict[SlotKey, int] = {}
         self._peak: dict[SlotKey, int] = {}
         """The most slots of each kind the cluster had during the run (``_never_fits``)."""
@@ -167,6 +196,7 @@ class Scheduler:
         in_flight: dict[Any, InFlight] = {}
         self._queue, self._in_flight = queue, in_flight
         self._poll_cluster(progress, force=True)
+        self._check_memory_fits()
         self._warm(queue)
         try:
             while queue or in_flight or self._delayed or self._unwritten:
@@ -248,6 +278,7 @@ class Scheduler:
     ) -> None:
         outcomes = [(flight, self._outcome(ref, flight)) for ref, flight in _pop(ready, in_flight)]
         finished = [(flight, record) for flight, record in outcomes if record is not None]
+        self._observe_finished(finished)
         self._unwritten_retries += self._retries(finished, progress)
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
@@ -286,6 +317,11 @@ class Scheduler:
             envs = entry.benchmark.task_environments(entry.task)
             self._specs[task_id] = [SandboxSpec.of(env) for env in envs]
             self._slot_keys.update(slot_key(spec) for spec in self._specs[task_id])
+            if self.pool.memory:
+                for spec in self._specs[task_id]:
+                    need = sandbox_memory_mb(spec.backend, spec.backend_settings)
+                    key = slot_key(spec)
+                    self._memory_mb[key] = max(self._memory_mb.get(key, 0), need)
         return self._specs[task_id]
 
     def _expected_cost(self, item: SweepItem) -> tuple[float, int]:
@@ -315,12 +351,16 @@ class Scheduler:
         overdue = self._keep_slots_for_overdue(queue, now)
         scanned = 0
         index = 0
-        while index < len(queue) and len(in_flight) < self.settings.concurrency:
+        busy = self._busy_kinds(in_flight) if self.controller is not None else Counter[str]()
+        while index < len(queue) and len(in_flight) < self._most_in_flight():
             if scanned >= _SCAN_LIMIT:
                 break
             item = queue[index]
             kept_for_another = id(item) not in overdue and self._keys_of(item) & self._reserved
-            if (unfit := self._never_fits(item)) is not None:
+            if not self._below_level(item, busy):
+                index += 1
+                scanned += 1
+            elif (unfit := self._never_fits(item)) is not None:
                 del queue[index]
                 self._add_pending(item, -1)
                 self._passed_over.pop(id(item), None)
@@ -333,10 +373,84 @@ class Scheduler:
                 self._passed_over.pop(id(item), None)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
+                if self.controller is not None:
+                    busy.update(self._kinds_of(item))
                 self._follow(flight)
             else:
                 index += 1
                 scanned += 1
+
+    def _most_in_flight(self) -> int:
+        """Episodes in flight at most: the fixed concurrency, or the sum of the levels."""
+        if self.controller is None:
+            return self._fixed
+        kinds = {key[0] for key in self._slot_keys}
+        return sum(self.controller.level(kind) for kind in kinds) or 1
+
+    def _kinds_of(self, item: SweepItem) -> set[str]:
+        return {spec.kind for spec in self._specs_of(item.task_id)}
+
+    def _busy_kinds(self, in_flight: dict[Any, InFlight]) -> Counter[str]:
+        """Episodes in flight per host kind they use (an episode counts once per kind)."""
+        return Counter(kind for f in in_flight.values() for kind in self._kinds_of(f.item))
+
+    def _below_level(self, item: SweepItem, busy: Counter[str]) -> bool:
+        """Whether every host kind ``item`` needs is below its level (always, fixed): a
+        kind at its level holds back only the episodes that need it."""
+        if self.controller is None:
+            return True
+        return all(busy[kind] < self.controller.level(kind) for kind in self._kinds_of(item))
+
+    def _observe_finished(self, finished: list[tuple[InFlight, EpisodeRecord]]) -> None:
+        """Note, per host kind, the start failures and setup times the controller reads."""
+        if self.controller is None:
+            return
+        for flight, record in finished:
+            result = record.result
+            for kind in self._kinds_of(flight.item):
+                if result.termination_reason.is_infra:
+                    self._start_failures[kind] += 1
+                elif result.setup_time_sec:
+                    self._latencies.setdefault(kind, []).append(result.setup_time_sec)
+
+    def _adapt(self, progress: SweepProgress) -> None:
+        """Give the controller what was seen of each host kind since its last look.
+
+        Memory and CPU are this host's on a local instance; on a cluster, those of
+        the worst node hosting the kind, as its probe last read them
+        (``node_load.NodeLoad``).
+        """
+        if self.controller is None:
+            return
+        local = is_local_instance()
+        if not local:
+            self._node_load.poll()
+        ceilings: Counter[str] = Counter()
+        for key, slots in self._capacity.items():
+            ceilings[key[0]] += slots
+        busy = self._busy_kinds(self._in_flight)
+        for kind, ceiling in ceilings.items():
+            latencies = sorted(self._latencies.pop(kind, []))
+            seen = KindObservation(
+                ceiling=ceiling,
+                in_flight=busy[kind],
+                start_failures=self._start_failures.pop(kind, 0),
+                start_latency_sec=latencies[len(latencies) // 2] if latencies else None,
+                **self._load_of(kind, local),
+            )
+            before = self.controller.level(kind)
+            level = self.controller.observe(kind, seen)
+            if level != before:
+                logger.info("concurrency auto: %s %d -> %d (%s)", kind, before, level, seen)
+        progress.level = sum(self.controller.level(kind) for kind in ceilings)
+        progress.ceiling = sum(max(1, slots) for slots in ceilings.values())
+
+    def _load_of(self, kind: str, local: bool) -> dict[str, float | None]:
+        """Memory and CPU use of the nodes hosting ``kind`` (``KindObservation`` fields)."""
+        if local:
+            return {"memory_used": host_memory_used(), "cpu_used": host_cpu_used()}
+        memory, cpu = self._node_load.worst(kind)
+        return {"memory_used": memory, "cpu_used": cpu}
 
     def _keep_slots_for_overdue(self, queue: deque[SweepItem], now: float) -> set[int]:
         """Keep the slots of the kinds of multi-sandbox episodes waiting ``reserve_after_sec``.
@@ -547,9 +661,13 @@ class Scheduler:
         if not force and now - self._last_poll < _CLUSTER_POLL_SEC:
             return False
         self._last_poll = now
-        self._capacity = {key: capacity(key[0], dict(key[1])) for key in self._slot_keys}
+        self._capacity = {
+            key: capacity(key[0], dict(key[1]), self._memory_mb.get(key, 0))
+            for key in self._slot_keys
+        }
         for key, slots in self._capacity.items():
             self._peak[key] = max(self._peak.get(key, 0), slots)
+        self._adapt(progress)
         if self.status is not None:
             self.status.publish(progress)
         return True
@@ -582,6 +700,23 @@ class Scheduler:
                     f"(waited {self.settings.host_wait_sec:g} s); {len(queue)} episodes did "
                     f"not run. Add a node that hosts it, then resume the run with "
                     f"--resume {self.settings.run_id}"
+                )
+
+    def _check_memory_fits(self) -> None:
+        """Fail at once when a kind has slots but no node's memory holds one of its
+        sandboxes (``--concurrency auto``: each takes its memory as Ray's resource).
+
+        Raises:
+            ConfigError: Naming the kind, the memory it takes and the setting to change.
+        """
+        for key, need in self._memory_mb.items():
+            if self._capacity.get(key) == 0 and capacity(key[0], dict(key[1])) > 0:
+                raise ConfigError(
+                    f"no node of the cluster has {need} MiB of Ray's memory resource for a "
+                    f"sandbox of kind '{key[0]}' (its memory_mb, or its backend's default): "
+                    f"lower the sandbox's memory_mb, add a node with more memory, or run with "
+                    f"a fixed --concurrency N, which does not reserve memory",
+                    field="memory_mb",
                 )
 
     def _keys_of(self, item: SweepItem) -> set[SlotKey]:

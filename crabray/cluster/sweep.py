@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec
+from crabray.cluster.adaptive import Concurrency
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.result import utcnow
 from crabray.core.retry import RetryPolicy
@@ -32,7 +33,10 @@ class SchedulerSettings(BaseModel):
     """
 
     run_id: str
-    concurrency: int = Field(gt=0, description="Episodes in flight at most.")
+    concurrency: Concurrency = Field(
+        description="Episodes in flight at most, or 'auto': a level per host kind that "
+        "crabray.cluster.adaptive.LevelController raises and lowers."
+    )
     retry: RetryPolicy = Field(
         default_factory=RetryPolicy,
         description="Tries of an episode whose infrastructure failed; agent failures never retry.",

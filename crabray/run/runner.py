@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 from crabray import __version__
 from crabray.agents import AgentSpec, agent_secrets
 from crabray.backends import backend_class
+from crabray.cluster.adaptive import AUTO, Concurrency
 from crabray.cluster.cleanup import LOST_WORKER, cleanup_orphans
 from crabray.cluster.placement import check_hostable
 from crabray.cluster.progress import SweepProgress
@@ -210,10 +211,11 @@ def _run_locked(
         # Everything that can refuse the run happens before its manifest exists.
         envs = _task_environments(suite, {item.task_id for item in items})
         needs = _host_needs(envs)
-        slots = options.local_slots or 2 * options.concurrency
+        ceiling = _concurrency_ceiling(options.concurrency)
+        slots = options.local_slots or 2 * ceiling
         selectors = {k: v for _, selector in needs for k, v in selector}
         widest = max((len(task_envs) for task_envs in envs.values()), default=1)
-        cpus = local_cpus(widest, len(items), options.concurrency)
+        cpus = local_cpus(widest, len(items), ceiling)
         hosts = {kind: slots for kind, _ in needs}
         preflight(suite, envs, options.agents, options.address)
         connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
@@ -269,6 +271,12 @@ def _run_locked(
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
         not_the_agents=causes_not_the_agents(options.out_dir, run_id),
     )
+
+
+def _concurrency_ceiling(concurrency: Concurrency) -> int:
+    """What sizes a local Ray instance: the fixed concurrency, or with 'auto' this
+    machine's cores (the controller's levels stay within the slots made from it)."""
+    return os.cpu_count() or 1 if concurrency == AUTO else int(concurrency)
 
 
 def _scheduler_settings(options: RunOptions, run_id: str) -> SchedulerSettings:

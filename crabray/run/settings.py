@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from crabray.cluster.adaptive import Concurrency
 from crabray.core.errors import ConfigError
 from crabray.core.redact import REDACTED, SECRET_NAME
 from crabray.core.retry import RetryPolicy
@@ -55,13 +56,18 @@ class RunSettings(SuiteOptions, EpisodeLimits):
         description="The results root: a directory, or a URI of a store pyarrow writes "
         "(s3://BUCKET/PREFIX, ...), kept as the string given.",
     )
-    concurrency: int = Field(
+    concurrency: Concurrency = Field(
         default=2,
-        gt=0,
         description="Episodes in flight at most. It also caps the environment actors a pool "
         "keeps per sandbox configuration, and sizes a local Ray instance: 2 x concurrency "
         "slots per host kind (unless local_slots) and at most concurrency x the widest "
-        "task's environments CPUs (crabray.cluster.ray_runtime.local_cpus).",
+        "task's environments CPUs (crabray.cluster.ray_runtime.local_cpus). 'auto': per host "
+        "kind, a level that starts at 2 and rises while the hosts have CPU and memory to "
+        "spare, up to the kind's slots, and falls on sandbox start failures, start latency "
+        "and memory pressure (crabray.cluster.adaptive); each sandbox takes its memory as "
+        "Ray's memory resource; a pool keeps as many actors as the slots allow; a local Ray "
+        "instance gets 2 x its cores slots per host kind (unless local_slots) and at most "
+        "cores CPUs.",
     )
     address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
     resume: str | None = Field(default=None, description="Run id to resume.")
@@ -100,7 +106,8 @@ class RunSettings(SuiteOptions, EpisodeLimits):
     local_slots: int | None = Field(
         default=None,
         gt=0,
-        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset.",
+        description="Slots of each kind a local Ray instance hosts; 2 x concurrency when unset "
+        "(with concurrency 'auto': 2 x the machine's cores).",
     )
 
     @property
