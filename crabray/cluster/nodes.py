@@ -11,6 +11,7 @@ there is none, and workers must have the same token (``~/.ray/auth_token`` or
 
 from __future__ import annotations
 
+import http.client
 import importlib.util
 import json
 import logging
@@ -275,6 +276,10 @@ def _http_ok(url: str) -> str | None:
         return f"HTTP {exc.code}"
     except OSError as exc:
         return str(getattr(exc, "reason", exc))
+    except http.client.HTTPException as exc:
+        # Something that is not HTTP answers there (a gRPC server while Ray starts, or
+        # another program holding the port): not ready, and maybe never.
+        return f"the port answers, but not in HTTP ({type(exc).__name__})"
 
 
 def _auth_token() -> str | None:

@@ -66,3 +66,35 @@ def test_unreadable_config_names_the_file(tmp_path: Path) -> None:
     bad.write_text("hosts = [")
     with pytest.raises(ConfigError, match=str(bad)):
         node_config(None, None, bad, None)
+
+
+def test_a_port_that_answers_but_not_in_http_is_named_not_a_traceback() -> None:
+    """Seen on a busy machine: the job agent's port answered with gRPC's binary frames
+    while the head started; `start-head` died with http.client.BadStatusLine."""
+    import socket
+    import threading
+
+    from crabray.cluster.nodes import DashboardPorts, wait_for_job_agent
+    from crabray.core.errors import CrabrayError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer_binary() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.recv(1024)
+            conn.sendall(b"\x00\x00\x12\x04\x00\x00\x00\x00\x00\xfe\x03\x00\x00\x00\x01\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=answer_binary, daemon=True).start()
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(CrabrayError, match="answers, but not in HTTP"):
+            wait_for_job_agent(DashboardPorts(dashboard=port, agent=port), timeout_sec=1)
+    finally:
+        server.close()

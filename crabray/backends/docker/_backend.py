@@ -71,7 +71,13 @@ from crabray.backends.docker._engine import (
     ensure_image,
     prune,
 )
-from crabray.backends.docker._exec import MARKER_VAR, run_exec, run_exec_raw, start_guest
+from crabray.backends.docker._exec import (
+    MARKER_VAR,
+    run_exec,
+    run_exec_raw,
+    start_guest,
+    stopped_inside,
+)
 from crabray.backends.docker._network import ensure_isolated_network, warn_if_host_reachable
 from crabray.backends.docker._settings import ISOLATED_NETWORK, DockerSettings
 from crabray.backends.docker._spares import SpareQueue
@@ -131,6 +137,11 @@ class DockerBackend(Backend):
             self._launch_guest,
             f"docker sandbox of '{config.name}'",
             alive=lambda: self._container is not None and _running(self._container),
+            broken_inside=lambda: (
+                None
+                if self._container is None
+                else stopped_inside(self._api(), str(self._container.id))
+            ),
         )
         self._no_python = False
         """Set once the image showed it has no python3: commands take the plain exec path."""
@@ -623,7 +634,10 @@ class DockerBackend(Backend):
             )
 
         return Guest(
-            launch, f"docker sandbox of '{self.config.name}'", alive=lambda: _running(container)
+            launch,
+            f"docker sandbox of '{self.config.name}'",
+            alive=lambda: _running(container),
+            broken_inside=lambda: stopped_inside(self._api(), str(container.id)),
         )
 
     def _discard_spare(self, spare: tuple[Container, Guest]) -> None:

@@ -398,22 +398,35 @@ class GuestStream(GuestChannel):
 def exec_failure(api: Any, container_id: str, what: str, exc: Exception) -> SandboxError:
     """The error of an exec the engine refused: whose failure it is depends on why.
 
-    The engine is asked for the container's state: if it answers that the
-    container stopped, its main process ended (crabray stops containers only at
-    close) because of what ran inside it (``kill -9 -1`` as root, its own memory
-    limit): the agent's failure. An engine that does not answer, or a running
-    container, is infrastructure.
+    The engine is asked for the container's state (``stopped_inside``): if it
+    answers that the container stopped, what ran inside it ended it: the
+    agent's failure. An engine that does not answer, or a running container,
+    is infrastructure.
     """
     message = f"the engine could not {what} in the container: {exc}"
+    stopped = stopped_inside(api, container_id)
+    if stopped is None:
+        return SandboxError(message)
+    return SandboxBrokenError(f"{message}; {stopped}")
+
+
+def stopped_inside(api: Any, container_id: str) -> str | None:
+    """Why the container stopped because of what ran inside it, or None if it runs (or the
+    engine does not answer).
+
+    crabray stops containers only at close, so a container that stopped mid-episode
+    had its main process ended by what ran inside it (``kill -9 -1`` as root ends
+    the init's child, and the init with it; its own memory limit).
+    """
     try:
         state = api.inspect_container(container_id)["State"]
     except ENGINE_ERRORS as inspect_error:
         logger.debug("cannot inspect container %s: %s", container_id[:12], inspect_error)
-        return SandboxError(message)
+        return None
     if state.get("Running"):
-        return SandboxError(message)
-    return SandboxBrokenError(
-        f"{message}; the engine answers and says the container stopped (exit code "
+        return None
+    return (
+        f"the engine answers and says the container stopped (exit code "
         f"{state.get('ExitCode')}, OOM-killed: {state.get('OOMKilled')}): what ran inside it "
         "ended its main process (something inside the sandbox killed it, or its memory limit)"
     )

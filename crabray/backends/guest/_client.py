@@ -137,6 +137,9 @@ class Guest:
             connection), asked when the guest died twice: if so, what ran inside it
             killed the guest (``SandboxBrokenError``: the agent's failure); if not, or
             without it, the sandbox was lost around it (``SandboxError``: infrastructure).
+        broken_inside: Why the sandbox itself was ended by what ran inside it, or None;
+            asked first when the guest did not start or died twice (a container whose
+            main process the agent killed: ``SandboxBrokenError``, the agent's failure).
     """
 
     def __init__(
@@ -144,10 +147,12 @@ class Guest:
         launch: Callable[[], GuestChannel],
         where: str,
         alive: Callable[[], bool] | None = None,
+        broken_inside: Callable[[], str | None] | None = None,
     ) -> None:
         self._launch = launch
         self._where = where
         self._alive = alive
+        self._broken_inside = broken_inside
         self._channel: GuestChannel | None = None
         self._lock = threading.RLock()
         """Reentrant: a backend's launcher may close the guest (an SSH reconnect does)."""
@@ -485,6 +490,10 @@ class Guest:
 
     def _lost_twice(self, exc: GuestLostError) -> SandboxError:
         """The error of a guest that died twice in a row, naming where it arose."""
+        if (broken := self._why_broken()) is not None:
+            return SandboxBrokenError(
+                f"the guest process of the {self._where} died twice in a row: {exc}; {broken}"
+            )
         if self._alive is not None and self._sandbox_alive(self._alive):
             return SandboxBrokenError(
                 f"the guest process of the {self._where} died twice in a row while the sandbox "
@@ -492,6 +501,16 @@ class Guest:
                 f"`kill -9 -1`, or the sandbox's memory or process limit): {exc}"
             )
         return SandboxError(f"the guest process of the {self._where} died twice in a row: {exc}")
+
+    def _why_broken(self) -> str | None:
+        """``broken_inside()``; a probe that fails says nothing (the usual rule applies)."""
+        if self._broken_inside is None:
+            return None
+        try:
+            return self._broken_inside()
+        except Exception as exc:
+            logger.warning("cannot tell whether the %s was broken inside: %s", self._where, exc)
+            return None
 
     def _sandbox_alive(self, alive: Callable[[], bool]) -> bool:
         """``alive()``; a probe that fails counts as a sandbox lost around the guest."""
@@ -538,9 +557,10 @@ class Guest:
                     "Python 3 interpreter that plain-Python actions run in; install python3 "
                     "in the image, or give those actions the parameter 'env' or local=True"
                 ) from exc
-            raise SandboxError(
-                f"the guest process of the {self._where} did not start: {exc}; {said[-500:]}"
-            ) from exc
+            failure = f"the guest process of the {self._where} did not start: {exc}; {said[-500:]}"
+            if (broken := self._why_broken()) is not None:
+                raise SandboxBrokenError(f"{failure}; {broken}") from exc
+            raise SandboxError(failure) from exc
         self.python = str(reply.get("python"))
         self.ran_code = False
         self.sealed = reply.get("sealed") is True
