@@ -32,6 +32,9 @@ packages, DIR first on ``PYTHONPATH``), and prints both medians and the
 median of the paired ratios: on a loaded machine the ratio of runs made
 side by side says more than either time.
 
+A one-task run is also set against its floor: a bare ``ray.init()`` and
+``ray.shutdown()`` timed in the same run (the last line, crabray/bare Ray).
+
 ``--smoke`` (1 and 20 tasks) only shows that the script runs;
 ``tests/test_bench_scripts.py`` runs it in CI.
 """
@@ -309,6 +312,27 @@ def ratio(mine: float | str | None, theirs: float | str | None) -> str:
     return f"{'-':>14}"
 
 
+BARE_RAY = "import ray; ray.init(include_dashboard=False); ray.shutdown()"
+"""The floor of a one-task run: a Ray instance started and stopped, nothing run on it."""
+
+
+def run_bare_ray(work: Path) -> Timing:
+    """A bare ``ray.init()`` and ``ray.shutdown()`` in a process of its own."""
+    return timed([sys.executable, "-c", BARE_RAY], work)
+
+
+def print_floor(rows: list[tuple[int, dict[str, Timing]]], bare: Timing) -> None:
+    """The one-task run against a bare Ray start and stop timed in the same run."""
+    one = next((figures["crabray"] for count, figures in rows if count == 1), None)
+    if one is None or isinstance(one.wall, str) or isinstance(bare.wall, str):
+        print(f"one task against a bare Ray start and stop: not measured ({bare.wall})")
+        return
+    print(
+        f"one task against a bare Ray start and stop (same run): crabray {one.wall:.2f} s, "
+        f"bare Ray {bare.wall:.2f} s, crabray/bare Ray {one.wall / bare.wall:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="1,300,2000", help="Task counts, comma-separated.")
@@ -333,6 +357,8 @@ def main() -> None:
             print(f"{name}: not measured: {found}", flush=True)
     programs = {"CRAB": CRAB_PROGRAM, "Inspect": INSPECT_PROGRAM}
     rows: list[tuple[int, dict[str, Timing]]] = []
+    with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
+        bare = run_bare_ray(Path(tmp))
     for count in counts:
         figures: dict[str, Timing] = {}
         for name, python in pythons.items():
@@ -349,6 +375,7 @@ def main() -> None:
     counted = CPU_COUNTED if CpuGroup.possible() else CPU_WAITED
     print_table(f"CPU seconds of {counted}; ratios below 1: crabray used less", rows, "cpu")
     print_shares(rows)
+    print_floor(rows, bare)
     if isinstance(rows[-1][1]["crabray"].wall, str):
         raise SystemExit("crabray itself failed; see above")
 

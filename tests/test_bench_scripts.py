@@ -21,7 +21,7 @@ SCRIPTS = ROOT / "scripts"
 SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_episodes.py": (["--smoke"], "steady-state ray c=2 / in-process:"),
     "bench_leaderboard.py": (["--smoke"], "target (leaderboard"),
-    "bench_peers.py": (["--smoke"], "crabray/CRAB"),
+    "bench_peers.py": (["--smoke"], "crabray/bare Ray"),
     "bench_cluster.py": (["--smoke"], "ideal/ep/s: the 1-node figure"),
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
     "bench_local_episode.py": (["--smoke"], "CPU per episode, this checkout"),
