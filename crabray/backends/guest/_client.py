@@ -222,30 +222,17 @@ class Guest:
             SandboxError: The guest died twice, or never reported.
         """
         started = time.monotonic()
-        request = {
-            "op": "exec",
-            "argv": argv,
-            "cwd": cwd,
-            "env": env,
-            "clear_env": clear_env,
-            "timeout_sec": timeout_sec,
-            "marker": list(marker) if marker else None,
-            "max_bytes": MAX_OUTPUT_BYTES,
-        }
-        wait = None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
+        request = _exec_request(argv, cwd, env, timeout_sec, clear_env=clear_env, marker=marker)
         reply = self._request(
-            request, wait, exposes=True, trusted_only=trusted_only, max_reply=_MAX_EXEC_REPLY
+            request,
+            _reply_wait(timeout_sec),
+            exposes=True,
+            trusted_only=trusted_only,
+            max_reply=_MAX_EXEC_REPLY,
         )
         if not reply.get("ok"):
             raise SandboxError(f"the guest of the {self._where} could not run {argv[0]!r}: {reply}")
-        cut_out, cut_err = reply["cut"] or (False, False)
-        return ExecResult(
-            exit_code=reply["exit_code"],
-            stdout=output_text(reply["stdout"].encode(), cut_out),
-            stderr=output_text(reply["stderr"].encode(), cut_err),
-            timed_out=reply["timed_out"],
-            duration_sec=time.monotonic() - started,
-        )
+        return _exec_result(reply, started)
 
     def call(self, call: PythonCall, cwd: str | None) -> Any:
         """Run a plain-Python action in the guest and return its value.
@@ -301,26 +288,14 @@ class Guest:
             if channel is None or not self._trusted:
                 return None
             self._exposed = True
-            request = {
-                "op": "exec", "argv": argv, "cwd": cwd, "env": env, "clear_env": True,
-                "timeout_sec": timeout_sec, "marker": None, "max_bytes": MAX_OUTPUT_BYTES,
-                "same_limits": True,
-            }  # fmt: skip
-            wait = None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
+            request = _exec_request(argv, cwd, env, timeout_sec, clear_env=True, same_limits=True)
             started = time.monotonic()
-            reply = self._exchange_or_drop(channel, _program.encode(request), wait, _MAX_EXEC_REPLY)
+            reply = self._exchange_or_drop(
+                channel, _program.encode(request), _reply_wait(timeout_sec), _MAX_EXEC_REPLY
+            )
         finally:
             self._lock.release()
-        if reply is None:
-            return None
-        cut_out, cut_err = reply["cut"] or (False, False)
-        return ExecResult(
-            exit_code=reply["exit_code"],
-            stdout=output_text(reply["stdout"].encode(), cut_out),
-            stderr=output_text(reply["stderr"].encode(), cut_err),
-            timed_out=reply["timed_out"],
-            duration_sec=time.monotonic() - started,
-        )
+        return None if reply is None else _exec_result(reply, started)
 
     def reset_inside(self, keyctl: int) -> str | None:
         """Have a trusted, idle guest that ran no Python call clean the sandbox around it.
@@ -582,3 +557,46 @@ class Guest:
         channel, self._channel = self._channel, None
         if channel is not None:
             channel.close()
+
+
+def _exec_request(
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    timeout_sec: float | None,
+    *,
+    clear_env: bool,
+    marker: tuple[str, str] | None = None,
+    same_limits: bool = False,
+) -> dict[str, Any]:
+    """The guest program's ``exec`` request (see its module docstring)."""
+    request: dict[str, Any] = {
+        "op": "exec",
+        "argv": argv,
+        "cwd": cwd,
+        "env": env,
+        "clear_env": clear_env,
+        "timeout_sec": timeout_sec,
+        "marker": list(marker) if marker else None,
+        "max_bytes": MAX_OUTPUT_BYTES,
+    }
+    if same_limits:
+        request["same_limits"] = True
+    return request
+
+
+def _reply_wait(timeout_sec: float | None) -> float | None:
+    """How long to wait for an exec's reply: its timeout and a grace, or for ever."""
+    return None if timeout_sec is None else timeout_sec + _REPLY_GRACE_SEC
+
+
+def _exec_result(reply: dict[str, Any], started: float) -> ExecResult:
+    """The ``ExecResult`` of an ``exec`` reply, timed from ``started``."""
+    cut_out, cut_err = reply["cut"] or (False, False)
+    return ExecResult(
+        exit_code=reply["exit_code"],
+        stdout=output_text(reply["stdout"].encode(), cut_out),
+        stderr=output_text(reply["stderr"].encode(), cut_err),
+        timed_out=reply["timed_out"],
+        duration_sec=time.monotonic() - started,
+    )
