@@ -160,7 +160,11 @@ class ResultsMirror:
     def _loop(self) -> None:
         from crabray.cluster.submit import job_client
 
-        client = job_client(self._address)  # its own: the follower polls with the other
+        try:
+            client = job_client(self._address)  # its own: the follower polls with the other
+        except CrabrayError as exc:  # the last copy, made by ``finish``, says what is wrong
+            logger.warning("results are copied here only when the run ends: %s", exc)
+            return
         while not self._stop.wait(self.every_sec):
             try:
                 self._copy(client)
