@@ -105,14 +105,19 @@ def copy_run(
     from crabray.results import apply_changes
 
     since_arg = "" if since is None else f" --since {since!r}"
-    job_id = client.submit_job(
-        entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {source}{since_arg}",
-        submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
-    )
     try:
-        logs = job_output(client, job_id)
-    finally:
-        delete(client, job_id)
+        job_id = client.submit_job(
+            entrypoint=f"crabray runs pack {shlex.quote(run_id)} --from {source}{since_arg}",
+            submission_id=f"crabray-fetch-{run_id}-{secrets.token_hex(3)}",
+        )
+        try:
+            logs = job_output(client, job_id)
+        finally:
+            delete(client, job_id)
+    except CrabrayError:
+        raise
+    except Exception as exc:  # Ray's job client raises RuntimeError, requests' errors
+        raise CrabrayError(f"the head did not run the copy of run {run_id}: {exc}") from exc
     listing, data = read_pack(logs, run_id)
     missing = apply_changes(data, out, run_id, listing)
     if missing:
