@@ -228,8 +228,17 @@ CPU_COUNTED = "every process of the run (a cgroup)"
 CPU_WAITED = "only the processes the run waited for (no cgroup: run as root to count them all)"
 
 
+SMOKE_TIMEOUT_SEC = 180.0
+"""In smoke mode, how long a measured command may run before it is killed and reported
+failed: a hang shows as a failed row with its output, not as a script that never ends."""
+
+
 def timed(
-    command: list[str], cwd: Path, pythonpath: Path | None = None, kinds: Kinds | None = None
+    command: list[str],
+    cwd: Path,
+    pythonpath: Path | None = None,
+    kinds: Kinds | None = None,
+    timeout: float | None = None,
 ) -> Timing:
     """Time ``command`` and count its CPU, in a cgroup of its own where one can be made.
 
@@ -244,7 +253,7 @@ def timed(
     started = time.perf_counter()
     try:
         with Sampler(group) if group and kinds else contextlib.nullcontext() as sampler:
-            done = run_in(group, command, cwd=cwd, env=env)
+            done = run_in(group, command, timeout, cwd=cwd, env=env)
         elapsed = time.perf_counter() - started
     finally:
         cpu = group.finish() if group else 0.0
@@ -259,21 +268,26 @@ def timed(
     return Timing(elapsed, cpu, shares)
 
 
-def run_peer(python: Path, program: str, tasks: int, work: Path) -> Timing:
+def run_peer(
+    python: Path, program: str, tasks: int, work: Path, timeout: float | None = None
+) -> Timing:
     script = work / "peer.py"
     script.write_text(program)
-    return timed([str(python), str(script), str(tasks)], work)
+    return timed([str(python), str(script), str(tasks)], work, timeout=timeout)
 
 
-def run_crabray(tasks: int, work: Path, checkout: Path | None = None) -> Timing:
+def run_crabray(
+    tasks: int, work: Path, checkout: Path | None = None, timeout: float | None = None
+) -> Timing:
     """``crabray run`` of the trivial suite: this checkout's, or ``checkout``'s."""
     suite = work / "suite.py"
     suite.write_text(CRABRAY_SUITE.replace("N_TASKS", str(tasks)))
     command = [sys.executable, "-m", "crabray", "run", str(suite), "--agent", "oracle"]
-    return timed([*command, "--out", str(work / "out")], work, checkout, CRABRAY_KINDS)
+    command = [*command, "--out", str(work / "out")]
+    return timed(command, work, checkout, CRABRAY_KINDS, timeout)
 
 
-def paired(counts: list[int], baseline: Path, repeat: int) -> None:
+def paired(counts: list[int], baseline: Path, repeat: int, timeout: float | None) -> None:
     """This checkout's ``crabray run`` against ``baseline``'s, alternated; medians and ratio."""
     print("this checkout against the baseline, alternated; ratios below 1: this one is faster")
     print(f"(CPU: seconds of {CPU_COUNTED if CpuGroup.possible() else CPU_WAITED})")
@@ -286,7 +300,7 @@ def paired(counts: list[int], baseline: Path, repeat: int) -> None:
             order = [None, baseline] if turn % 2 == 0 else [baseline, None]
             for checkout in order:
                 with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
-                    runs[checkout].append(run_crabray(count, Path(tmp), checkout))
+                    runs[checkout].append(run_crabray(count, Path(tmp), checkout, timeout))
             mine, theirs = runs[None][-1].wall, runs[baseline][-1].wall
             if isinstance(mine, str) or isinstance(theirs, str):
                 raise SystemExit(f"{count} tasks: {mine} / baseline {theirs}")
@@ -316,9 +330,9 @@ BARE_RAY = "import ray; ray.init(include_dashboard=False); ray.shutdown()"
 """The floor of a one-task run: a Ray instance started and stopped, nothing run on it."""
 
 
-def run_bare_ray(work: Path) -> Timing:
+def run_bare_ray(work: Path, timeout: float | None = None) -> Timing:
     """A bare ``ray.init()`` and ``ray.shutdown()`` in a process of its own."""
-    return timed([sys.executable, "-c", BARE_RAY], work)
+    return timed([sys.executable, "-c", BARE_RAY], work, timeout=timeout)
 
 
 def print_floor(rows: list[tuple[int, dict[str, Timing]]], bare: Timing) -> None:
@@ -344,8 +358,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="Paired runs per task count.")
     args = parser.parse_args()
     counts = [1, 20] if args.smoke else [int(n) for n in args.tasks.split(",")]
+    timeout = SMOKE_TIMEOUT_SEC if args.smoke else None
     if args.baseline is not None:
-        paired(counts, args.baseline.resolve(), 1 if args.smoke else args.repeat)
+        paired(counts, args.baseline.resolve(), 1 if args.smoke else args.repeat, timeout)
         return
     args.cache.mkdir(parents=True, exist_ok=True)
     pythons: dict[str, Path] = {}
@@ -358,14 +373,14 @@ def main() -> None:
     programs = {"CRAB": CRAB_PROGRAM, "Inspect": INSPECT_PROGRAM}
     rows: list[tuple[int, dict[str, Timing]]] = []
     with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
-        bare = run_bare_ray(Path(tmp))
+        bare = run_bare_ray(Path(tmp), timeout)
     for count in counts:
         figures: dict[str, Timing] = {}
         for name, python in pythons.items():
             with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
-                figures[name] = run_peer(python, programs[name], count, Path(tmp))
+                figures[name] = run_peer(python, programs[name], count, Path(tmp), timeout)
         with tempfile.TemporaryDirectory(prefix="crabray-peers-") as tmp:
-            figures["crabray"] = run_crabray(count, Path(tmp))
+            figures["crabray"] = run_crabray(count, Path(tmp), timeout=timeout)
         for name, run in figures.items():
             if isinstance(run.wall, str):
                 print(f"{name}, {count} tasks: {run.wall}", flush=True)

@@ -112,11 +112,29 @@ class CpuGroup:
 
 
 def run_in(
-    group: CpuGroup | None, command: list[str], **options: Any
+    group: CpuGroup | None, command: list[str], timeout: float | None = None, **options: Any
 ) -> subprocess.CompletedProcess[str]:
-    """``subprocess.run`` of ``command`` (text, output captured), in ``group`` if there is one."""
+    """Run ``command`` in ``group`` if there is one; its output captured, as ``subprocess.run``.
+
+    The output goes to files, not pipes: a process the command leaves behind
+    (a Ray daemon) would hold a pipe open, and reading it to its end would wait
+    for that process instead of the command. After ``timeout`` seconds the
+    command is killed and its result says so (return code -9); what it left
+    inside the group is then killed by :meth:`CpuGroup.finish`.
+    """
     argv = group.wrap(command) if group is not None else command
-    return subprocess.run(argv, capture_output=True, text=True, check=False, **options)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err, text=True, **options)
+        try:
+            returncode = process.wait(timeout)
+            late = ""
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
+            late = f"\nkilled: still running after {timeout:.0f} s"
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, returncode, out.read(), err.read() + late)
 
 
 TICKS = os.sysconf("SC_CLK_TCK")

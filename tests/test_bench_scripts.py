@@ -41,14 +41,27 @@ def test_every_bench_script_has_a_smoke_run() -> None:
 @pytest.mark.parametrize("script", sorted(SMOKE_RUNS))
 def test_bench_script_runs_in_smoke_mode(script: str) -> None:
     arguments, table_line = SMOKE_RUNS[script]
-    done = subprocess.run(
-        [sys.executable, str(SCRIPTS / script), *arguments],
-        capture_output=True,
-        text=True,
-        timeout=420,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(SCRIPTS)},
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, str(SCRIPTS / script), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=420,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(SCRIPTS)},
+        )
+    except subprocess.TimeoutExpired as late:
+        partial = _text(late.stdout) + _text(late.stderr)
+        pytest.fail(
+            f"{script} still ran after {late.timeout:.0f} s; it printed:\n{partial[-4000:]}"
+        )
     shown = done.stdout + done.stderr
     assert done.returncode == 0, f"{script} exited {done.returncode}:\n{shown[-4000:]}"
     assert table_line in shown, f"{script} printed no table:\n{shown[-4000:]}"
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a timed-out ``subprocess.run`` had read (bytes even in text mode), as text."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""

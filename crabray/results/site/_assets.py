@@ -189,8 +189,14 @@ FILTER_SCRIPT = """
   function update() { apply(); save(); }
   form.addEventListener("input", update);
   form.addEventListener("change", update);
-  // A reset clears the fields after its event: filter once they are clear.
-  form.addEventListener("reset", function () { window.setTimeout(update, 0); });
+  // A reset would clear the fields only after its event: clear them here and filter at
+  // once, so the list and the fields never disagree.
+  form.addEventListener("reset", function (event) {
+    event.preventDefault();
+    search.value = "";
+    selects.forEach(function (select) { select.value = ""; });
+    update();
+  });
   document.addEventListener("crabray:swapped", function () { fillChoices(); apply(); });
   fillChoices();
   restore();
