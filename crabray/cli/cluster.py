@@ -227,8 +227,8 @@ def status(
     state_file: StateOpt = None,
 ) -> None:
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
-    from crabray.cluster.nodes import use_token_auth
     from crabray.cluster.submit import is_job_address
+    from crabray.cluster.token_auth import use_token_auth
 
     if is_job_address(address):
         _status_through_job(str(address))

@@ -111,7 +111,7 @@ def run(
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
-    from crabray.cluster.nodes import use_token_auth
+    from crabray.cluster.token_auth import use_token_auth
     from crabray.run.settings import RunConfig, load_run_config, merge_overrides
 
     given = {

@@ -5,7 +5,7 @@ layer up, in ``crabray.run``: this package knows nothing of the results dataset.
 
 The names below load on first use: importing ``crabray.cluster.nodes`` must
 not import Ray, because Ray reads ``RAY_AUTH_MODE`` once, when it is
-imported, and ``nodes.use_token_auth`` has to set it first.
+imported, and ``token_auth.use_token_auth`` has to set it first.
 """
 
 from __future__ import annotations

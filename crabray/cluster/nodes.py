@@ -266,7 +266,7 @@ def wait_for_job_agent(
 def _http_ok(url: str) -> str | None:
     """None if ``url`` answers 200 (with this machine's Ray token, if any); else why not."""
     request = urllib.request.Request(url)
-    token = _auth_token()
+    token = auth_token()
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -282,7 +282,7 @@ def _http_ok(url: str) -> str | None:
         return f"the port answers, but not in HTTP ({type(exc).__name__})"
 
 
-def _auth_token() -> str | None:
+def auth_token() -> str | None:
     """This machine's Ray token: ``$RAY_AUTH_TOKEN``, else ``~/.ray/auth_token``."""
     token = os.environ.get("RAY_AUTH_TOKEN")
     path = Path.home() / ".ray" / "auth_token"
@@ -420,47 +420,6 @@ def started_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
         return [StartedNode.model_validate(n) for n in json.loads(state_file.read_text())]
     except (OSError, ValueError) as exc:
         raise CrabrayError(f"{state_file}: not a node state file ({exc}); delete it") from exc
-
-
-def use_token_auth(address: str | None, state_file: Path = DEFAULT_STATE_FILE) -> None:
-    """Turn on Ray's token authentication to join a cluster crabray started on this machine.
-
-    ``crabray cluster`` always starts nodes with token authentication, and a
-    driver joining them must say so, through the ``RAY_AUTH_MODE`` environment
-    variable, which Ray reads once, when it is imported: so this runs before
-    anything imports Ray (``crabray run`` and ``crabray cluster status`` call
-    it first). Forcing the token on a cluster that does not use one breaks it
-    (its GCS cannot call the driver back), so for other clusters, and whenever
-    ``RAY_AUTH_MODE`` is set, the user's environment decides.
-
-    Raises:
-        CrabrayError: The address is such a cluster but Ray was imported
-            already (a program that imports Ray itself must set
-            ``RAY_AUTH_MODE=token`` before it starts), or the state file is
-            unreadable.
-    """
-    if address is None or "RAY_AUTH_MODE" in os.environ:
-        return
-    host, _, port = address.rpartition(":")
-    ours = {n.address for n in started_nodes(state_file) if n.role == "head"}
-    if not (_is_this_machine(host) and f"127.0.0.1:{port}" in ours):
-        return
-    if "ray" in sys.modules:
-        raise CrabrayError(
-            f"the Ray cluster at {address} was started by `crabray cluster` with token "
-            "authentication, and Ray reads RAY_AUTH_MODE only when it is imported: set "
-            "RAY_AUTH_MODE=token in the environment before starting this program"
-        )
-    os.environ["RAY_AUTH_MODE"] = "token"
-
-
-def _is_this_machine(host: str) -> bool:
-    names = {"127.0.0.1", "localhost", socket.gethostname(), routable_address()}
-    try:
-        names.add(socket.gethostbyname(socket.gethostname()))
-    except OSError as exc:
-        logger.debug("cannot resolve this host's name: %s", exc)
-    return host in names
 
 
 def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:

@@ -10,7 +10,7 @@ environments of a kind on a node than it has slots.
 
 Ray is imported only by the functions that ask the cluster, so that
 ``crabray.cluster.nodes`` can use the resource and label names before Ray is
-imported (see ``nodes.use_token_auth``).
+imported (see ``token_auth.use_token_auth``).
 """
 
 from __future__ import annotations
