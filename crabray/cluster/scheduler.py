@@ -363,14 +363,12 @@ class Scheduler:
             elif (unfit := self._never_fits(item)) is not None:
                 del queue[index]
                 self._add_pending(item, -1)
-                self._passed_over.pop(id(item), None)
                 self._fail_unplaceable(item, unfit)
             elif not kept_for_another and self.pool.can_serve(
                 self._specs_of(item.task_id), self._capacity
             ):
                 del queue[index]
                 self._add_pending(item, -1)
-                self._passed_over.pop(id(item), None)
                 ref, flight = self._submit(item)
                 in_flight[ref] = flight
                 if self.controller is not None:
@@ -469,10 +467,14 @@ class Scheduler:
         """
         self._reserved = set()
         overdue: set[int] = set()
+        # Only the episodes within reach now are remembered: one dispatched, dropped or
+        # pushed out of reach is forgotten, so no entry outlives its episode (whose ``id``
+        # a new one could reuse).
+        waited, self._passed_over = self._passed_over, {}
         for item in itertools.islice(queue, _SCAN_LIMIT):
             if len(self._specs_of(item.task_id)) < 2:
                 continue
-            since = self._passed_over.setdefault(id(item), now)
+            since = self._passed_over[id(item)] = waited.get(id(item), now)
             if (
                 now - since >= self.settings.reserve_after_sec
                 and not self._keys_of(item) & self._reserved
