@@ -32,7 +32,7 @@ packages, DIR first on ``PYTHONPATH``), and prints both medians and the
 median of the paired ratios: on a loaded machine the ratio of runs made
 side by side says more than either time.
 
-A one-task run is also set against its floor: a bare ``ray.init()`` and
+A one-task run is also set against its floor: a bare ``ray.init(address="local")`` and
 ``ray.shutdown()`` timed in the same run (the last line, crabray/bare Ray).
 
 ``--smoke`` (1 and 20 tasks) only shows that the script runs;
@@ -326,12 +326,16 @@ def ratio(mine: float | str | None, theirs: float | str | None) -> str:
     return f"{'-':>14}"
 
 
-BARE_RAY = "import ray; ray.init(include_dashboard=False); ray.shutdown()"
-"""The floor of a one-task run: a Ray instance started and stopped, nothing run on it."""
+BARE_RAY = "import ray; ray.init(address='local', include_dashboard=False); ray.shutdown()"
+"""The floor of a one-task run: a Ray instance started and stopped, nothing run on it.
+
+``address='local'``, as ``crabray run`` starts its own: without it ``ray.init()``
+joins the cluster last started on this machine (``/tmp/ray/ray_current_cluster``),
+and waits for good when that cluster has gone (a test's head, killed)."""
 
 
 def run_bare_ray(work: Path, timeout: float | None = None) -> Timing:
-    """A bare ``ray.init()`` and ``ray.shutdown()`` in a process of its own."""
+    """A bare ``ray.init(address="local")`` and ``ray.shutdown()`` in a process of its own."""
     return timed([sys.executable, "-c", BARE_RAY], work, timeout=timeout)
 
 
