@@ -186,7 +186,10 @@ class Registry(Generic[T]):
                     known=known,
                     field=self.field,
                 )
-            return self.register(name, self._import(name, entry))
+            imported = self._import(name, entry)
+            if name in self._loaded:  # the module registered it itself, with its decorator
+                return self._loaded[name]
+            return self.register(name, imported)
 
     def available(self) -> list[str]:
         """Every name that can be asked for, sorted, without importing lazy entries.

@@ -70,6 +70,34 @@ def test_a_lazy_entry_is_imported_only_when_asked_for(tmp_path: Path, monkeypatc
     del sys.modules["crabray_test_lazy_widget"]
 
 
+def test_a_lazy_module_that_registers_itself_is_accepted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its decorator registers it on import; asking for it again made a second instance
+    that replaced the first (and logged the registration twice)."""
+    (tmp_path / "crabray_test_widgets.py").write_text(
+        "from crabray.core.registry import Registry\n"
+        "# One instance per class, as the formats' registry stores.\n"
+        "WIDGETS = Registry('widget', accept=lambda _name, cls: cls())\n"
+    )
+    (tmp_path / "crabray_test_self_widget.py").write_text(
+        "from crabray_test_widgets import WIDGETS\n"
+        "class Widget:\n"
+        "    made = 0\n"
+        "    def __init__(self):\n"
+        "        Widget.made += 1\n"
+        "WIDGETS.register('self', Widget)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from crabray_test_widgets import WIDGETS
+
+    WIDGETS.add_lazy("self", "crabray_test_self_widget:Widget")
+    first = WIDGETS.get("self")
+    assert type(first).made == 1
+    assert WIDGETS.get("self") is first
+    del sys.modules["crabray_test_self_widget"], sys.modules["crabray_test_widgets"]
+
+
 def test_a_missing_dependency_names_the_package_and_what_to_install() -> None:
     widgets = make()
     widgets.add_lazy("fancy", "crabray_test_missing_dep:Fancy", install_hint="pip install fancy")
