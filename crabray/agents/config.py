@@ -232,6 +232,28 @@ def select_agents(names: list[str], config_path: str | Path | None = None) -> li
     return specs
 
 
+def with_model(specs: list[AgentSpec], model: str | None) -> list[AgentSpec]:
+    """``specs`` with ``--model`` as the model of each LLM agent (baselines have none).
+
+    Raises:
+        ConfigError: A model is given but no selected agent uses one: running
+            oracle or noop "with a model" would silently ignore it.
+    """
+    if model is None:
+        return specs
+    if not any(spec.kind in LLM_KINDS for spec in specs):
+        names = ", ".join(spec.name for spec in specs)
+        raise ConfigError(
+            f"no selected agent uses a model ({names}: scripted agents); name an LLM agent "
+            "from --agent-config with --agent, or leave --model out",
+            field="--model",
+        )
+    return [
+        spec.model_copy(update={"model": model}) if spec.kind in LLM_KINDS else spec
+        for spec in specs
+    ]
+
+
 def agent_secrets(specs: list[AgentSpec]) -> list[str]:
     """The API keys of ``specs``' LLM agents, for the driver to redact from what it keeps.
 

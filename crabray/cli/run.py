@@ -48,12 +48,12 @@ from crabray.cli.options import (
 from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import DEFAULT_SYNC_SEC, SyncEveryOpt, submit_run
 from crabray.cli.terminal import console, errors
-from crabray.core.errors import ConfigError, CrabrayError
+from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
-    from crabray.agents import AgentSpec
+    pass
 
 RUN_EXAMPLES = """Examples:
 
@@ -111,6 +111,7 @@ def run(
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
+    from crabray.agents.config import with_model
     from crabray.cluster.token_auth import use_token_auth
     from crabray.run.settings import RunConfig, load_run_config, merge_overrides
 
@@ -150,13 +151,8 @@ def run(
     if not settings.agents:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
     if _submitted(settings.address):
-        if model is not None:
-            raise ConfigError(
-                "--model is not passed to a run submitted as a Ray job; set the model in "
-                "the agents file",
-                field="--model",
-            )
-        submit_run(settings, detach=detach, sync_every=sync_every)  # on the cluster, as a job
+        # On the cluster, as a job.
+        submit_run(settings, detach=detach, sync_every=sync_every, model=model)
         return
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
@@ -192,30 +188,6 @@ def run(
     code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
     if code:
         raise typer.Exit(code)
-
-
-def with_model(specs: list[AgentSpec], model: str | None) -> list[AgentSpec]:
-    """``specs`` with ``--model`` as the model of each LLM agent (baselines have none).
-
-    Raises:
-        ConfigError: A model is given but no selected agent uses one: running
-            oracle or noop "with a model" would silently ignore it.
-    """
-    from crabray.agents.config import LLM_KINDS
-
-    if model is None:
-        return specs
-    if not any(spec.kind in LLM_KINDS for spec in specs):
-        names = ", ".join(spec.name for spec in specs)
-        raise ConfigError(
-            f"no selected agent uses a model ({names}: scripted agents); name an LLM agent "
-            "from --agent-config with --agent, or leave --model out",
-            field="--model",
-        )
-    return [
-        spec.model_copy(update={"model": model}) if spec.kind in LLM_KINDS else spec
-        for spec in specs
-    ]
 
 
 def _submitted(address: str | None) -> bool:

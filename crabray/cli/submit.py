@@ -76,7 +76,10 @@ def remote_out(out: str | Path) -> str:
 
 
 def submit_run(
-    settings: RunConfig, detach: bool = False, sync_every: float = DEFAULT_SYNC_SEC
+    settings: RunConfig,
+    detach: bool = False,
+    sync_every: float = DEFAULT_SYNC_SEC,
+    model: str | None = None,
 ) -> None:
     """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
 
@@ -90,6 +93,7 @@ def submit_run(
         detach: Return once the job is submitted, printing how to follow and fetch it.
         sync_every: Followed, copy the finished episodes here every this many seconds
             (0: once, at the end).
+        model: ``--model``, passed on to the run on the head (checked here first).
 
     Raises:
         CrabrayError: The API does not answer, the suite is too large or invalid,
@@ -104,10 +108,11 @@ def submit_run(
         check_uri(str(settings.out_dir))
     client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
+    from crabray.agents.config import with_model
     from crabray.results import new_run_id
     from crabray.run.runner import load_checked_suite
 
-    select_agents(settings.agents, settings.agent_config)
+    with_model(select_agents(settings.agents, settings.agent_config), model)
     suite = Path(settings.suite)
     load_checked_suite(settings.resolve(suite))
     folder = suite if suite.is_dir() else suite.parent
@@ -118,7 +123,7 @@ def submit_run(
         _stage(settings, suite, folder, Path(staging), run_id)
         job_id = submit(
             client,
-            f"crabray run --config run.toml --out {out}",
+            _entrypoint(out, model),
             Path(staging),
             f"crabray-{run_id}-{secrets.token_hex(3)}",
             {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
@@ -247,6 +252,12 @@ def _follow_or_stop(
             soft_wrap=True,
         )
         return 130
+
+
+def _entrypoint(out: str, model: str | None) -> str:
+    """The job's command: the staged run file, its results root on the head, ``--model``."""
+    command = f"crabray run --config run.toml --out {out}"
+    return command if model is None else f"{command} --model {shlex.quote(model)}"
 
 
 def _stage(settings: RunConfig, suite: Path, folder: Path, staging: Path, run_id: str) -> None:

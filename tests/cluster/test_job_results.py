@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -157,3 +158,46 @@ def test_following_a_detached_run_copies_its_results_here(head: Head) -> None:
     assert f"results of run {run_id} copied into elsewhere-results" in followed.stderr
     episodes = read_episodes(head.laptop / "elsewhere-results", run_id)
     assert list(episodes.task_id) == ["quick"]
+
+
+@pytest.fixture
+def mock_llm(head: Head) -> Iterator[str]:
+    """``crabray llm serve paced.py`` on a free port: a model that replays the solutions."""
+    log = head.laptop / "serve.log"
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "crabray", "llm", "serve", "paced.py", "--port", "0"],
+            cwd=head.laptop, env={**head.env, "PYTHONUNBUFFERED": "1"}, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
+            time.sleep(0.1)
+        yield found.group(0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.mark.timeout(300)
+def test_model_on_the_command_line_reaches_a_submitted_run(head: Head, mock_llm: str) -> None:
+    """``--model`` goes to the run on the head: its rows, copied here, carry that model;
+    one no selected agent would use is refused here, before anything is shipped."""
+    agents = head.laptop / "agents.toml"
+    agents.write_text(
+        '[[agents]]\nname = "mock-llm"\nkind = "openai"\nmodel = "file-model"\n'
+        f'base_url = "{mock_llm}"\n'
+    )
+    run = ["run", "paced.py", "--task", "quick", "--address", head.jobs, "--out", "llm-results"]
+    done = head.cli(*run, "--agent-config", "agents.toml", "-a", "mock-llm", "-m", "cli-model")
+    assert done.returncode == 0, done.stdout + done.stderr
+    episodes = read_episodes(head.laptop / "llm-results")
+    assert list(episodes.model) == ["cli-model"]
+    assert episodes.success.all()
+    refused = head.cli(*run, "-a", "oracle", "-m", "cli-model")
+    assert refused.returncode == 2
+    assert "--model: no selected agent uses a model (oracle" in refused.stderr
+    assert "submitted" not in refused.stderr
