@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +139,27 @@ def write_sleepy_suite(path: Path, tasks: int, sleep: float, limit: float | None
     text = SLEEPY_SUITE.replace("N_TASKS", str(tasks)).replace("SLEEP", str(sleep))
     path.write_text(text.replace("LIMIT", repr(limit)))
     return path
+
+
+@contextlib.contextmanager
+def serve_mock_llm(suite: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[str]:
+    """``crabray llm serve SUITE`` on a free port, as docs/offline-llm.md starts it: a model
+    that replays the suite's solutions. Yields its base URL; stopped on exit."""
+    with log.open("w") as out:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "crabray", "llm", "serve", suite, "--port", "0"],
+            cwd=cwd,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
+            time.sleep(0.1)
+        yield found.group(0)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -7,9 +7,6 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +17,7 @@ from crabray.agents.chat_server import ChatRequest, ReplayModel
 from crabray.agents.config import read_agent_configs
 from crabray.cli.llm import DEFAULT_PORT
 from crabray.results import list_runs, read_episodes, read_steps
-from tests.conftest import ROOT, crabray
+from tests.conftest import ROOT, crabray, serve_mock_llm
 
 TASK = "Create hello.txt"
 SOLUTION = [ActionCall(name="write_file", arguments={"path": "hello.txt", "content": "hi"})]
@@ -79,26 +76,9 @@ def test_serve_reports_a_port_in_use() -> None:
 @pytest.fixture
 def mock_llm(tmp_path: Path) -> Iterator[str]:
     """``crabray llm serve tasks/demo`` as docs/offline-llm.md starts it, on a free port."""
-    log = tmp_path / "serve.log"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "NO_COLOR": "1"}
-    with log.open("w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "crabray", "llm", "serve", "tasks/demo", "--port", "0"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
-            time.sleep(0.1)
-        yield found.group(0)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    with serve_mock_llm("tasks/demo", ROOT, env, tmp_path / "serve.log") as url:
+        yield url
 
 
 @pytest.mark.ray

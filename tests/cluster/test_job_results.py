@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from crabray.results import list_runs, read_episodes
+from tests.conftest import serve_mock_llm
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -163,23 +163,8 @@ def test_following_a_detached_run_copies_its_results_here(head: Head) -> None:
 @pytest.fixture
 def mock_llm(head: Head) -> Iterator[str]:
     """``crabray llm serve paced.py`` on a free port: a model that replays the solutions."""
-    log = head.laptop / "serve.log"
-    with log.open("w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "crabray", "llm", "serve", "paced.py", "--port", "0"],
-            cwd=head.laptop, env={**head.env, "PYTHONUNBUFFERED": "1"}, stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
-            time.sleep(0.1)
-        yield found.group(0)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serve_mock_llm("paced.py", head.laptop, head.env, head.laptop / "serve.log") as url:
+        yield url
 
 
 @pytest.mark.timeout(300)

@@ -10,10 +10,6 @@ it was in (unfinished), its conversation and what its model calls cost.
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +17,7 @@ import pytest
 
 from crabray.agents.config import read_agent_configs
 from crabray.results import read_episodes, read_steps
-from tests.conftest import ROOT
+from tests.conftest import ROOT, serve_mock_llm
 from tests.interrupts.conftest import cli_env, crabray_in
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -60,25 +56,8 @@ def suite(tmp_path: Path) -> Path:
 @pytest.fixture
 def mock_llm(tmp_path: Path, suite: Path) -> Iterator[str]:
     """``crabray llm serve SUITE``: a model that replays the suite's solution."""
-    log = tmp_path / "serve.log"
-    with log.open("w") as out:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "crabray", "llm", "serve", str(suite), "--port", "0"],
-            cwd=ROOT,
-            env=cli_env(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while not (found := re.search(r"http://127\.0\.0\.1:\d+/v1", log.read_text())):
-            assert server.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, f"no URL printed: {log.read_text()}"
-            time.sleep(0.1)
-        yield found.group(0)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+    with serve_mock_llm(str(suite), ROOT, cli_env(), tmp_path / "serve.log") as url:
+        yield url
 
 
 def test_a_timed_out_episode_keeps_its_steps_tokens_and_cost(
