@@ -29,22 +29,37 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 BREAKING_SUITE = textwrap.dedent(
     """
     import os
+    import time
     from pathlib import Path
     from typing import Any
 
     from crabray import BenchmarkConfig, EnvironmentConfig, Task, action
     from crabray.actions import FILE_ACTIONS, SHELL_ACTIONS, path_exists, run_command, write_file
 
-    @action
-    def lose_every_process(env: Any) -> str:
-        \"\"\"Kill every process of the sandbox from the host.\"\"\"
-        namespace = f"pid:[{env.backend.describe()['pid_namespace']}]"
+    def in_namespace(namespace: str) -> list[int]:
+        found = []
         for proc in Path("/proc").iterdir():
             try:
                 if proc.name.isdigit() and os.readlink(proc / "ns" / "pid") == namespace:
-                    os.kill(int(proc.name), 9)
+                    found.append(int(proc.name))
             except OSError:
                 pass
+        return found
+
+    @action
+    def lose_every_process(env: Any) -> str:
+        \"\"\"Kill every process of the sandbox from the host, and wait until they are gone
+        (a kill is delivered later on a busy machine: a command sent at once could still
+        enter the dying sandbox and succeed).\"\"\"
+        namespace = f"pid:[{env.backend.describe()['pid_namespace']}]"
+        deadline = time.monotonic() + 30
+        while (left := in_namespace(namespace)) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            time.sleep(0.05)
         return "killed"
 
     ENV = EnvironmentConfig(
