@@ -410,6 +410,22 @@ def exec_failure(api: Any, container_id: str, what: str, exc: Exception) -> Sand
     return SandboxBrokenError(f"{message}; {stopped}")
 
 
+STOP_SETTLE_SEC = 3.0
+"""How long a container that still reads as running is given to stop, once something in it
+failed: the engine records a container's end a moment after its processes died, and on a
+busy machine that moment is long enough for a guest's restart to fail in between."""
+
+
+def _stops_within(api: Any, container_id: str, seconds: float) -> bool:
+    """Whether the container stops within ``seconds`` (the engine's wait, bounded)."""
+    try:
+        api.wait(container_id, timeout=seconds)
+    except ENGINE_ERRORS as still_running:  # the wait timed out (or the engine is gone)
+        logger.debug("container %s still runs: %s", container_id[:12], still_running)
+        return False
+    return True
+
+
 def stopped_inside(api: Any, container_id: str) -> str | None:
     """Why the container stopped because of what ran inside it, or None if it runs (or the
     engine does not answer).
@@ -420,6 +436,8 @@ def stopped_inside(api: Any, container_id: str) -> str | None:
     """
     try:
         state = api.inspect_container(container_id)["State"]
+        if state.get("Running") and _stops_within(api, container_id, STOP_SETTLE_SEC):
+            state = api.inspect_container(container_id)["State"]
     except ENGINE_ERRORS as inspect_error:
         logger.debug("cannot inspect container %s: %s", container_id[:12], inspect_error)
         return None
