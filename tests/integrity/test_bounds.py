@@ -271,6 +271,8 @@ def test_reset_and_close_survive_a_tree_deeper_than_any_recursion_limit(
 
 def test_a_killed_guest_is_the_agents_doing_in_a_container_too(tmp_path: Path) -> None:
     require_kind("docker-python")
+    import docker
+
     from crabray.backends import create_backend
 
     config = EnvironmentConfig(
@@ -283,10 +285,12 @@ def test_a_killed_guest_is_the_agents_doing_in_a_container_too(tmp_path: Path) -
         assert backend.exec("truncate -s 1536M big").ok
         with pytest.raises(FileTooLargeError):
             backend.get_file("big", max_bytes=1024)
-        # As root, `kill -9 -1` ends the container's main process: the container stops (now,
-        # or while the next command starts); the engine still answers, so it is the agent's.
+        # As root, `kill -9 -1` ends the container's main process: the container stops; the
+        # engine still answers, so it is the agent's. (A command sent before the container has
+        # stopped may still run in it: the test waits for the stop, as a busy machine may not.)
         with pytest.raises(SandboxBrokenError, match="something inside the sandbox killed it"):
             backend.exec("kill -9 -1")
+            docker.APIClient().wait(backend.describe()["container"], timeout=30)
             backend.exec("true")
     finally:
         backend.close()
