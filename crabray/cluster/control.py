@@ -18,6 +18,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 _MAX_WAITERS = 100_000
 """Waiting calls the control actor holds at once: one per environment actor of the run."""
+_ROLE_VAR = "CRABRAY_ROLE"
+"""Set in a control actor that has a worker process of its own (``start_control``)."""
 
 
 class RunControl:
@@ -39,14 +41,27 @@ class RunControl:
 RemoteRunControl = ray.remote(num_cpus=0, max_restarts=0)(RunControl)
 
 
-def start_control() -> Any:
+def start_control(own_worker: bool = False) -> Any:
     """A new control actor for a run (it only holds a flag), on the driver's own node.
 
     Its death reads as a stop, so it must die with the driver and nothing else:
     placed on another node, losing that node would stop the whole run.
+
+    Args:
+        own_worker: Start a worker process of its own rather than take an idle
+            one. A driver joining a running cluster finds one idle worker (the
+            one its preflight task used); the control, created first, would take
+            it and leave the first sandbox waiting ~0.4 s for a new process. The
+            control is needed only when a stop comes, so it waits instead: a
+            runtime environment of its own (one variable) makes Ray start a
+            process for it. A local instance starts with a worker per core, and
+            there it takes one of those.
     """
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return RemoteRunControl.options(max_concurrency=_MAX_WAITERS, scheduling_strategy=here).remote()
+    options: dict[str, Any] = {"max_concurrency": _MAX_WAITERS, "scheduling_strategy": here}
+    if own_worker:
+        options["runtime_env"] = {"env_vars": {_ROLE_VAR: "run-control"}}
+    return RemoteRunControl.options(**options).remote()
 
 
 class StopWatch:

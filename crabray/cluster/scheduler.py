@@ -187,7 +187,7 @@ class Scheduler:
         for item in queue:
             self._add_pending(item, +1)
         progress = self.progress = SweepProgress(total=len(queue))
-        self.control = self.pool.control = start_control()
+        self.control = self.pool.control = start_control(own_worker=not is_local_instance())
         # The board is for `crabray cluster status` on a cluster that outlives the run. A
         # local instance the run started ends with it, and no crabray command reads it: a
         # board there would only cost a worker process at every start

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import ray
 from ray.cluster_utils import Cluster
+
+from crabray.cluster.nodes import NodeConfig, ray_start_command
 
 
 @pytest.fixture(scope="module")
@@ -47,3 +57,53 @@ def two_workers() -> Iterator[Cluster]:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def ray_start_head(env: dict[str, str], num_cpus: int = 1) -> Iterator[str]:
+    """A real Ray head started by ``ray start`` (not by crabray: no state file names it),
+    hosting 2 'local' sandbox slots; yields its address, then stops its process group."""
+    port = free_port()
+    # Ray's socket paths must stay under 108 bytes: pytest's tmp_path is too deep.
+    temp_dir = Path(tempfile.mkdtemp(prefix="crabray-head-", dir="/tmp"))
+    command = ray_start_command(
+        NodeConfig(hosts={"local": 2}, num_cpus=num_cpus),
+        head_port=port,
+        address=None,
+        node_ip="127.0.0.1",
+        temp_dir=temp_dir,
+    )
+    command += [f"--ray-client-server-port={free_port()}", "--dashboard-agent-listen-port=0"]
+    started = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=120, start_new_session=True
+    )
+    if started.returncode != 0:
+        pytest.fail(f"ray start failed:\n{started.stdout}\n{started.stderr}")
+    pgid = _group_of(temp_dir)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        if pgid is not None:
+            os.killpg(pgid, signal.SIGKILL)
+            time.sleep(0.5)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _group_of(temp_dir: Path) -> int | None:
+    """The process group of the head's GCS (``ray start`` exits, its processes stay)."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "gcs_server" in cmdline and str(temp_dir) in cmdline:
+            return os.getpgid(int(proc.name))
+    return None

@@ -10,22 +10,17 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from crabray.cluster.nodes import NodeConfig, ray_start_command
 from crabray.cluster.token_auth import use_token_auth
 from crabray.core.errors import CrabrayError
+from tests.cluster.conftest import free_port, ray_start_head
 from tests.conftest import ROOT, crabray, raw_episode_rows
 
 pytestmark = pytest.mark.ray
@@ -76,14 +71,14 @@ def in_fresh_python(address: str, state: Path, token: str | None = None) -> str:
 
 def test_a_head_crabray_started_here_gets_token_mode_before_ray_loads(tmp_path: Path) -> None:
     # Nothing answers at the port yet (a head still starting): the state file decides.
-    port = _free_port()
+    port = free_port()
     state = state_file(tmp_path, port)
     assert in_fresh_python(f"127.0.0.1:{port}", state) == "token False"
     assert in_fresh_python(f"localhost:{port}", state) == "token False"
 
 
 def test_other_clusters_are_left_to_the_users_environment(tmp_path: Path) -> None:
-    port, other = _free_port(), _free_port()
+    port, other = free_port(), free_port()
     state = state_file(tmp_path, port)
     assert in_fresh_python(f"127.0.0.1:{other}", state) == "None False"
     assert in_fresh_python(f"10.9.8.7:{port}", state) == "None False"
@@ -94,62 +89,13 @@ def test_too_late_once_ray_is_imported_is_a_clear_error(
 ) -> None:
     import ray  # noqa: F401  (this process has Ray loaded, as a library user's would)
 
-    port = _free_port()
+    port = free_port()
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     with pytest.raises(CrabrayError, match="set RAY_AUTH_MODE=token in the environment before"):
         use_token_auth(f"127.0.0.1:{port}", state_file(tmp_path, port))
     assert "RAY_AUTH_MODE" not in os.environ
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     use_token_auth(f"127.0.0.1:{port}", state_file(tmp_path, port))
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _start_head(env: dict[str, str]) -> Iterator[str]:
-    """A real Ray head started by ``ray start`` (not by crabray: no state file names it),
-    hosting 2 'local' sandbox slots; stopped with its whole process group."""
-    port = _free_port()
-    # Ray's socket paths must stay under 108 bytes: pytest's tmp_path is too deep.
-    temp_dir = Path(tempfile.mkdtemp(prefix="crabray-token-", dir="/tmp"))
-    command = ray_start_command(
-        NodeConfig(hosts={"local": 2}, num_cpus=1),
-        head_port=port,
-        address=None,
-        node_ip="127.0.0.1",
-        temp_dir=temp_dir,
-    )
-    command += [f"--ray-client-server-port={_free_port()}", "--dashboard-agent-listen-port=0"]
-    started = subprocess.run(
-        command, env=env, capture_output=True, text=True, timeout=120, start_new_session=True
-    )
-    if started.returncode != 0:
-        pytest.fail(f"ray start failed:\n{started.stdout}\n{started.stderr}")
-    pgid = _group_of(temp_dir)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        if pgid is not None:
-            os.killpg(pgid, signal.SIGKILL)
-            time.sleep(0.5)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def _group_of(temp_dir: Path) -> int | None:
-    """The process group of the head's GCS (``ray start`` exits, its processes stay)."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if "gcs_server" in cmdline and str(temp_dir) in cmdline:
-            return os.getpgid(int(proc.name))
-    return None
 
 
 HEAD_TOKEN = secrets.token_hex(32)
@@ -159,14 +105,14 @@ HEAD_TOKEN = secrets.token_hex(32)
 def token_head() -> Iterator[str]:
     """A head that wants Ray's token (HEAD_TOKEN)."""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": HEAD_TOKEN}
-    yield from _start_head(env)
+    yield from ray_start_head(env)
 
 
 @pytest.fixture
 def open_head() -> Iterator[str]:
     """A head without token authentication, on a machine that has a token."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": HEAD_TOKEN}
-    yield from _start_head(env)
+    yield from ray_start_head(env)
 
 
 def test_a_head_that_wants_the_token_gets_it_though_crabray_did_not_start_it(
