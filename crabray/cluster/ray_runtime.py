@@ -24,6 +24,8 @@ from crabray.core.errors import CrabrayError
 logger = logging.getLogger(__name__)
 
 _CONNECT_TIMEOUT_SEC = 5.0
+TASK_EVENTS_VAR = "RAY_task_events_report_interval_ms"
+"""Ray's interval for reporting task events; crabray sets 0 (none) unless the user did."""
 
 _started_here: str | None = None
 """The node id of the local instance this process started, if any (unique per start)."""
@@ -60,6 +62,10 @@ def connect(
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Ray's task events feed its dashboard's task views; crabray records its episodes
+    # itself. Reporting them costs CPU at every actor call, and the driver's last
+    # flush 0.25 s of every disconnect. A local instance's processes inherit this.
+    os.environ.setdefault(TASK_EVENTS_VAR, "0")
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": False,

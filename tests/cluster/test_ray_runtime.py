@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import ray
 
-from crabray.cluster.ray_runtime import connect, disconnect, is_local_instance
+from crabray.cluster.ray_runtime import TASK_EVENTS_VAR, connect, disconnect, is_local_instance
 from tests.conftest import crabray, raw_episode_rows
 
 
@@ -107,3 +107,26 @@ def test_a_one_task_run_starts_no_ray_worker_it_does_not_use(tmp_path: Path) -> 
     crabray("run", str(suite), "--agent", "oracle", "--out", str(out), check=True)
     rows = raw_episode_rows(out, ["task_id", "success", "error"])
     assert rows == [{"task_id": "only", "success": True, "error": None}], rows
+
+
+@ray.remote(num_cpus=0)
+def _task_events_setting() -> str | None:
+    return os.environ.get(TASK_EVENTS_VAR)
+
+
+@pytest.mark.parametrize(("given", "seen"), [(None, "0"), ("1000", "1000")])
+def test_task_events_are_off_in_the_instance_unless_the_user_set_them(
+    monkeypatch: pytest.MonkeyPatch, given: str | None, seen: str
+) -> None:
+    """Ray's task events (its dashboard's task views) cost CPU at every actor call and a
+    quarter second at each disconnect; a local instance runs without them, and a user
+    who wants them (``RAY_task_events_report_interval_ms``) keeps them."""
+    if given is None:
+        monkeypatch.delenv(TASK_EVENTS_VAR, raising=False)
+    else:
+        monkeypatch.setenv(TASK_EVENTS_VAR, given)
+    connect(num_cpus=1, hosts={"local": 1})
+    try:
+        assert ray.get(_task_events_setting.remote(), timeout=120) == seen
+    finally:
+        disconnect()
