@@ -38,6 +38,11 @@ _PROBE_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
 
 _PROBE_TIMEOUT_SEC = 5.0
 
+_settled: set[tuple[str, Path]] = set()
+"""The (address, state file) pairs this process has decided for: ``crabray run`` decides
+before Ray is imported and ``ray_runtime.connect`` asks again for library callers; the
+GCS is asked once (an address that does not answer would cost its timeout twice)."""
+
 
 class GcsAuth(enum.Enum):
     """What a cluster's GCS said to a call without a token, and to one with this machine's."""
@@ -62,11 +67,12 @@ def use_token_auth(address: str | None, state_file: Path = DEFAULT_STATE_FILE) -
             imported already (a program that imports Ray itself must set
             ``RAY_AUTH_MODE=token`` before it starts), or the state file is unreadable.
     """
-    if address is None or "RAY_AUTH_MODE" in os.environ:
+    if address is None or "RAY_AUTH_MODE" in os.environ or (address, state_file) in _settled:
         return
     answer = gcs_auth(address)
     logger.debug("the GCS at %s %s", address, answer.value)
     if answer is GcsAuth.OPEN:
+        _settled.add((address, state_file))
         return
     if answer is GcsAuth.NO_TOKEN_HERE:
         raise CrabrayError(
@@ -81,6 +87,7 @@ def use_token_auth(address: str | None, state_file: Path = DEFAULT_STATE_FILE) -
             "here, or set RAY_AUTH_TOKEN to its contents"
         )
     if answer is GcsAuth.UNKNOWN and not _started_here(address, state_file):
+        _settled.add((address, state_file))
         return
     if "ray" in sys.modules:
         raise CrabrayError(

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -157,3 +159,41 @@ def test_a_run_joins_a_head_the_user_started_with_ray_start(
     assert done.returncode == 0, done.stdout + done.stderr
     rows = raw_episode_rows(out, ["task_id", "success"])
     assert rows == [{"task_id": "hello-file", "success": True}]
+
+
+def test_the_gcs_is_asked_once_per_process_for_an_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``crabray run`` decides before Ray is imported and ``connect`` asks again: the
+    second call must not ask (an address that does not answer would cost its timeout
+    twice). Here a port that accepts and says nothing, counting who connects."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    accepted = []
+
+    def count() -> None:
+        while listener.fileno() != -1:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                continue
+            accepted.append(connection)
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)  # set by the user, it decides
+    counting = threading.Thread(target=count, daemon=True)
+    counting.start()
+    nobody = state_file(tmp_path, 1)  # no crabray-started head at that address
+    try:
+        use_token_auth(f"127.0.0.1:{port}", nobody)
+        asked = len(accepted)
+        use_token_auth(f"127.0.0.1:{port}", nobody)
+        assert asked >= 1
+        assert len(accepted) == asked
+        assert "RAY_AUTH_MODE" not in os.environ
+    finally:
+        listener.close()
+        for connection in accepted:
+            connection.close()
