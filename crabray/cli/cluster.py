@@ -132,6 +132,7 @@ def start_head(
         f"run sweeps with:    crabray run SUITE --agent NAME --address http://{ip}:{dashboard_port}"
     )
     print_copyable("(from any machine holding the token; see cluster/README.md)")
+    print_copyable(f"Ray's logs:         {node.temp_dir}/session_latest/logs")
 
 
 @cluster_app.command(

@@ -303,20 +303,52 @@ def start_node(
     """Start a head (``head_port``, with Ray's dashboard on ``dashboard``) or a worker; record it.
 
     ``node_ip`` is the address the node advertises to the others (Ray guesses when None).
+    The node's Ray folder (``--temp-dir``) is the cluster's own, named by the head's
+    port (:func:`cluster_folder`), never Ray's shared ``/tmp/ray``: a head's job
+    supervisor gives each submitted run the address of the cluster last started in
+    its Ray folder (``ray_current_cluster``), so in the shared one any Ray started
+    later on the head's machine (a plain ``ray start --head``, a test) received the
+    head's submitted runs, which then failed for want of their files or token. The
+    same name on every machine keeps a submitted run's files at the same path on
+    every node, which episodes need (they load the suite by its path).
 
     Raises:
         CrabrayError: ``ray start`` failed; its output is in the message.
     """
     role = "head" if head_port is not None else "worker"
+    folder = cluster_folder(head_port if head_port is not None else _port_of(str(address)))
     command = ray_start_command(
-        config, head_port=head_port, address=address, node_ip=node_ip, dashboard=dashboard
+        config,
+        head_port=head_port,
+        address=address,
+        node_ip=node_ip,
+        dashboard=dashboard,
+        temp_dir=folder,
     )
     proc = _launch(command, role)
     _await_start(proc, role)
     where = f"127.0.0.1:{head_port}" if role == "head" else str(address)
-    node = _started(proc, role, config, where)
+    node = _started(proc, role, config, where, folder)
     _record(state_file, [*started_nodes(state_file), node])
     return node
+
+
+def cluster_folder(head_port: int) -> Path:
+    """The Ray folder of the nodes crabray starts for the cluster whose head listens on
+    ``head_port``: the same path on every machine, and none other cluster's."""
+    return Path(tempfile.gettempdir()) / f"crabray-ray-{head_port}"
+
+
+def _port_of(address: str) -> int:
+    """The port of a ``HOST:PORT`` head address.
+
+    Raises:
+        CrabrayError: The address has no port.
+    """
+    port = address.rpartition(":")[2]
+    if not port.isdigit():
+        raise CrabrayError(f"the head's address {address!r} is not HOST:PORT")
+    return int(port)
 
 
 def start_workers(
@@ -427,16 +459,22 @@ def stop_nodes(state_file: Path = DEFAULT_STATE_FILE) -> list[StartedNode]:
     nodes = started_nodes(state_file)
     for node in sorted(nodes, key=lambda n: n.role == "head"):
         _kill_group(node.process_group)
-        _remove_folder(node.temp_dir)
+    for folder in {node.temp_dir for node in nodes}:
+        _remove_folder(folder)
     _record(state_file, [])
     return nodes
 
 
 def stop_node(node: StartedNode, state_file: Path = DEFAULT_STATE_FILE) -> None:
-    """Stop one node this machine started, and forget it (the others keep running)."""
+    """Stop one node this machine started, and forget it (the others keep running).
+
+    Its Ray folder goes with it unless another node started here still uses it (a
+    head and a worker of one cluster on one machine share the cluster's folder).
+    """
     _kill_group(node.process_group)
-    _remove_folder(node.temp_dir)
     kept = [n for n in started_nodes(state_file) if n.process_group != node.process_group]
+    if all(n.temp_dir != node.temp_dir for n in kept):
+        _remove_folder(node.temp_dir)
     _record(state_file, kept)
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -66,12 +70,17 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def ray_start_head(env: dict[str, str], num_cpus: int = 1) -> Iterator[str]:
+def ray_start_head(
+    env: dict[str, str], num_cpus: int = 1, shared_folder: bool = False
+) -> Iterator[str]:
     """A real Ray head started by ``ray start`` (not by crabray: no state file names it),
-    hosting 2 'local' sandbox slots; yields its address, then stops its process group."""
+    hosting 2 'local' sandbox slots; yields its address, then stops its process group.
+
+    With ``shared_folder`` it uses Ray's default folder (``/tmp/ray``), as a user's
+    plain ``ray start --head`` does; otherwise a folder of its own, removed after."""
     port = free_port()
     # Ray's socket paths must stay under 108 bytes: pytest's tmp_path is too deep.
-    temp_dir = Path(tempfile.mkdtemp(prefix="crabray-head-", dir="/tmp"))
+    temp_dir = None if shared_folder else Path(tempfile.mkdtemp(prefix="crabray-head-", dir="/tmp"))
     command = ray_start_command(
         NodeConfig(hosts={"local": 2}, num_cpus=num_cpus),
         head_port=port,
@@ -85,18 +94,20 @@ def ray_start_head(env: dict[str, str], num_cpus: int = 1) -> Iterator[str]:
     )
     if started.returncode != 0:
         pytest.fail(f"ray start failed:\n{started.stdout}\n{started.stderr}")
-    pgid = _group_of(temp_dir)
+    pgid = _group_of(f"--gcs_server_port={port}")
     try:
         yield f"127.0.0.1:{port}"
     finally:
         if pgid is not None:
             os.killpg(pgid, signal.SIGKILL)
             time.sleep(0.5)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _group_of(temp_dir: Path) -> int | None:
-    """The process group of the head's GCS (``ray start`` exits, its processes stay)."""
+def _group_of(marker: str) -> int | None:
+    """The process group of the GCS whose command line has ``marker`` (``ray start``
+    exits, its processes stay)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -104,6 +115,54 @@ def _group_of(temp_dir: Path) -> int | None:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "gcs_server" in cmdline and str(temp_dir) in cmdline:
+        if "gcs_server" in cmdline and marker in cmdline:
             return os.getpgid(int(proc.name))
     return None
+
+
+@dataclass
+class CrabrayHead:
+    """A head started by ``crabray cluster start-head``, and the "laptop" folder that
+    submits to its Job Submission API (``jobs``)."""
+
+    laptop: Path
+    env: dict[str, str]
+    jobs: str
+
+    def cli(self, *args: str, timeout: float = 500) -> subprocess.CompletedProcess[str]:
+        """``crabray ARGS`` run in the laptop folder, as its user would."""
+        return subprocess.run(
+            [sys.executable, "-m", "crabray", *args],
+            cwd=self.laptop, env=self.env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+
+@contextmanager
+def crabray_head(base: Path, suite: str, text: str) -> Iterator[CrabrayHead]:
+    """A head hosting ``local=2`` in a home of its own under ``base`` (its token and
+    ``~/crabray/results`` live there, not in the user's), with the suite file ``suite``
+    in the laptop folder. Stopped on exit, checking that no node is left."""
+    laptop = base / "laptop"
+    laptop.mkdir()
+    (laptop / suite).write_text(text)
+    env = {
+        **os.environ,
+        "HOME": str(base / "home"),
+        "CRABRAY_NODES_FILE": str(base / "nodes.json"),
+        "RAY_ADDRESS": "",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+    }
+    dashboard = free_port()
+    head = CrabrayHead(laptop, env, f"http://127.0.0.1:{dashboard}")
+    started = head.cli(
+        "cluster", "start-head", "--hosts", "local=2", "--num-cpus", "2",
+        "--port", str(free_port()), "--dashboard-port", str(dashboard),
+        "--job-agent-port", str(free_port()), "--node-ip-address", "127.0.0.1",
+    )  # fmt: skip
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield head
+    finally:
+        stopped = head.cli("cluster", "stop")
+        assert json.loads((base / "nodes.json").read_text()) == [], stopped.stderr

@@ -19,6 +19,7 @@ from crabray.cluster.scheduler import Scheduler, SchedulerSettings
 from crabray.episode import EpisodeLimits
 from crabray.formats import Suite
 from crabray.results import ResultSink
+from tests.cluster.conftest import crabray_head
 from tests.conftest import raw_episode_rows
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -177,59 +178,18 @@ def test_a_submitted_run_finishes_on_a_two_slot_head_and_its_results_come_back(
 ) -> None:
     """Job mode as the issue's user ran it: a head hosting local=2, a run submitted to its
     Job Submission API without --out. It finishes, and its rows reach ./results here."""
-    import json
-    import os
-    import socket
-    import subprocess
-    import sys
-
     from crabray.results import read_episodes
 
-    def free_port() -> int:
-        with socket.socket() as sock:
-            sock.bind(("", 0))
-            return int(sock.getsockname()[1])
-
-    here = tmp_path / "laptop"
-    here.mkdir()
-    (here / "mixed.py").write_text(MIXED_SUITE)
-    # A home of its own: the head's token and ~/crabray/results live there, not in the user's.
-    env = {
-        **os.environ,
-        "HOME": str(tmp_path / "home"),
-        "CRABRAY_NODES_FILE": str(tmp_path / "nodes.json"),
-        "RAY_ADDRESS": "",
-        "COLUMNS": "200",
-        "NO_COLOR": "1",
-    }
-
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "crabray", *args],
-            cwd=here, env=env, capture_output=True, text=True, timeout=500,
-        )  # fmt: skip
-
-    dashboard = free_port()
-    head = cli(
-        "cluster", "start-head", "--hosts", "local=2", "--num-cpus", "2",
-        "--port", str(free_port()), "--dashboard-port", str(dashboard),
-        "--job-agent-port", str(free_port()), "--node-ip-address", "127.0.0.1",
-    )  # fmt: skip
-    try:
-        assert head.returncode == 0, head.stdout + head.stderr
-        run = cli(
-            "run", "mixed.py", "--agent", "oracle", "--concurrency", "2",
-            "--address", f"http://127.0.0.1:{dashboard}",
+    with crabray_head(tmp_path, "mixed.py", MIXED_SUITE) as head:
+        run = head.cli(
+            "run", "mixed.py", "--agent", "oracle", "--concurrency", "2", "--address", head.jobs,
         )  # fmt: skip
         assert "copied into results" in run.stderr, run.stdout + run.stderr
-        episodes = read_episodes(here / "results")
+        episodes = read_episodes(head.laptop / "results")
         assert len(episodes) == 9, "every episode's row came back to this machine"
         outcome = dict(zip(episodes.task_id, episodes.termination_reason, strict=True))
         assert outcome["two-ab"] == outcome["two-bc"] == outcome["one-c2"] == "success"
         assert outcome["three-abc"] == "env_error", "more than the head's slots: fails, no hang"
-    finally:
-        stopped = cli("cluster", "stop")
-    assert json.loads((tmp_path / "nodes.json").read_text()) == [], stopped.stderr
 
 
 @pytest.mark.timeout(300)

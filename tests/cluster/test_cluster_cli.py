@@ -70,8 +70,9 @@ def test_local_cluster_runs_a_sweep_and_stops_cleanly(tmp_path: Path) -> None:
     assert not any(group_alive(n["process_group"]) for n in nodes)
     assert json.loads((tmp_path / "nodes.json").read_text()) == []
     folders = [Path(n["temp_dir"]) for n in nodes if n["temp_dir"]]
-    assert len(folders) == 2, "each worker had its own Ray folder"
-    assert not any(f.exists() or f.parent.exists() for f in folders), "removed when stopped"
+    assert len(folders) == 3, "each node had its own Ray folder"
+    assert not any(f.exists() for f in folders), "removed when stopped"
+    assert not any(f.parent.exists() for f in folders[1:]), "the workers' common folder too"
 
 
 def test_status_without_an_address_says_how_to_give_one(tmp_path: Path) -> None:

@@ -8,20 +8,16 @@ are copied into ``./results`` here; when it ends the copy is exact.
 
 from __future__ import annotations
 
-import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from crabray.results import list_runs, read_episodes
+from tests.cluster.conftest import CrabrayHead, crabray_head, ray_start_head
 from tests.conftest import serve_mock_llm
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -57,57 +53,15 @@ SUITE = textwrap.dedent(
 )
 
 
-@dataclass
-class Head:
-    laptop: Path
-    env: dict[str, str]
-    jobs: str
-
-    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "crabray", *args],
-            cwd=self.laptop, env=self.env, capture_output=True, text=True, timeout=400,
-        )  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Head]:
+def head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CrabrayHead]:
     """A head hosting two local sandboxes, in a home of its own; the laptop's folder."""
-    base = tmp_path_factory.mktemp("jobs")
-    laptop = base / "laptop"
-    laptop.mkdir()
-    (laptop / "paced.py").write_text(SUITE)
-    env = {
-        **os.environ,
-        "HOME": str(base / "home"),
-        "CRABRAY_NODES_FILE": str(base / "nodes.json"),
-        "RAY_ADDRESS": "",
-        "COLUMNS": "200",
-        "NO_COLOR": "1",
-    }
-    dashboard = _free_port()
-    it = Head(laptop, env, f"http://127.0.0.1:{dashboard}")
-    started = it.cli(
-        "cluster", "start-head", "--hosts", "local=2", "--num-cpus", "2",
-        "--port", str(_free_port()), "--dashboard-port", str(dashboard),
-        "--job-agent-port", str(_free_port()), "--node-ip-address", "127.0.0.1",
-    )  # fmt: skip
-    try:
-        assert started.returncode == 0, started.stdout + started.stderr
+    with crabray_head(tmp_path_factory.mktemp("jobs"), "paced.py", SUITE) as it:
         yield it
-    finally:
-        stopped = it.cli("cluster", "stop")
-        assert json.loads((base / "nodes.json").read_text()) == [], stopped.stderr
 
 
 @pytest.mark.timeout(400)
-def test_finished_episodes_are_copied_here_while_the_run_goes_on(head: Head) -> None:
+def test_finished_episodes_are_copied_here_while_the_run_goes_on(head: CrabrayHead) -> None:
     results = head.laptop / "results"
     run = subprocess.Popen(
         [
@@ -146,7 +100,7 @@ def test_finished_episodes_are_copied_here_while_the_run_goes_on(head: Head) -> 
 
 
 @pytest.mark.timeout(300)
-def test_following_a_detached_run_copies_its_results_here(head: Head) -> None:
+def test_following_a_detached_run_copies_its_results_here(head: CrabrayHead) -> None:
     submitted = head.cli(
         "run", "paced.py", "--agent", "oracle", "--task", "quick", "--address", head.jobs,
         "--detach", "--out", "elsewhere-results",
@@ -161,14 +115,16 @@ def test_following_a_detached_run_copies_its_results_here(head: Head) -> None:
 
 
 @pytest.fixture
-def mock_llm(head: Head) -> Iterator[str]:
+def mock_llm(head: CrabrayHead) -> Iterator[str]:
     """``crabray llm serve paced.py`` on a free port: a model that replays the solutions."""
     with serve_mock_llm("paced.py", head.laptop, head.env, head.laptop / "serve.log") as url:
         yield url
 
 
 @pytest.mark.timeout(300)
-def test_model_on_the_command_line_reaches_a_submitted_run(head: Head, mock_llm: str) -> None:
+def test_model_on_the_command_line_reaches_a_submitted_run(
+    head: CrabrayHead, mock_llm: str
+) -> None:
     """``--model`` goes to the run on the head: its rows, copied here, carry that model;
     one no selected agent would use is refused here, before anything is shipped."""
     agents = head.laptop / "agents.toml"
@@ -186,3 +142,24 @@ def test_model_on_the_command_line_reaches_a_submitted_run(head: Head, mock_llm:
     assert refused.returncode == 2
     assert "--model: no selected agent uses a model (oracle" in refused.stderr
     assert "submitted" not in refused.stderr
+
+
+@pytest.mark.timeout(300)
+def test_a_cluster_started_later_on_the_head_machine_does_not_get_its_runs(
+    head: CrabrayHead,
+) -> None:
+    """Ray's job supervisor gives a submitted run the cluster last started in the head's
+    Ray folder (``ray_current_cluster``); a plain ``ray start --head`` run afterwards on
+    the head's machine, in Ray's shared folder, must not receive the head's runs (they
+    failed there, for want of their files or of the head's token)."""
+    interloper = ray_start_head({**head.env, "HOME": str(head.laptop)}, shared_folder=True)
+    next(interloper)
+    try:
+        done = head.cli(
+            "run", "paced.py", "--agent", "oracle", "--task", "quick", "--address", head.jobs,
+            "--out", "after-interloper",
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert list(read_episodes(head.laptop / "after-interloper").task_id) == ["quick"]
+    finally:
+        interloper.close()
