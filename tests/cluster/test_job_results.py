@@ -152,7 +152,10 @@ def test_a_cluster_started_later_on_the_head_machine_does_not_get_its_runs(
     Ray folder (``ray_current_cluster``); a plain ``ray start --head`` run afterwards on
     the head's machine, in Ray's shared folder, must not receive the head's runs (they
     failed there, for want of their files or of the head's token)."""
-    interloper = ray_start_head({**head.env, "HOME": str(head.laptop)}, shared_folder=True)
+    # A user's own open head: no token (whatever an earlier test left in os.environ).
+    mine = {k: v for k, v in head.env.items() if k != "RAY_AUTH_TOKEN"}
+    mine |= {"HOME": str(head.laptop), "RAY_AUTH_MODE": "disabled"}
+    interloper = ray_start_head(mine, shared_folder=True)
     next(interloper)
     try:
         done = head.cli(
