@@ -70,6 +70,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+@contextmanager
 def ray_start_head(
     env: dict[str, str], num_cpus: int = 1, shared_folder: bool = False
 ) -> Iterator[str]:

@@ -155,14 +155,10 @@ def test_a_cluster_started_later_on_the_head_machine_does_not_get_its_runs(
     # A user's own open head: no token (whatever an earlier test left in os.environ).
     mine = {k: v for k, v in head.env.items() if k != "RAY_AUTH_TOKEN"}
     mine |= {"HOME": str(head.laptop), "RAY_AUTH_MODE": "disabled"}
-    interloper = ray_start_head(mine, shared_folder=True)
-    next(interloper)
-    try:
+    with ray_start_head(mine, shared_folder=True):
         done = head.cli(
             "run", "paced.py", "--agent", "oracle", "--task", "quick", "--address", head.jobs,
             "--out", "after-interloper",
         )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert list(read_episodes(head.laptop / "after-interloper").task_id) == ["quick"]
-    finally:
-        interloper.close()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(read_episodes(head.laptop / "after-interloper").task_id) == ["quick"]

@@ -29,7 +29,8 @@ def open_head(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
     """A head without token authentication; the driver joins it without one."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("CRABRAY_NODES_FILE", str(tmp_path / "nodes.json"))
-    yield from ray_start_head({**os.environ}, num_cpus=2)
+    with ray_start_head({**os.environ}, num_cpus=2) as address:
+        yield address
 
 
 @pytest.mark.timeout(400)

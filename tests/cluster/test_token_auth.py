@@ -107,14 +107,16 @@ HEAD_TOKEN = secrets.token_hex(32)
 def token_head() -> Iterator[str]:
     """A head that wants Ray's token (HEAD_TOKEN)."""
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": HEAD_TOKEN}
-    yield from ray_start_head(env)
+    with ray_start_head(env) as address:
+        yield address
 
 
 @pytest.fixture
 def open_head() -> Iterator[str]:
     """A head without token authentication, on a machine that has a token."""
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": HEAD_TOKEN}
-    yield from ray_start_head(env)
+    with ray_start_head(env) as address:
+        yield address
 
 
 def test_a_head_that_wants_the_token_gets_it_though_crabray_did_not_start_it(
