@@ -1,5 +1,5 @@
 """``python -m crabray``: the same as the ``crabray`` command."""
 
-from crabray.cli import app
+from crabray.cli import main_entry
 
-app(prog_name="crabray")
+main_entry()

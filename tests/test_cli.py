@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -91,3 +93,25 @@ def test_leaderboard_of_an_empty_directory_says_so(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"no runs in {tmp_path}:" in done.stderr
     assert "crabray run tasks/demo --agent oracle" in done.stderr
+
+
+EXIT_PROBE = """
+import atexit, gc, sys
+atexit.register(lambda: print("FROZEN", gc.get_freeze_count(), file=sys.stderr))
+sys.argv = ["crabray", *sys.argv[1:]]
+from crabray.cli import main_entry
+main_entry()
+"""
+"""``crabray ARGS`` as the installed command runs it, reporting the frozen objects at exit."""
+
+
+def test_the_command_exits_with_its_code_and_its_heap_left_to_the_process(tmp_path: Path) -> None:
+    """Python's exit would collect every live object (0.35 s after a large run): the
+    command freezes them first, and its exit code is the command's own."""
+    for args, code in ((["--version"], 0), (["leaderboard", str(tmp_path / "none")], 2)):
+        done = subprocess.run(
+            [sys.executable, "-c", EXIT_PROBE, *args], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == code, done.stderr
+        frozen = int(done.stderr.split("FROZEN ")[1].split()[0])
+        assert frozen > 10_000, done.stderr  # the imported modules' objects, at least

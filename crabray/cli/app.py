@@ -9,6 +9,7 @@ fast.
 
 from __future__ import annotations
 
+import gc
 import logging
 import re
 from pathlib import Path
@@ -100,6 +101,21 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(envs_app, name="envs")
 app.add_typer(llm_app, name="llm")
+
+
+def main_entry() -> None:
+    """The ``crabray`` command: ``app``, then an exit that does not collect its heap.
+
+    Python's exit runs the cyclic garbage collector over every object still
+    alive (the loaded suite, Ray's and pyarrow's modules): 0.35 s at the end
+    of a 2,000-task run, a sixth of a one-task run on a running cluster.
+    Frozen, they are simply released with the process; atexit handlers and
+    file closes run as before.
+    """
+    try:
+        app(prog_name="crabray")
+    finally:
+        gc.freeze()
 
 
 def _print_version(value: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import time
@@ -168,6 +169,7 @@ def run(
         agent_config=_absolute(settings.agent_config),
         model=model,
     )
+    gc.freeze()  # the modules just imported live to the end: the run's collections skip them
     with _Interrupts(options.out_dir, options.resume):
         try:
             with _RunDisplay() as display:
