@@ -2,15 +2,17 @@
 
 One small async actor per run (``RunControl``). Every environment actor asks
 it, once when it starts, for ``stopped()``: a call that returns only when the
-driver calls ``stop()``. Its reference becoming ready is the signal, read
-locally with ``ray.wait(timeout=0)`` by the episode's watch
-(``crabray.episode.watch_episode``): no call per step, one waiting call per
-actor. The control actor dying (its driver died) reads as a stop too.
+driver calls ``stop()``. Its reference becoming ready is the signal: Ray sets
+a local flag when it does, which the episode's watch
+(``crabray.episode.watch_episode``) reads: no call per step or per episode,
+one waiting call per actor. The control actor dying (its driver died) reads
+as a stop too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import ray
@@ -65,14 +67,20 @@ def start_control(own_worker: bool = False) -> Any:
 
 
 class StopWatch:
-    """An environment actor's view of the run's stop request."""
+    """An environment actor's view of the run's stop request.
+
+    The waiting call's reference sets a flag when it completes, with the stop
+    or with the control actor's death; reading the flag costs nothing, where
+    asking Ray (``ray.wait``) at every check cost each episode two calls into
+    Ray's core worker.
+    """
 
     def __init__(self, control: Any | None) -> None:
+        self._stopped = threading.Event()
         self._ref = None if control is None else control.stopped.remote()
+        if self._ref is not None:
+            self._ref.future().add_done_callback(lambda _: self._stopped.set())
 
     def requested(self) -> bool:
         """Whether the driver asked to stop (or is gone). Never blocks."""
-        if self._ref is None:
-            return False
-        ready, _ = ray.wait([self._ref], timeout=0)
-        return bool(ready)
+        return self._stopped.is_set()
