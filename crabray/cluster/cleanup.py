@@ -14,10 +14,9 @@ import logging
 from typing import Any
 
 import ray
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from crabray.backends import backend_class
-from crabray.cluster.placement import slot_resource
+from crabray.cluster.placement import hosts_kind, pinned_to
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import CrabrayError
@@ -59,20 +58,14 @@ def cleanup_orphans(
         removed = sum(_cleanup_here(s.backend, s.backend_settings) for s in distinct.values())
         _report(removed, {s.backend for s in distinct.values()}, left_by)
         return removed
-    refs = []
-    for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        resources = node.get("Resources", {})
-        for spec in distinct.values():
-            if resources.get(slot_resource(spec.kind), 0) <= 0:
-                continue
-            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            refs.append(
-                _cleanup_task.options(scheduling_strategy=strategy).remote(
-                    spec.backend, spec.backend_settings
-                )
-            )
+    refs = [
+        _cleanup_task.options(scheduling_strategy=pinned_to(node)).remote(
+            spec.backend, spec.backend_settings
+        )
+        for node in ray.nodes()
+        for spec in distinct.values()
+        if hosts_kind(node, spec.kind)
+    ]
     try:
         removed = sum(ray.get(refs))
     except ray.exceptions.RayError as exc:

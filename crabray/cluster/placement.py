@@ -92,6 +92,30 @@ def actor_options(kind: str, label_selector: dict[str, str], memory_mb: int = 0)
     return options
 
 
+def hosts_kind(
+    node: dict[str, Any], kind: str, label_selector: dict[str, str] | None = None
+) -> bool:
+    """Whether ``node`` (an entry of ``ray.nodes()``) is alive, has slots for ``kind``, and
+    carries the labels ``label_selector`` asks for."""
+    return (
+        bool(node.get("Alive"))
+        and node.get("Resources", {}).get(slot_resource(kind), 0) > 0
+        and _matches(node.get("Labels") or {}, label_selector or {})
+    )
+
+
+def describe_node(node: dict[str, Any]) -> str:
+    """A node of ``ray.nodes()`` as messages and result rows name it: ``<ip>/<id prefix>``."""
+    return f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}"
+
+
+def pinned_to(node: dict[str, Any]) -> Any:
+    """A Ray scheduling strategy that runs a task on ``node`` and nowhere else."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+
+
 def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
     return all(labels.get(key) == value for key, value in selector.items())
 

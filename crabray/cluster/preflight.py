@@ -14,10 +14,9 @@ from typing import Any
 
 import ray
 from pydantic import BaseModel
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from crabray.backends import backend_class
-from crabray.cluster.placement import slot_resource
+from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import CrabrayError
@@ -63,21 +62,13 @@ def preflight_on_nodes(specs: list[SandboxSpec]) -> list[NodeProblem]:
     """
     pending: list[tuple[Any, SandboxSpec, str]] = []
     for node in ray.nodes():
-        if not node.get("Alive"):
-            continue
-        resources = node.get("Resources", {})
-        name = f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}"
         for spec in specs:
-            if resources.get(slot_resource(spec.kind), 0) <= 0:
+            if not hosts_kind(node, spec.kind, spec.label_selector):
                 continue
-            labels = node.get("Labels") or {}
-            if any(labels.get(k) != v for k, v in spec.label_selector.items()):
-                continue
-            strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
-            ref = _preflight_task.options(scheduling_strategy=strategy).remote(
+            ref = _preflight_task.options(scheduling_strategy=pinned_to(node)).remote(
                 spec.backend, spec.backend_settings, spec.name
             )
-            pending.append((ref, spec, name))
+            pending.append((ref, spec, describe_node(node)))
     try:
         answers = ray.get([ref for ref, _, _ in pending])
     except ray.exceptions.RayError as exc:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from crabray.core.errors import MissingDependencyError
 from crabray.core.registry import Registry, qualified_name
-from crabray.formats.suite import Suite
+from crabray.formats.suite import Suite, SuiteRef
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -73,12 +73,15 @@ class SuiteFormat(ABC):
       own (python suites: ``--backend docker`` tries a suite on docker).
     - ``detect_priority``: formats are tried in this order (lowest first) when
       none is given; a catch-all format (python) goes last.
+    - ``ends_runs``: its ``end_run`` has something to stop. A run on a cluster then
+      calls it on every node that hosted its sandboxes, which costs each a Ray task.
     """
 
     name: ClassVar[str]
     options: ClassVar[frozenset[SuiteOption]] = frozenset()
     default_backend: ClassVar[str | None] = None
     detect_priority: ClassVar[int] = 50
+    ends_runs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -117,11 +120,14 @@ class SuiteFormat(ABC):
         """
         return self.default_backend
 
-    def end_run(self, suite: Suite) -> None:
+    def end_run(self, ref: SuiteRef) -> None:
         """Stop what the suite's tasks started on this host for a run that ends now.
 
-        Called once on the run's driver however the run ends (finished,
-        interrupted, failed). Nothing by default; task folders stop their services.
+        Called however the run ends (finished, interrupted, failed): on the run's
+        driver, and, when ``ends_runs``, on every other node of the cluster that
+        hosts the run's sandboxes (``crabray.cluster.run_end``), where episodes
+        may have started something too. ``ref`` says where the suite is, as
+        episodes load it there. Nothing by default; task folders stop their services.
 
         Raises:
             CrabrayError: Something could not be stopped; the message says what.

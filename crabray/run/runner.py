@@ -31,6 +31,7 @@ from crabray.cluster.cleanup import LOST_WORKER, cleanup_orphans
 from crabray.cluster.placement import check_hostable
 from crabray.cluster.progress import SweepProgress
 from crabray.cluster.ray_runtime import connect, is_local_instance, local_cpus
+from crabray.cluster.run_end import end_run_everywhere
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.cluster.scheduler import ProgressCallback, Scheduler, SubmitCallback
 from crabray.cluster.sweep import SchedulerSettings, SweepItem
@@ -40,7 +41,6 @@ from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environmen
 from crabray.core.result import EpisodeRecord
 from crabray.core.retry import RetryPolicy
 from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite
-from crabray.formats.base import suite_format
 from crabray.formats.validate import validate_suite
 from crabray.results import (
     ResultSink,
@@ -244,7 +244,7 @@ def _run_locked(
                 try:
                     progress = scheduler.run(items)
                 finally:
-                    _end_run(suite)
+                    _end_run(suite, {kind for kind, _ in needs})
                 if progress.infra_failures:
                     # A worker killed from outside leaves its sandbox (a disk, a cgroup).
                     cleanup_orphans(specs, here=is_local_instance(), left_by=LOST_WORKER)
@@ -326,13 +326,14 @@ def load_checked_suite(ref: SuiteRef) -> Suite:
     return suite
 
 
-def _end_run(suite: Suite) -> None:
-    """Let the suite's format stop what its tasks started on this host (services).
+def _end_run(suite: Suite, kinds: set[str]) -> None:
+    """Let the suite's format stop what its tasks started (services), here and on every
+    other node that hosts the run's ``kinds`` (``crabray.cluster.run_end``).
 
     A failure to stop is shown as a warning: every episode's result is recorded already.
     """
     try:
-        suite_format(suite.ref.format).end_run(suite)
+        end_run_everywhere(suite.ref, kinds)
     except CrabrayError as exc:
         logger.warning("after the run, %s", exc)
 

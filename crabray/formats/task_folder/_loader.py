@@ -113,6 +113,7 @@ class TaskFolderFormat(SuiteFormat):
     options = frozenset({"backend", "base_image", "services"})
     default_backend = DEFAULT_BACKEND
     detect_priority = 20
+    ends_runs = True
 
     def detect(self, path: Path) -> bool:
         return detect(path)
@@ -120,10 +121,10 @@ class TaskFolderFormat(SuiteFormat):
     def load(self, path: Path, **options: Any) -> Suite:
         return load(path, **options)
 
-    def end_run(self, suite: Suite) -> None:
+    def end_run(self, ref: SuiteRef) -> None:
         """Stop the services the run's episodes reset on this host (``stop_services``)."""
         errors: list[ConfigError] = []
-        registry, _ = _registry(Path(suite.ref.path), suite.ref.services, errors)
+        registry, _ = _registry(Path(ref.path), ref.services, errors)
         if registry is not None:
             stopped = stop_services(registry)
             if stopped:
