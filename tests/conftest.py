@@ -102,6 +102,33 @@ def crabray(
     return done
 
 
+def abandoned_local_sandbox(settings: dict[str, Any], tmpdir: str | None = None) -> Path:
+    """The root of a local sandbox whose owner process made it and was then killed, as a
+    crashed run leaves one (``tmpdir``: the owner's temporary folder, where a sandbox
+    without ``root_dir`` goes)."""
+    env = os.environ if tmpdir is None else {**os.environ, "TMPDIR": tmpdir}
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\n"
+            "from crabray.backends import create_backend\n"
+            "from crabray.core.environment import EnvironmentConfig\n"
+            f"b = create_backend(EnvironmentConfig(name='old', backend_settings={settings!r}))\n"
+            "b.start(); print(b.root, flush=True); time.sleep(300)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert owner.stdout is not None
+    root = Path(owner.stdout.readline().strip())
+    owner.kill()
+    owner.wait()
+    assert root.is_dir()
+    return root
+
+
 @pytest.fixture
 def demo_suite() -> Path:
     return ROOT / "tasks" / "demo"

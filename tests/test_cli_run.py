@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from crabray.results import read_episodes, read_steps
-from tests.conftest import ROOT, crabray, write_sleepy_suite
+from tests.conftest import ROOT, abandoned_local_sandbox, crabray, write_sleepy_suite
 from tests.conftest import raw_episode_rows as raw_rows
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -130,25 +130,8 @@ def test_run_on_a_local_instance_removes_sandboxes_abandoned_by_earlier_runs(
 ) -> None:
     """The driver of a local instance cleans up itself; a dead owner's sandbox goes."""
     root = tmp_path / "sandboxes"
-    settings = f"{{'root_dir': {str(root)!r}, 'isolation': 'none'}}"
-    owner = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time\n"
-            "from crabray.backends import create_backend\n"
-            "from crabray.core.environment import EnvironmentConfig\n"
-            f"b = create_backend(EnvironmentConfig(name='old', backend_settings={settings}))\n"
-            "b.start(); print(b.root, flush=True); time.sleep(300)\n",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert owner.stdout is not None
-    abandoned = Path(owner.stdout.readline().strip())
-    owner.kill()
-    owner.wait()
-    assert abandoned.is_dir()
+    settings = {"root_dir": str(root), "isolation": "none"}
+    abandoned = abandoned_local_sandbox(settings)
     suite = tmp_path / "suite.py"
     suite.write_text(
         "from crabray import BenchmarkConfig, EnvironmentConfig, Task\n"
@@ -163,9 +146,13 @@ def test_run_on_a_local_instance_removes_sandboxes_abandoned_by_earlier_runs(
     assert done.returncode == 0, done.stderr
     assert not abandoned.exists(), "the abandoned sandbox should have been removed"
     # A plain sentence saying what went and why: no log-line date, no logger path.
+    said = "".join(done.stderr.split())  # the terminal may fold the long line anywhere
     assert (
-        "warning: removed 1 sandbox left by an earlier run that ended without cleaning up"
-        in done.stderr
+        "".join(
+            "warning: removed 1 sandbox left by an earlier run that ended without cleaning up: "
+            f"sandbox folder {abandoned}".split()
+        )
+        in said
     )
     assert "WARNING" not in done.stderr
     assert read_episodes(tmp_path / "out")["success"].tolist() == [True]

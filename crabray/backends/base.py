@@ -413,7 +413,7 @@ class Backend(ABC):
         return None
 
     @classmethod
-    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> list[str]:
         """Remove sandboxes of this kind on this host whose owner process is gone.
 
         Called on every node before a sweep, so sandboxes left behind by a dead
@@ -425,9 +425,10 @@ class Backend(ABC):
                 (where its sandboxes live).
 
         Returns:
-            How many orphaned sandboxes were removed.
+            What was removed, one description each, as the run's warning names it
+            (``sandbox folder /tmp/crabray-...``, ``container ...``).
         """
-        return 0
+        return []
 
     def describe(self) -> dict[str, Any]:
         """Facts about the sandbox worth recording (host, container id, ...)."""

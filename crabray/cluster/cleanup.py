@@ -16,7 +16,7 @@ from typing import Any
 import ray
 
 from crabray.backends import backend_class
-from crabray.cluster.placement import hosts_kind, pinned_to
+from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
 from crabray.cluster.ray_runtime import remote_cause
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import CrabrayError
@@ -24,7 +24,7 @@ from crabray.core.errors import CrabrayError
 logger = logging.getLogger(__name__)
 
 
-def _cleanup_here(backend: str, settings: dict[str, Any]) -> int:
+def _cleanup_here(backend: str, settings: dict[str, Any]) -> list[str]:
     return backend_class(backend).cleanup_orphans(settings)
 
 
@@ -33,11 +33,13 @@ _cleanup_task = ray.remote(num_cpus=0, max_retries=0)(_cleanup_here)
 
 _EARLIER_RUN = "an earlier run that ended without cleaning up"
 LOST_WORKER = "a worker of this run that was killed from outside"
+_MAX_NAMED = 5
+"""Removed sandboxes the warning names; the rest are counted."""
 
 
 def cleanup_orphans(
     specs: list[SandboxSpec], *, here: bool = False, left_by: str = _EARLIER_RUN
-) -> int:
+) -> list[str]:
     """Remove abandoned sandboxes of ``specs``' kinds on every node that hosts them.
 
     Args:
@@ -47,7 +49,8 @@ def cleanup_orphans(
             this run killed from outside).
 
     Returns:
-        How many sandboxes were removed, over all nodes.
+        What was removed, over all nodes, one description each (on a cluster, with
+        its node).
 
     Raises:
         CrabrayError: A backend refused (a ``ConfigError`` or ``SandboxError`` from
@@ -55,19 +58,24 @@ def cleanup_orphans(
     """
     distinct = {(s.kind, s.backend, repr(sorted(s.backend_settings.items()))): s for s in specs}
     if here:
-        removed = sum(_cleanup_here(s.backend, s.backend_settings) for s in distinct.values())
-        _report(removed, {s.backend for s in distinct.values()}, left_by)
+        removed = [
+            what for s in distinct.values() for what in _cleanup_here(s.backend, s.backend_settings)
+        ]
+        _report(removed, left_by)
         return removed
-    refs = [
-        _cleanup_task.options(scheduling_strategy=pinned_to(node)).remote(
-            spec.backend, spec.backend_settings
+    pending = [
+        (
+            _cleanup_task.options(scheduling_strategy=pinned_to(node)).remote(
+                spec.backend, spec.backend_settings
+            ),
+            describe_node(node),
         )
         for node in ray.nodes()
         for spec in distinct.values()
         if hosts_kind(node, spec.kind)
     ]
     try:
-        removed = sum(ray.get(refs))
+        answers = ray.get([ref for ref, _ in pending])
     except ray.exceptions.RayError as exc:
         cause = remote_cause(exc)
         if isinstance(cause, CrabrayError):
@@ -76,18 +84,26 @@ def cleanup_orphans(
             f"checking the nodes for abandoned sandboxes failed before the run started: "
             f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
         ) from exc
-    _report(removed, {s.backend for s in distinct.values()}, left_by)
+    removed = [
+        f"{what} on node {node}"
+        for (_, node), answer in zip(pending, answers, strict=True)
+        for what in answer
+    ]
+    _report(removed, left_by)
     return removed
 
 
-def _report(removed: int, backends: set[str], left_by: str) -> None:
+def _report(removed: list[str], left_by: str) -> None:
     """Say what was removed and why, as a sentence a user can read without the code."""
     if removed:
-        noun = "sandbox" if removed == 1 else "sandboxes"
+        noun = "sandbox" if len(removed) == 1 else "sandboxes"
+        named = ", ".join(removed[:_MAX_NAMED])
+        more = len(removed) - _MAX_NAMED
         logger.warning(
-            "removed %d %s left by %s (backends checked: %s)",
-            removed,
+            "removed %d %s left by %s: %s%s",
+            len(removed),
             noun,
             left_by,
-            ", ".join(sorted(backends)),
+            named,
+            f" and {more} more" if more > 0 else "",
         )

@@ -63,6 +63,29 @@ def two_workers() -> Iterator[Cluster]:
         cluster.shutdown()
 
 
+@pytest.fixture
+def far_node() -> Iterator[dict]:
+    """A cluster whose only sandbox node keeps its files where the driver cannot see them.
+
+    The head (the driver's node) hosts nothing; a worker node hosts one 'local'
+    slot and has a temporary folder of its own (``TMPDIR``), as another machine
+    would: what an episode records there, the driver's host does not have.
+    Yields that node (an entry of ``ray.nodes()``).
+    """
+    far_tmp = tempfile.mkdtemp(prefix="crabray-far-node-")
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1, resources={"crabray_local": 1}, env_vars={"TMPDIR": far_tmp})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
+    try:
+        (node,) = [n for n in ray.nodes() if n["Alive"] and "crabray_local" in n["Resources"]]
+        yield node
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        shutil.rmtree(far_tmp, ignore_errors=True)
+
+
 def free_port() -> int:
     """A TCP port nothing listens on now."""
     with socket.socket() as probe:

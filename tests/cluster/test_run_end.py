@@ -1,21 +1,17 @@
 """The run's end on every node: services an episode started on another node are stopped there.
 
-A real Ray cluster on this machine: the head (the driver's node) and a worker
-node whose processes keep their files in a temporary folder of their own
-(``TMPDIR``), as another machine would: what an episode records there, the
-driver's own host cannot see.
+On a real Ray cluster on this machine whose sandbox node keeps its files where
+the driver cannot see them (``far_node``), as another machine would.
 """
 
 from __future__ import annotations
 
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import ray
-from ray.cluster_utils import Cluster
 
 from crabray.cluster.placement import describe_node, pinned_to
 from crabray.cluster.run_end import end_run_everywhere
@@ -26,23 +22,6 @@ from tests.cluster.conftest import free_port
 from tests.formats.test_task_folder_services import STUBBORN, listening
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-@pytest.fixture
-def far_node() -> Iterator[dict]:
-    """A cluster whose worker node hosts 'local' sandboxes and has a temporary folder of its
-    own; yields that node (an entry of ``ray.nodes()``)."""
-    far_tmp = tempfile.mkdtemp(prefix="crabray-far-node-")
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    cluster.add_node(num_cpus=1, resources={"crabray_local": 1}, env_vars={"TMPDIR": far_tmp})
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False, logging_level="ERROR")
-    try:
-        (node,) = [n for n in ray.nodes() if n["Alive"] and "crabray_local" in n["Resources"]]
-        yield node
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
 
 
 def _service_started_on(node: dict, tmp_path: Path, stop: str) -> tuple[SuiteRef, int, str]:

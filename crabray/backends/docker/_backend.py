@@ -446,13 +446,13 @@ class DockerBackend(Backend):
             client.close()
 
     @classmethod
-    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> list[str]:
         """Remove crabray containers and snapshot images whose owner died on this host."""
         try:
-            return len(prune(everything=False))
+            return prune(everything=False)
         except SandboxError as exc:
             logger.warning("skipped docker orphan cleanup: %s", exc)
-            return 0
+            return []
 
     # -- internals -------------------------------------------------------------------------
 

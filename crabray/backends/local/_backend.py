@@ -773,10 +773,10 @@ class LocalBackend(Backend):
                 )
 
     @classmethod
-    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> list[str]:
         """Remove local sandboxes under the root directory whose owner process is gone."""
         root = (parse_local_settings(settings).root_dir or Path(tempfile.gettempdir())).expanduser()
-        removed = 0
+        removed = []
         for sandbox in root.glob("crabray-*"):
             if not sandbox.is_dir() or not is_abandoned(sandbox):
                 continue
@@ -787,7 +787,7 @@ class LocalBackend(Backend):
                 logger.warning("could not remove abandoned sandbox %s: %s", sandbox, exc)
                 continue
             logger.info("removed abandoned sandbox %s (killed %d processes)", sandbox, killed)
-            removed += 1
+            removed.append(f"sandbox folder {sandbox}")
         return removed
 
     def _argv(self, command: str | list[str]) -> list[str]:

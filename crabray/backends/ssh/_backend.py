@@ -396,7 +396,7 @@ class SshBackend(Backend):
         connect(parsed, load_key(parsed), f"sandbox '{env_name}' (preflight)").close()
 
     @classmethod
-    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> list[str]:
         """Remove sandboxes under ``remote_root`` made from this host by a process now dead.
 
         Liveness is decided here, on the controlling host (the owner record
@@ -412,7 +412,7 @@ class SshBackend(Backend):
                 logger.info("removed abandoned ssh sandbox %s:%s", parsed.address, root)
         finally:
             client.close()
-        return len(abandoned)
+        return [f"ssh sandbox {parsed.address}:{root}" for root in abandoned]
 
     @override
     def call_python(self, call: PythonCall) -> Any:

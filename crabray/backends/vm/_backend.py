@@ -248,17 +248,17 @@ class VmBackend(Backend):
         check_files(parse_vm_settings(settings), env_name)
 
     @classmethod
-    def cleanup_orphans(cls, settings: dict[str, Any]) -> int:
+    def cleanup_orphans(cls, settings: dict[str, Any]) -> list[str]:
         """Kill the QEMU of every VM folder whose owner process is gone, and remove the folder."""
         root = runtime_root(parse_vm_settings(settings))
-        removed = 0
+        removed = []
         for folder in root.glob(f"{VM_PREFIX}*"):
             if not folder.is_dir() or not is_abandoned(folder):
                 continue
             killed = kill_recorded_qemu(folder / "qemu.pid", folder)
             shutil.rmtree(folder, ignore_errors=True)
             logger.info("removed abandoned VM %s (QEMU killed: %s)", folder, killed)
-            removed += 1
+            removed.append(f"VM {folder}")
         return removed
 
     def _save_clean_state(self, ssh: SshBackend) -> None:

@@ -455,10 +455,11 @@ def test_cleanup_removes_sandboxes_of_dead_owners_only(tmp_path: Path) -> None:
     live = LocalBackend(make_config(tmp_path))
     live.start()
     try:
-        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 0, "owner still alive"
+        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == [], "owner still alive"
         owner.kill()
         owner.wait()
-        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 1
+        removed = LocalBackend.cleanup_orphans({"root_dir": str(root)})
+        assert removed == [f"sandbox folder {abandoned}"]
         assert not abandoned.exists()
         wait_until(lambda: not any(host_pid_alive(int(p.name)) for p in sleeper))
         assert live.root.exists(), "a sandbox whose owner lives is left alone"

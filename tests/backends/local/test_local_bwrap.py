@@ -466,7 +466,8 @@ def test_sandbox_dies_with_its_owner(tmp_path: Path) -> None:
         owner.kill()
         owner.wait()
         assert wait_until(lambda: not [p for p in members if host_pid_alive(p)]), members
-        assert LocalBackend.cleanup_orphans({"root_dir": str(root)}) == 1
+        removed = LocalBackend.cleanup_orphans({"root_dir": str(root)})
+        assert removed == [f"sandbox folder {sandbox}"]
         assert not Path(sandbox).exists()
     finally:
         owner.kill()

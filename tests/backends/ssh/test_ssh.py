@@ -427,13 +427,14 @@ def test_cleanup_orphans_removes_only_sandboxes_of_dead_owners(
     live.start()
     assert Path(orphan["root"]).is_dir() and host_pid_alive(orphan["pid"])
 
-    assert SshBackend.cleanup_orphans(settings) == 1
+    (removed,) = SshBackend.cleanup_orphans(settings)
+    assert removed.startswith("ssh sandbox ") and removed.endswith(f":{orphan['root']}")
 
     assert not Path(orphan["root"]).exists()
     assert wait_until(lambda: not host_pid_alive(orphan["pid"]))
     assert Path(live.root).is_dir()
     assert live.exec("echo still").stdout == "still\n"
-    assert SshBackend.cleanup_orphans(settings) == 0
+    assert SshBackend.cleanup_orphans(settings) == []
 
 
 @pytest.mark.ray

@@ -107,7 +107,7 @@ def test_cleanup_orphans_kills_the_qemu_of_a_dead_owner_only(tmp_path: Path) -> 
         folders[name] = folder
     try:
         removed = VmBackend.cleanup_orphans({"image_dir": "/img", "runtime_dir": str(tmp_path)})
-        assert removed == 1
+        assert removed == [f"VM {folders['vm-dead-1']}"]
         assert procs["vm-dead-1"].wait(timeout=10) != 0
         assert not folders["vm-dead-1"].exists()
         assert procs["vm-live-1"].poll() is None
@@ -252,5 +252,5 @@ def test_qemu_dies_with_its_owner_and_cleanup_removes_the_folder(tmp_path: Path)
         time.sleep(0.1)
     assert not qemu_running(described["qemu_pid"]), "the watchdog did not stop QEMU"
     assert Path(described["vm_dir"]).exists()
-    assert VmBackend.cleanup_orphans(settings) >= 1
+    assert f"VM {described['vm_dir']}" in VmBackend.cleanup_orphans(settings)
     assert not Path(described["vm_dir"]).exists()
