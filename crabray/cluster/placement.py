@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crabray.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ def describe_node(node: dict[str, Any]) -> str:
     return f"{node.get('NodeManagerAddress', '?')}/{node['NodeID'][:8]}"
 
 
-def pinned_to(node: dict[str, Any]) -> Any:
+def pinned_to(node: dict[str, Any]) -> NodeAffinitySchedulingStrategy:
     """A Ray scheduling strategy that runs a task on ``node`` and nowhere else."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
