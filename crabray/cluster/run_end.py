@@ -51,15 +51,22 @@ def end_run_everywhere(ref: SuiteRef, kinds: Iterable[str]) -> None:
     Raises:
         CrabrayError: Something could not be stopped; one clause per host, naming it.
     """
-    pending = _start_on_other_nodes(ref, set(kinds))
     problems = []
+    try:
+        pending = _start_on_other_nodes(ref, set(kinds))
+    except ray.exceptions.RayError as exc:  # the cluster itself is gone: this host still ends
+        pending = {}
+        problems.append(
+            f"the cluster's other nodes could not be asked ({type(exc).__name__}: "
+            f"{_first_line(exc)}); what episodes started there may still run"
+        )
     here = _end_run_here(ref)
     if here is not None:
         problems.append(here)
     if pending:
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=END_TIMEOUT_SEC)
         for task, node in pending.items():
-            answer = _answer(task, node) if task in ready else f"no answer in {END_TIMEOUT_SEC:g} s"
+            answer = _answer(task) if task in ready else f"no answer in {END_TIMEOUT_SEC:g} s"
             if answer is not None:
                 problems.append(f"on node {node}: {answer}")
     if problems:
@@ -80,11 +87,15 @@ def _start_on_other_nodes(ref: SuiteRef, kinds: set[str]) -> dict[Any, str]:
     return pending
 
 
-def _answer(task: Any, node: str) -> str | None:
+def _answer(task: Any) -> str | None:
     """What a node's end said: None when all was stopped, else what failed there."""
     try:
         answer: str | None = ray.get(task)
     except ray.exceptions.RayError as exc:
         cause = remote_cause(exc)
-        return f"its end did not run: {type(cause).__name__}: {str(cause).splitlines()[0]}"
+        return f"its end did not run: {type(cause).__name__}: {_first_line(cause)}"
     return answer
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else ""
