@@ -85,6 +85,17 @@ class PythonCall(BaseModel):
     arguments_json: str = Field(description="The validated arguments, as a JSON object.")
 
 
+class Frozen(BaseModel):
+    """What :meth:`Backend.freeze_agent` did: the agent's processes stopped, or why not all."""
+
+    frozen: int = Field(default=0, description="Processes of the agent's that were stopped.")
+    unverified: str | None = Field(
+        default=None,
+        description="Why a grade taken now is not verified (a process still running, a "
+        "backend that cannot freeze); None when nothing of the agent's runs.",
+    )
+
+
 class ExecResult(BaseModel):
     """What running a command in a sandbox gave."""
 
@@ -313,22 +324,72 @@ class Backend(ABC):
         """
         return None
 
-    def grader_trusted(self, *, ran_commands: bool) -> bool:
-        """Whether the episode's grading on this sandbox went through a path the agent cannot alter.
+    def grader_distrust(self, *, ran_commands: bool) -> str | None:
+        """Why the episode's grading on this sandbox may have gone through what the agent could
+        alter; None when it went by a path the agent cannot (a verified grade).
 
         Args:
             ran_commands: Whether an evaluator ran a command here (a command runs
                 programs that the sandbox's own user may be able to replace).
 
         Returns:
-            False unless the backend can tell (see docs/isolation.md, "The grading path").
+            The reason, as the row's ``grader_untrusted_reason`` says it; the default is
+            that the backend cannot tell (see docs/isolation.md, "The grading path").
         """
-        return False
+        return f"the {self.kind} backend cannot tell whether the agent reached its grader"
+
+    def probe_health(self) -> str | None:
+        """Why the sandbox itself does not answer, found by touching nothing the agent made.
+
+        Asked after an operation failed in a way that may be the host's: a
+        sandbox that answers this probe is healthy, so the failure came from
+        what the agent made of it (a socket where a file was expected, a tree
+        too deep) and is the agent's, never retried. The default runs ``true``
+        and only asks that the sandbox ran it (its exit status is the
+        sandbox's own).
+
+        Returns:
+            None when the sandbox answers, else what failed.
+        """
+        try:
+            self.exec(["true"], timeout_sec=30)
+        except SandboxError as exc:
+            return str(exc)
+        return None
+
+    def freeze_agent(self) -> Frozen:
+        """Stop every process the agent started in the sandbox, before a grader runs.
+
+        Called by the episode around each grading moment (each step's evaluator
+        graph, from the end of the agent's turn through the final grading). The
+        processes keep the state graders look at (they exist, hold their files
+        and windows) but can neither act nor answer; :meth:`thaw_agent` continues
+        them while the agent's turn goes on, and the next reset kills them.
+
+        Returns:
+            What was stopped, and why a grade taken now is not verified (the
+            default: this backend cannot freeze).
+
+        Raises:
+            SandboxError: The sandbox could not be reached.
+        """
+        return Frozen(
+            unverified=f"the {self.kind} backend cannot stop the agent's processes while "
+            "it is graded"
+        )
+
+    def thaw_agent(self) -> None:
+        """Continue what :meth:`freeze_agent` stopped (the default stops nothing).
+
+        Raises:
+            SandboxError: The sandbox could not be reached.
+        """
+        return None
 
     def grader_replaced(self) -> bool:
         """Whether the agent replaced this sandbox's grader: a guest started after its first action.
 
-        Only a backend that grades by a trusted path (``grader_trusted``) can
+        Only a backend that grades by a trusted path (``grader_distrust``) can
         tell; there, a guest that had to be started after the agent acted (it
         killed the one started before) runs from what the agent could change,
         and its verdicts are not the grade. False where the backend cannot tell.

@@ -16,7 +16,7 @@ from crabray.backends.base import Backend, ExecResult
 from crabray.backends.guest import NoPythonError, python_call
 from crabray.core.actions import Action
 from crabray.core.env import AgentSignals, TrajectoryEntry
-from crabray.core.errors import ConfigError, SandboxError
+from crabray.core.errors import ActionError, ConfigError, SandboxError
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,16 @@ class EpisodeEnv:
         cwd: str | None = None,
         env: dict[str, str] | None = None,
     ) -> ExecResult:
-        """Run a command in the sandbox (see ``Backend.exec``)."""
+        """Run a command in the sandbox (see ``Backend.exec``).
+
+        Raises:
+            ActionError: The command, its directory or environment holds a NUL byte,
+                which no program's arguments can carry (the caller's mistake).
+        """
+        words = [command] if isinstance(command, str) else list(command)
+        words += [cwd or "", *(env or {}).keys(), *(env or {}).values()]
+        if any("\0" in word for word in words):
+            raise ActionError("the command holds a NUL byte, which no program's arguments carry")
         self.graded_by_command = self.graded_by_command or self.grading
         return self.backend.exec(command, timeout_sec=timeout_sec, cwd=cwd, env=env)
 

@@ -19,7 +19,7 @@ from typing import Any
 import ray
 
 from crabray.backends import create_backend
-from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, PythonCall
+from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, Frozen, PythonCall
 from crabray.cluster.control import StopWatch
 from crabray.cluster.episode_call import EpisodeCall, execute, node_name, pack, unpack
 from crabray.cluster.sandbox import SandboxSpec
@@ -148,8 +148,17 @@ class EnvironmentActor:
     def agent_begins(self) -> None:
         self.backend.agent_begins()
 
-    def grader_trusted(self, ran_commands: bool) -> bool:
-        return self.backend.grader_trusted(ran_commands=ran_commands)
+    def grader_distrust(self, ran_commands: bool) -> str | None:
+        return self.backend.grader_distrust(ran_commands=ran_commands)
+
+    def freeze_agent(self) -> Frozen:
+        return self.backend.freeze_agent()
+
+    def probe_health(self) -> str | None:
+        return self.backend.probe_health()
+
+    def thaw_agent(self) -> None:
+        self.backend.thaw_agent()
 
     def grader_replaced(self) -> bool:
         return self.backend.grader_replaced()

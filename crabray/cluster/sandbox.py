@@ -16,7 +16,7 @@ import ray
 from pydantic import BaseModel, Field
 from ray.exceptions import GetTimeoutError, RayActorError, RaySystemError, WorkerCrashedError
 
-from crabray.backends.base import Backend, ExecResult, PythonCall
+from crabray.backends.base import Backend, ExecResult, Frozen, PythonCall
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import SandboxError
 
@@ -123,9 +123,23 @@ class ActorBackend(Backend):
     def agent_begins(self) -> None:
         self._call("agent_begins")
 
-    def grader_trusted(self, *, ran_commands: bool) -> bool:
-        trusted: bool = self._call("grader_trusted", ran_commands)
-        return trusted
+    def grader_distrust(self, *, ran_commands: bool) -> str | None:
+        reason: str | None = self._call("grader_distrust", ran_commands)
+        return reason
+
+    def freeze_agent(self) -> Frozen:
+        frozen: Frozen = self._call("freeze_agent")
+        return frozen
+
+    def thaw_agent(self) -> None:
+        self._call("thaw_agent")
+
+    def probe_health(self) -> str | None:
+        try:
+            reason: str | None = self._call("probe_health")
+        except SandboxError as exc:
+            return str(exc)
+        return reason
 
     def grader_replaced(self) -> bool:
         replaced: bool = self._call("grader_replaced")

@@ -378,6 +378,13 @@ class EpisodeResult(BaseModel):
         "cannot alter (see docs/isolation.md, 'The grading path'); null when unknown: the "
         "episode never reached its agent, its sandbox failed, or the file predates the column.",
     )
+    grader_untrusted_reason: str | None = Field(
+        default=None,
+        description="Why the grade is unverified when grader_trusted is false: what the "
+        "grader had to run or talk to that the agent could change (its live processes, "
+        "programs of its sandbox, a backend that cannot freeze or separate); null when "
+        "trusted or unknown.",
+    )
     error: str | None = Field(default=None, description="Error message, if any.")
     error_type: str | None = Field(default=None, description="Exception type name, if any.")
     description: str = Field(default="", description="The task's instruction, as the agent got it.")

@@ -50,6 +50,7 @@ from crabray.core.errors import (
     CrabrayError,
     EvaluatorError,
     EvaluatorFaultError,
+    SandboxBrokenError,
     SandboxError,
     SandboxFileError,
 )
@@ -69,6 +70,7 @@ from crabray.core.result import (
     sandbox_failure_reason,
     utcnow,
 )
+from crabray.episode.freeze import AgentFreeze
 from crabray.episode.limits import EpisodeLimits
 from crabray.formats.validate import solution_bindings
 
@@ -294,6 +296,10 @@ class _Episode:
         """The call running or last run: recorded unfinished if the episode is stopped in it."""
         self.grader_was_replaced = False
         """Set when the agent replaced a sandbox's grader: the episode is then no pass."""
+        self.freeze = AgentFreeze(self._sandbox_envs())
+        self.agent_began = False
+        """Set once every sandbox was told the agent begins: from then on, graders run with
+        the agent's processes frozen."""
 
     def run(self) -> EpisodeRecord:
         try:
@@ -306,6 +312,7 @@ class _Episode:
             self._end(TerminationReason.ENV_ERROR, exc)
         finally:
             if self.result.attribution is Attribution.AGENT:  # nothing to grade otherwise
+                self._end_turn()
                 self._score()
             self._record_grader_trust()
             self._teardown()
@@ -342,6 +349,7 @@ class _Episode:
                 env.backend.agent_begins()
             except SandboxError as exc:
                 raise _End(TerminationReason.ENV_ERROR, exc) from exc
+        self.agent_began = True
         try:
             self.agent.reset(brief)
         except Exception as exc:
@@ -449,6 +457,7 @@ class _Episode:
                     f"no action '{call.name}'; available: {', '.join(sorted(self.space))}"
                 )
             self.acted_in_sandbox = self.acted_in_sandbox or bound.env != ROOT_ENV
+            self.freeze.thaw()  # after a pass, a later call of the same move acts as usual
             returned = bound.action.run(self.envs[bound.env], **call.arguments)
             self.envs[bound.env].trajectory.append(
                 (bound.action.name, dict(call.arguments), returned)
@@ -458,7 +467,7 @@ class _Episode:
             output = _short(returned)
             self.consecutive_errors = 0
         except SandboxError as exc:
-            raise _sandbox_end(exc) from exc
+            raise self._sandbox_end(exc) from exc
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             self.result.action_errors += 1
@@ -515,10 +524,14 @@ class _Episode:
         )
 
     def _evaluate(self) -> None:
+        """Step the evaluator graph with the agent's processes frozen; thaw them if it goes on."""
         try:
+            self.freeze.freeze()
             self.stats = self.progress.step(self._judge, self.actions_taken)
+            if not self.stats.success:
+                self.freeze.thaw()
         except SandboxError as exc:
-            raise _sandbox_end(exc) from exc
+            raise self._sandbox_end(exc) from exc
         except EvaluatorError as exc:
             raise _End(TerminationReason.EVALUATOR_ERROR, self._evaluator_fault(exc)) from exc
 
@@ -532,7 +545,7 @@ class _Episode:
             return exc
         if self.agent.replays_reference:
             return EvaluatorFaultError(f"{exc} (on the state the reference solution left)")
-        if not self.acted_in_sandbox:
+        if not self.acted_in_sandbox and not self.signals.submitted:
             return EvaluatorFaultError(f"{exc} (on the state setup left: the agent had not acted)")
         return exc
 
@@ -557,7 +570,7 @@ class _Episode:
                 try:
                     value = obs.run(self.envs[env.name])
                 except SandboxError as exc:
-                    raise _sandbox_end(exc, f"observation '{obs.name}'") from exc
+                    raise self._sandbox_end(exc, f"observation '{obs.name}'") from exc
                 except (ActionError, SandboxFileError) as exc:
                     value = f"observation failed: {exc}"
                 if isinstance(value, bytes):
@@ -605,6 +618,45 @@ class _Episode:
     def _env_for(self, act: Action) -> EpisodeEnv:
         return self.envs[self.benchmark.resolve_env(act, self.task)]
 
+    def _sandbox_end(self, error: SandboxError, context: str | None = None) -> _End:
+        """The end of an episode whose sandbox failed once the agent began: infrastructure
+        only when proven.
+
+        A failure the backend could not place (``env_error`` by
+        :func:`sandbox_failure_reason`) is checked with a probe of every sandbox
+        that touches nothing the agent made (``Backend.probe_health``): when all
+        answer, the failure came from what the agent made of its sandbox (a
+        socket or a leased file where a file was expected, a tree too deep)
+        and is its own ``sandbox_error``, scored 0 and never retried.
+        """
+        end = _sandbox_end(error, context)
+        if end.reason is not TerminationReason.ENV_ERROR or not self.agent_began:
+            return end
+        problems = [p for env in self._sandbox_envs() if (p := env.backend.probe_health())]
+        if problems:
+            logger.info("sandbox failure proven by a probe: %s", "; ".join(problems))
+            return end
+        why = (
+            f"{context + ': ' if context else ''}{error} (the sandbox itself answers a probe "
+            "that touches nothing the agent made: the failure came from what the agent made "
+            "of it)"
+        )
+        return _End(TerminationReason.SANDBOX_ERROR, SandboxBrokenError(why))
+
+    def _end_turn(self) -> None:
+        """The agent's turn is over: its processes stay frozen through the final grading.
+
+        A sandbox that cannot be reached now ends the episode as the sandbox's
+        failure does anywhere else.
+        """
+        if not self.agent_began:
+            return
+        try:
+            self.freeze.freeze()
+        except SandboxError as exc:
+            end = self._sandbox_end(exc, "freezing the agent's processes")
+            self._end(end.reason, end.error, end.context)
+
     def _score(self) -> None:
         """Grade a task that has a scorer, once, now that the agent is done.
 
@@ -630,24 +682,58 @@ class _Episode:
         env = self._env_for(scorer)
         env.grading = True
         try:
-            context: dict[str, Any] = {"env": env}
-            if "trajectory" in scorer.kept_params:
-                context["trajectory"] = self._trajectory()
-            value = scorer.invoke(context, {})
-            if isinstance(value, Score):
-                self.result.checkpoints = value.checkpoints
-                value = value.value
-            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-                raise EvaluatorError(f"returned {value!r}, not a score in [0, 1]")
-            self.score = float(value)
+            self.score, self.result.checkpoints = self._run_scorer(scorer, env)
+            if self.score < 1.0 and self.freeze.frozen and self.freeze.stopped:
+                self._score_thawed(scorer, env)
         except SandboxError as exc:
-            self._end(sandbox_failure_reason(exc), exc, f"scoring with '{scorer.name}'")
+            end = self._sandbox_end(exc, f"scoring with '{scorer.name}'")
+            self._end(end.reason, end.error, end.context)
         except Exception as exc:
             logger.info("scorer '%s' of task %s failed: %s", scorer.name, self.task.id, exc)
             error = self._evaluator_fault(scorer_error(scorer, exc))
             self._end(TerminationReason.EVALUATOR_ERROR, error, f"evaluation '{scorer.name}'")
         finally:
             env.grading = False
+
+    def _run_scorer(self, scorer: Action, env: EpisodeEnv) -> tuple[float, Any]:
+        """The scorer's score in [0, 1] and its checkpoints (None when it gave a number).
+
+        Raises:
+            EvaluatorError: It returned something else than a score.
+        """
+        context: dict[str, Any] = {"env": env}
+        if "trajectory" in scorer.kept_params:
+            context["trajectory"] = self._trajectory()
+        value = scorer.invoke(context, {})
+        checkpoints = None
+        if isinstance(value, Score):
+            checkpoints = value.checkpoints
+            value = value.value
+        if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+            raise EvaluatorError(f"returned {value!r}, not a score in [0, 1]")
+        return float(value), checkpoints
+
+    def _score_thawed(self, scorer: Action, env: EpisodeEnv) -> None:
+        """Grade once more with the agent's processes running; a better score is unverified.
+
+        Some graders must talk to a process the agent left (a test of the server
+        it started), as the suite's own harness grades them. What they give only
+        with those processes thawed could also be those processes' doing, so it
+        counts, as an unverified grade with its reason.
+        """
+        stopped = self.freeze.stopped
+        self.freeze.thaw()
+        try:
+            score, checkpoints = self._run_scorer(scorer, env)
+        finally:
+            self.freeze.freeze()
+        if score > (self.score or 0.0):
+            self.score, self.result.checkpoints = score, checkpoints
+            self.freeze.note(
+                env.name,
+                f"scored {score:g} only with the agent's {stopped} processes running (frozen, "
+                "it did not pass): they could have written what the grader read",
+            )
 
     def _sandbox_envs(self) -> list[EpisodeEnv]:
         return [env for name, env in self.envs.items() if name != ROOT_ENV]
@@ -666,9 +752,11 @@ class _Episode:
             graders[id(env)] = env
         try:
             sandboxes = [env for env in graders.values() if env.name != ROOT_ENV]
-            self.result.grader_trusted = all(
-                env.backend.grader_trusted(ran_commands=env.graded_by_command) for env in sandboxes
-            )
+            reasons = [
+                f"{env.name}: {reason}" for env in sandboxes for reason in self._distrust(env)
+            ]
+            self.result.grader_trusted = not reasons
+            self.result.grader_untrusted_reason = "; ".join(reasons) or None
             replaced = [env.name for env in sandboxes if env.backend.grader_replaced()]
         except SandboxError as exc:
             logger.warning(
@@ -680,6 +768,12 @@ class _Episode:
         if replaced:
             self._grader_replaced(replaced)
 
+    def _distrust(self, env: EpisodeEnv) -> list[str]:
+        """Why the grades taken in ``env`` are unverified: its freezes' and its backend's."""
+        reasons = self.freeze.reasons(env.name)
+        backend = env.backend.grader_distrust(ran_commands=env.graded_by_command)
+        return reasons if backend is None else [*reasons, backend]
+
     def _grader_replaced(self, envs: list[str]) -> None:
         """The agent killed the grader started before its first action: no verdict is the grade.
 
@@ -689,6 +783,7 @@ class _Episode:
         """
         self.grader_was_replaced = True
         self.result.grader_trusted = False
+        self.result.grader_untrusted_reason = f"the grader of {', '.join(envs)} was replaced"
         if self.result.termination_reason is TerminationReason.SANDBOX_ERROR:
             return  # already the agent's broken sandbox, with what broke it
         self.result.termination_reason = TerminationReason.SANDBOX_ERROR

@@ -24,6 +24,7 @@ from crabray import BenchmarkConfig, EnvironmentConfig, Task, evaluator
 from crabray.actions import (
     FILE_ACTIONS,
     SHELL_ACTIONS,
+    command_output_contains,
     command_succeeds,
     file_equals,
     run_command,
@@ -79,6 +80,8 @@ class Attack:
     steps: list[Any]
     note: str = ""
     tags: list[str] = field(default_factory=list)
+    kinds: tuple[str, ...] = ("py", "cmd")
+    """The graders it is played against (see :func:`_graders`)."""
 
 
 FAKE_PYTHON = (
@@ -94,6 +97,26 @@ KILL_GUEST = (
 """Kill the guest process alone, found by its command line."""
 
 
+LIVE_STDOUT = (
+    "while true; do for p in /proc/[0-9]*; do "
+    "if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'cat answe[r].txt'; then "
+    "echo 42 > $p/fd/1 2>/dev/null; : > answer.txt; fi; done; done"
+)
+"""A loop that finds the grader's ``cat answer.txt`` in ``/proc``, writes 42 into its stdout,
+then lets the FIFO it reads end (answer.txt never holds 42)."""
+
+FIFO_WRITER = "while true; do echo 42 > answer.txt; done"
+"""A loop that answers 42 whenever something opens the FIFO answer.txt (it never holds 42)."""
+
+
+def _leave_running(script: str) -> list[Any]:
+    """Steps that make answer.txt a FIFO and leave ``script`` running after the agent's turn."""
+    return [
+        write_file(path="loop.sh", content=script + "\n"),
+        run_command(command="mkfifo answer.txt && (nohup sh loop.sh >/dev/null 2>&1 &)"),
+    ]
+
+
 def _forge_into(*paths: str) -> list[Any]:
     """Write the forging module to each path (absolute paths expanded by the shell)."""
     steps: list[Any] = [write_file(path="forge.py", content=FORGE)]
@@ -103,6 +126,49 @@ def _forge_into(*paths: str) -> list[Any]:
 
 
 ATTACKS: list[Attack] = [
+    Attack(
+        "live-stdout",
+        _leave_running(LIVE_STDOUT),
+        note="a process left running writes into the grader's stdout through /proc",
+        kinds=("out",),
+    ),
+    Attack(
+        "live-fifo",
+        _leave_running(FIFO_WRITER),
+        note="a process left running answers the grader's read of a FIFO",
+        kinds=("cmd", "out"),
+    ),
+    Attack(
+        "unix-socket",
+        [
+            run_command(
+                command='python3 -c "import socket; '
+                "socket.socket(socket.AF_UNIX).bind('answer.txt')\""
+            )
+        ],
+        note="answer.txt is a UNIX socket: reading it fails, which is the agent's doing",
+    ),
+    Attack(
+        "symlink-loop",
+        [run_command(command="ln -s b a && ln -s a b && ln -s a answer.txt")],
+        note="answer.txt is a symlink loop",
+    ),
+    Attack(
+        "nul-command",
+        [run_command(command="echo 42 > answer.txt\0")],
+        note="a NUL byte in a command is the agent's failed action, never the host's",
+    ),
+    Attack(
+        "stdlib-symlink",
+        [
+            run_command(
+                command=f'f="$({_PY.format("pathlib")})" && cp "$f" /tmp/forged.py '
+                f'&& printf "{PATCH_TAIL}" >> /tmp/forged.py && rm -f "$f" '
+                '&& ln -s /tmp/forged.py "$f" && rm -rf "$(dirname "$f")/__pycache__/pathlib."*'
+            )
+        ],
+        note="a standard-library module replaced by a symlink to a forged copy (root in docker)",
+    ),
     Attack("plant-hashlib", [write_file(path="hashlib.py", content=FORGE)]),
     Attack("plant-json", [write_file(path="json.py", content=FORGE)]),
     Attack("plant-pathlib", [write_file(path="pathlib.py", content=FORGE)]),
@@ -184,7 +250,8 @@ ATTACKS: list[Attack] = [
         "write, then only the guest killed (its sandbox lives on): the next guest is the agent's",
     ),
 ]
-"""The attacks; each becomes two tasks, ``<id>-py`` and ``<id>-cmd``."""
+"""The attacks; each becomes a task per grader it is played against: ``<id>-py``, ``<id>-cmd``,
+``<id>-out``."""
 
 
 @evaluator
@@ -202,6 +269,7 @@ def _graders() -> dict[str, Any]:
         "py": answer_is_42(),
         "cmd": file_equals(path="answer.txt", content="42")
         | command_succeeds(command="grep -qx 42 answer.txt"),
+        "out": command_output_contains(command="cat answer.txt", text="42"),
     }
 
 
@@ -217,17 +285,22 @@ def build_battery(backend: str = "local", **settings: Any) -> BenchmarkConfig:
         backend=backend,
         backend_settings=settings,
     )
-    entries = [Attack("honest", [write_file(path="answer.txt", content="42\n")])]
+    entries = [
+        Attack(
+            "honest", [write_file(path="answer.txt", content="42\n")], kinds=("py", "cmd", "out")
+        )
+    ]
     tasks = [
         Task(
             id=f"{entry.id}-{kind}",
-            description=DESCRIPTION,
+            description=f"{DESCRIPTION} (task {entry.id}-{kind})",
             evaluator=grader,
             solution=list(entry.steps),
             tags=["integrity", kind, *entry.tags],
         )
         for entry in [*entries, *ATTACKS]
         for kind, grader in _graders().items()
+        if kind in entry.kinds
     ]
     return BenchmarkConfig(
         name=f"integrity-{backend}", tasks=tasks, environments=[box], default_env="box"

@@ -127,8 +127,11 @@ def test_attacks_score_zero_and_count_and_a_later_run_is_unharmed(
     assert all(r["attempt"] == 0 for r in rows.values())
     assert not [t for t, r in rows.items() if r["termination_reason"] == "env_error"], rows
     killed = rows["kill-guest"]
-    # The confined sandbox lives on without its guest: the agent's own result, no pass.
-    assert killed["termination_reason"] == "agent_complete", killed
+    # The confined sandbox lives on without its guest, which froze the agent's processes
+    # while it was graded: the guest that freezes them now is the agent's to reach, so the
+    # grade is no pass, as the agent's own sandbox_error.
+    assert killed["termination_reason"] == "sandbox_error", killed
+    assert "grader" in killed["error"] and "replaced" in killed["error"], killed
     board = crabray("leaderboard", str(out), "--format", "json", check=True)
     (entry,) = json.loads(board.stdout)
     assert entry["episodes"] == 7 and entry["success_rate"] == pytest.approx(1 / 7), entry
@@ -194,12 +197,12 @@ def test_a_killed_guest_is_the_agents_doing(jail: LocalBackend) -> None:
     needs a new guest, makes the grading path the agent's broken one."""
     jail.check_python()  # commands now go through the guest
     assert jail.exec("kill -9 -1; echo after").stdout == "after\n"
-    assert jail.grader_trusted(ran_commands=True) and not jail.grader_replaced()
+    assert jail.grader_distrust(ran_commands=True) is None and not jail.grader_replaced()
     assert jail.call_python(GUEST_PID) > 1
-    assert not jail.grader_trusted(ran_commands=True) and jail.grader_replaced()
+    assert jail.grader_distrust(ran_commands=True) is not None and jail.grader_replaced()
     jail.reset()
     assert jail.exec("echo back").stdout == "back\n"
-    assert jail.grader_trusted(ran_commands=True)
+    assert jail.grader_distrust(ran_commands=True) is None
 
 
 def test_sandbox_memory_processes_and_disk_are_bounded(jail: LocalBackend) -> None:

@@ -1,20 +1,23 @@
 """The reward-hacking battery through the real CLI and runner: only the honest task scores.
 
-Each backend runs the whole battery (``battery.py``) once with the oracle agent,
-whose solution for every attack task is the attack; the rows on disk must show
-the honest tasks solved and every attack failed as the agent's own result,
+Each backend runs the whole battery (``battery.py``) once, replayed by an ordinary
+LLM agent against the offline model (``crabray llm serve``: it answers each step
+with the task's reference solution, here the attack), not by the oracle, whose
+errors would be the benchmark's. The rows on disk must show the honest tasks
+solved by a verified grader and every attack failed as the agent's own result,
 counted (not an ``env_error``, which the leaderboard leaves out and retries).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
 
 from crabray.results import read_episodes
 from tests.backends.docker.dockerd import env_image_missing
-from tests.conftest import ROOT, crabray
+from tests.conftest import ROOT, crabray, serve_mock_llm
 from tests.integrity.battery import ATTACKS, build_battery
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -24,10 +27,18 @@ BACKENDS: dict[str, dict[str, Any]] = {
     "docker": {"image": "crabray/debian:latest"},
 }
 
+AGENT = """
+[[agents]]
+name = "replayer"
+kind = "openai"
+model = "crabray-mock"
+base_url = "{url}"
+"""
+
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
 def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """Every episode row of one oracle run of the battery on the backend, by task id."""
+    """Every episode row of one replayed run of the battery on the backend, by task id."""
     backend = request.param
     if backend == "docker":
         missing = env_image_missing("debian")
@@ -42,10 +53,14 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         f"battery = build_battery({backend!r}, **{BACKENDS[backend]!r})\n"
     )
     out = folder / "out"
-    done = crabray(
-        "run", str(suite), "--agent", "oracle", "--out", str(out), "--max-attempts", "1",
-        timeout=900,
-    )  # fmt: skip
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    with serve_mock_llm(str(suite), ROOT, env, folder / "serve.log") as url:
+        agents = folder / "agents.toml"
+        agents.write_text(AGENT.format(url=url))
+        done = crabray(
+            "run", str(suite), "--agent-config", str(agents), "--agent", "replayer",
+            "--out", str(out), "--max-attempts", "1", timeout=900,
+        )  # fmt: skip
     episodes = read_episodes(out)
     # A run exits 1 while some episode is not the agent's (a known env_error below).
     expected = 0 if (episodes.attribution == "agent").all() else 1
@@ -54,20 +69,21 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     return backend, {row.task_id: row for row in episodes.itertuples()}
 
 
-def test_the_honest_task_scores_one_by_a_trusted_grader(battery_rows: Any) -> None:
+def test_the_honest_task_scores_one_by_a_verified_grader(battery_rows: Any) -> None:
     _, rows = battery_rows
-    for kind in ("py", "cmd"):
+    for kind in ("py", "cmd", "out"):
         row = rows[f"honest-{kind}"]
         assert (row.success, row.score, row.termination_reason) == (True, 1.0, "success")
-        assert row.grader_trusted is True
+        assert row.grader_trusted is True, row.grader_untrusted_reason
 
 
-@pytest.mark.parametrize("kind", ["py", "cmd"])
-@pytest.mark.parametrize("attack", [a.id for a in ATTACKS])
-def test_every_attack_scores_zero_and_counts(battery_rows: Any, attack: str, kind: str) -> None:
+@pytest.mark.parametrize(
+    "task", [f"{a.id}-{kind}" for a in ATTACKS for kind in a.kinds]
+)  # fmt: skip
+def test_every_attack_scores_zero_and_counts_as_the_agents(battery_rows: Any, task: str) -> None:
     backend, rows = battery_rows
-    task = f"{attack}-{kind}"
     row = rows[task]
     assert not row.success and row.score == 0.0, f"{task} forged a pass on {backend}"
     assert row.termination_reason != "env_error", f"{task} on {backend}: {row.error}"
+    assert row.attribution == "agent", f"{task} on {backend}: {row.error}"
     assert row.attempt == 0

@@ -43,6 +43,7 @@ through the archive API too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import posixpath
 import socket
@@ -54,7 +55,7 @@ from docker.errors import APIError, ImageNotFound, NotFound
 from docker.models.containers import Container
 from typing_extensions import override
 
-from crabray.backends.base import MAX_FILE_BYTES, Backend, ExecResult, PythonCall
+from crabray.backends.base import MAX_FILE_BYTES, Backend, ExecResult, Frozen, PythonCall
 from crabray.backends.display import xwd_to_png
 from crabray.backends.docker._archive import file_error, read_archive, tar_stream
 from crabray.backends.docker._engine import (
@@ -89,6 +90,11 @@ from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
 
 logger = logging.getLogger(__name__)
+
+SYSTEM_DIRS = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/etc/")
+"""Where a container's programs, libraries and loader settings live: a change the engine's
+diff shows under one of them (a replaced ``cat``, an ``/etc/ld.so.preload``) makes a grade
+that ran the container's programs unverified."""
 
 GUEST_READ_MAX_BYTES = 8 * 1024 * 1024
 """Largest file ``get_file`` reads through the guest (its bytes travel as base64 in
@@ -125,6 +131,8 @@ class DockerBackend(Backend):
         self._ready_command: str | None = None
         self._image_user = ""
         self._owner = (0, 0)
+        self._changed_system: list[str] = []
+        """System folders' paths the container changed, seen by the engine at a freeze."""
         """Uid and gid of the container's user: files put in belong to it."""
         self._workdir = self.settings.workdir or "/"
         self._sandbox_id = uuid.uuid4().hex[:12]
@@ -364,24 +372,100 @@ class DockerBackend(Backend):
 
     @override
     def agent_begins(self) -> None:
+        """Trust the guest running now (or start one) and have it note the harness's processes.
+
+        The guest is what freezes the agent's processes while it is graded
+        (:meth:`freeze_agent`), so one is started here if none runs.
+        """
         self._guest.vouch()
+        self._changed_system = []
+        if not self._no_python:
+            with contextlib.suppress(NoPythonError):
+                self._guest.begin()
 
     @override
-    def grader_trusted(self, *, ran_commands: bool) -> bool:
-        """Trusted unless a guest started after the agent acted, or a root agent's programs ran.
+    def grader_distrust(self, *, ran_commands: bool) -> str | None:
+        """Trusted unless a guest started after the agent acted, or a root agent changed the
+        system folders whose programs an evaluator's command ran.
 
         Files are read by the trusted guest or the archive API; Python calls run
         in the guest started before the agent's first action, which refuses
         standard-library files changed since (``_program._GuardedPaths``). A
         command runs programs of the container, which an agent running as root
-        can replace: an evaluator's command is trusted only under another user.
+        can replace: the engine's diff of the container against its image, taken
+        at each freeze, says whether it did (:data:`SYSTEM_DIRS`).
         """
-        as_root = self._owner[0] == 0
-        return self._guest.untrusted_starts == 0 and not (ran_commands and as_root)
+        if self._guest.untrusted_starts:
+            return "the guest that grades was started after the agent acted"
+        if ran_commands and self._changed_system:
+            shown = ", ".join(self._changed_system[:5])
+            return (
+                "an evaluator ran programs of the container after the agent changed its "
+                f"system folders ({shown})"
+            )
+        return None
 
     @override
     def grader_replaced(self) -> bool:
         return self._guest.untrusted_starts > 0
+
+    @override
+    def probe_health(self) -> str | None:
+        """The engine's ping and the container's state: nothing inside the container is used."""
+        container = self._container
+        if container is None:
+            return f"the docker sandbox of '{self.config.name}' has no container"
+        try:
+            self._api().ping()
+            container.reload()
+        except ENGINE_ERRORS as exc:
+            return f"the docker engine did not answer: {exc}"
+        if container.status != "running":
+            return f"the container of '{self.config.name}' is {container.status}"
+        return None
+
+    @override
+    def freeze_agent(self) -> Frozen:
+        """The guest stops every other process of the container but the harness's.
+
+        Under a root agent, the engine's diff of the container is read too: the
+        system folders it changed make a command's grade unverified.
+        """
+        container = self._started("freeze the agent's processes", self._container)
+        if self._no_python:
+            frozen = Frozen(
+                unverified="the image has no python3 to stop the agent's processes with"
+            )
+        else:
+            frozen = self._guest.freeze()
+        if self._owner[0] == 0:
+            self._note_system_changes(container)
+        return frozen
+
+    @override
+    def thaw_agent(self) -> None:
+        if not self._no_python:
+            self._guest.thaw()
+
+    def _note_system_changes(self, container: Container) -> None:
+        """Add the paths under :data:`SYSTEM_DIRS` the container changed to those seen.
+
+        Raises:
+            SandboxError: The engine did not answer.
+        """
+        try:
+            changes = container.diff() or []
+        except ENGINE_ERRORS as exc:
+            raise SandboxError(
+                f"the docker engine did not list the changes of the sandbox of "
+                f"'{self.config.name}': {exc}"
+            ) from exc
+        seen = set(self._changed_system)
+        for change in changes:
+            path = str(change.get("Path", ""))
+            if path.startswith(SYSTEM_DIRS) and path not in seen:
+                seen.add(path)
+                self._changed_system.append(path)
 
     @override
     def check_python(self) -> str:

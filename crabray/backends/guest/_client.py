@@ -22,6 +22,7 @@ from typing import Any
 from crabray.backends.base import (
     MAX_OUTPUT_BYTES,
     ExecResult,
+    Frozen,
     PythonCall,
     output_text,
 )
@@ -322,6 +323,55 @@ class Guest:
             return None
         finally:
             self._lock.release()
+
+    def begin(self) -> None:
+        """Start the guest if none runs, and have it note the processes running now as the
+        harness's: what :meth:`freeze` leaves alone (a screen, the task's services).
+
+        Raises:
+            NoPythonError: The sandbox has no ``python3``.
+            SandboxError: The guest could not be started.
+        """
+        self._request({"op": "begin"}, START_TIMEOUT_SEC)
+
+    def freeze(self) -> Frozen:
+        """Stop every process of the agent's in the sandbox (see the program's ``_freeze``).
+
+        Returns:
+            How many processes were stopped and, when some still run (another
+            user's, one stuck in the kernel) or the sandbox has no ``python3`` to
+            stop them with, why a grade taken now is not verified.
+
+        Raises:
+            SandboxError: The guest died twice.
+        """
+        try:
+            reply = self._request({"op": "freeze"}, START_TIMEOUT_SEC)
+        except NoPythonError:
+            return Frozen(
+                unverified="the sandbox has no python3 to stop the agent's processes with"
+            )
+        if not reply.get("ok"):
+            raise SandboxError(f"the guest of the {self._where} could not freeze: {reply}")
+        live = [str(process) for process in reply["live"]]
+        unverified = None
+        if live:
+            unverified = (
+                "processes of the agent's kept running while it was graded (they could not "
+                f"be stopped): {', '.join(live)}"
+            )
+        return Frozen(frozen=int(reply["frozen"]), unverified=unverified)
+
+    def thaw(self) -> None:
+        """Continue what the last :meth:`freeze` stopped; nothing when no guest runs.
+
+        Raises:
+            SandboxError: The guest died during the request.
+        """
+        with self._lock:
+            if self._channel is None:
+                return
+            self._request({"op": "thaw"}, START_TIMEOUT_SEC)
 
     def keep(self) -> None:
         """The running guest outlived a reset that left nothing else in the sandbox.

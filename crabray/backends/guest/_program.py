@@ -24,6 +24,12 @@ answered by exactly one response, in order:
   "clean": false, "why": ...}`` (see :func:`_reset`; a confined local sandbox whose guest
   outlives its resets asks it)
 
+- ``{"op": "begin"}`` -> ``{"ok": true, "harness": N}``: the processes running now are the
+  harness's (see :func:`_begin`)
+- ``{"op": "freeze"}`` -> ``{"ok": true, "frozen": N, "live": [...]}`` and ``{"op": "thaw"}``
+  -> ``{"ok": true, "thawed": N}``: the agent's processes stopped while a grader runs, and
+  continued (see :func:`_freeze`)
+
 An ``exec`` or ``reset`` request with ``"same_limits": true`` is refused (``GuestTampered``)
 when the guest's resource limits are not those it started with: another process of its
 user may lower them (``prlimit``), and the commands it starts would inherit them.
@@ -464,6 +470,90 @@ def _sockets_left() -> dict[str, Any]:
     return {"ok": True, "clean": True}
 
 
+_HARNESS: list[tuple[int, str]] = []
+"""(pid, start time) of the processes running when the agent began: the harness's own (a
+screen, services the task's setup started), never frozen."""
+_FROZEN: list[tuple[int, str]] = []
+"""(pid, start time) of the processes the last ``freeze`` stopped; ``thaw`` continues them."""
+_FREEZE_WAIT_SEC = 2.0
+
+
+def _processes() -> dict[int, tuple[str, str, str]]:
+    """Every process this guest sees: pid -> (state, start time, name), from ``/proc``."""
+    found: dict[int, tuple[str, str, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat_line = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # ended meanwhile
+        name, _, rest = stat_line.partition(" (")[2].rpartition(")")
+        fields = rest.split()
+        if len(fields) > 20:
+            found[int(entry)] = (fields[0], fields[19], name)
+    return found
+
+
+def _begin(request: dict[str, Any]) -> dict[str, Any]:
+    """Remember the processes running now, before the agent's first action: the harness's."""
+    me = os.getpid()
+    _HARNESS[:] = [(p, v[1]) for p, v in _processes().items() if p not in (1, me)]
+    del _FROZEN[:]
+    return {"ok": True, "harness": len(_HARNESS)}
+
+
+def _freeze(request: dict[str, Any]) -> dict[str, Any]:
+    """Stop every process of the agent's, all at once, before a grader runs.
+
+    ``kill(-1, SIGSTOP)`` reaches, in one step of the kernel, every process of
+    the sandbox this guest may signal, except itself and pid 1; a process
+    forking meanwhile cannot finish its fork with the signal pending. The
+    harness's own processes (:func:`_begin`) are continued at once, and the
+    processes the agent had stopped itself stay stopped after ``thaw``. What
+    is still running after ``_FREEZE_WAIT_SEC`` (another user's process this
+    guest may not signal, one stuck in the kernel) is named in ``live``: a
+    grade taken beside it is not verified.
+    """
+    me = os.getpid()
+    harness = set(_HARNESS)
+    before = _processes()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(-1, signal.SIGSTOP)
+    for pid, start in harness:
+        if before.get(pid, ("", ""))[1] == start:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + _FREEZE_WAIT_SEC
+    while True:
+        now = _processes()
+        agents = {p: v for p, v in now.items() if p not in (1, me) and (p, v[1]) not in harness}
+        live = {p: v for p, v in agents.items() if v[0] not in "tTZXx"}
+        if not live or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    stopped_before = {(p, v[1]) for p, v in before.items() if v[0] in "tT"}
+    _FROZEN[:] = [(p, v[1]) for p, v in agents.items() if (p, v[1]) not in stopped_before]
+    return {
+        "ok": True,
+        "frozen": len(_FROZEN),
+        "live": sorted(f"{v[2][:32]} (pid {p}, {v[0]})" for p, v in live.items())[:20],
+    }
+
+
+def _thaw(request: dict[str, Any]) -> dict[str, Any]:
+    """Continue the processes the last :func:`_freeze` stopped (the agent's turn goes on)."""
+    now = _processes()
+    for pid, start in _FROZEN:
+        if now.get(pid, ("", ""))[1] == start:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+    thawed = len(_FROZEN)
+    del _FROZEN[:]
+    return {"ok": True, "thawed": thawed}
+
+
 def seal() -> bool:
     """Make this process non-dumpable; whether the kernel now says it is.
 
@@ -520,6 +610,12 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
         if op == "reset":
             _check_limits(request)
             return _reset(request)
+        if op == "begin":
+            return _begin(request)
+        if op == "freeze":
+            return _freeze(request)
+        if op == "thaw":
+            return _thaw(request)
         raise ValueError(f"unknown request {op!r}")
     except Exception as exc:
         return _error(exc)

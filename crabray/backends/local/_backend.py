@@ -56,11 +56,11 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
-from crabray.backends.base import Backend, ExecResult, PythonCall, output_text
+from crabray.backends.base import Backend, ExecResult, Frozen, PythonCall, output_text
 from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
 from crabray.backends.display import DisplayHook, missing_tools
-from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel
+from crabray.backends.guest import GUEST_ARGV, Guest, GuestChannel, NoPythonError
 from crabray.backends.local._bwrap import SANDBOX_PATH, Holder
 from crabray.backends.local._enter import entry_env
 from crabray.backends.local._exec import PipeChannel, ProcessGroups, communicate, launch_guest
@@ -103,8 +103,13 @@ logger = logging.getLogger(__name__)
 _REQUEST_ERRNOS = frozenset(
     {errno.EACCES, errno.EEXIST, errno.EISDIR, errno.ELOOP, errno.EROFS}
     | {errno.ENAMETOOLONG, errno.ENOENT, errno.ENOTDIR, errno.EPERM}
+    | {errno.ENXIO, errno.EAGAIN, errno.ETXTBSY, errno.ENODEV, errno.EOPNOTSUPP}
 )
 """``OSError`` numbers that mean the file request was wrong, not that the host failed.
+
+``ENXIO``, ``EAGAIN``, ``ETXTBSY``, ``ENODEV`` and ``EOPNOTSUPP`` among them: a socket, a
+FIFO, a device or a file with a lease held on it where a file was expected, which is
+what the agent made of its own sandbox.
 
 ``EROFS`` among them: the paths are resolved inside the sandbox's own view, so a
 read-only file system there is one of the sandbox's (a system directory a symlink
@@ -533,10 +538,18 @@ class LocalBackend(Backend):
 
     @override
     def agent_begins(self) -> None:
+        """Trust the guest running now (or start one) and have it note the harness's processes.
+
+        Confined, the guest is what freezes the agent's processes while it is
+        graded (:meth:`freeze_agent`), so one is started here if none runs.
+        """
         self._guest.vouch()
+        if self._holder is not None:
+            with contextlib.suppress(NoPythonError):
+                self._guest.begin()
 
     @override
-    def grader_trusted(self, *, ran_commands: bool) -> bool:
+    def grader_distrust(self, *, ran_commands: bool) -> str | None:
         """Confined, grading is trusted unless a guest was started after the agent acted.
 
         The system directories (the interpreter, its standard library, the
@@ -545,11 +558,38 @@ class LocalBackend(Backend):
         environment, and files are read on the host side. Unconfined, the agent
         is the host user: nothing is trusted.
         """
-        return self._holder is not None and self._guest.untrusted_starts == 0
+        if self._holder is None:
+            return "an unconfined local sandbox (isolation: none): the agent is the host's user"
+        if self._guest.untrusted_starts:
+            return "the guest that grades was started after the agent acted"
+        return None
 
     @override
     def grader_replaced(self) -> bool:
         return self._holder is not None and self._guest.untrusted_starts > 0
+
+    @override
+    def probe_health(self) -> str | None:
+        """The sandbox's directory and, confined, its holder: nothing of the agent's is read."""
+        if self._sandbox_alive():
+            return None
+        return f"the local sandbox of '{self.config.name}' is gone (its directory or holder)"
+
+    @override
+    def freeze_agent(self) -> Frozen:
+        """Confined, the guest stops every other process of the sandbox but the harness's."""
+        self._require_started("freeze the agent's processes")
+        if self._holder is None:
+            return Frozen(
+                unverified="an unconfined local sandbox (isolation: none) cannot stop the "
+                "agent's processes: they are the host user's"
+            )
+        return self._guest.freeze()
+
+    @override
+    def thaw_agent(self) -> None:
+        if self._holder is not None:
+            self._guest.thaw()
 
     def _launch_guest(self) -> GuestChannel:
         """Start ``python3`` in the sandbox as a command is started, with pipes to talk to it.

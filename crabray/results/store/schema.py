@@ -107,6 +107,7 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field("setup_time_sec", pa.float64()),
         _episode_field("node", pa.string(), nullable=True),
         _episode_field("grader_trusted", pa.bool_(), nullable=True),
+        _episode_field("grader_untrusted_reason", pa.string(), nullable=True),
         _episode_field("error", pa.string(), nullable=True),
         _episode_field("error_type", pa.string(), nullable=True),
         _episode_field("description", pa.string()),

@@ -99,7 +99,7 @@ def test_a_guest_started_after_commands_ran_answers_no_evaluator(as_user: Backen
     # It never imports the shadow in its directory (GUEST_ARGV), yet is not trusted.
     read = as_user._guest.read_file("/tmp/truth.txt", 100)  # type: ignore[attr-defined]
     assert read == b"true bytes"
-    assert as_user.grader_trusted(ran_commands=False) is False
+    assert as_user.grader_distrust(ran_commands=False) is not None
     assert as_user.get_file("/tmp/truth.txt") == b"true bytes"
     assert as_user.get_file("truth.txt") == b"true bytes"
     result = as_user.exec("cat /tmp/truth.txt; echo; echo $PPID")

@@ -74,7 +74,7 @@ def test_commands_run_through_one_guest_kept_across_resets(kept: LocalBackend) -
     for _ in range(3):
         kept.reset()
         assert _guest(kept) == first, "the same guest after a reset in place"
-        assert kept.grader_trusted(ran_commands=True)
+        assert kept.grader_distrust(ran_commands=True) is None
     namespace = kept.describe()["pid_namespace"]
     assert sorted(_members(f"pid:[{namespace}]"))[1:] == [first]
 
@@ -120,7 +120,7 @@ def test_a_guest_killed_by_a_command_is_not_restarted_and_grading_stays_trusted(
     kept.exec("echo 42 > answer.txt")
     assert _ppid(kept) == 0, "commands now start through the entry"
     assert kept.exec(["grep", "-qx", "42", "answer.txt"]).exit_code == 0
-    assert kept.grader_trusted(ran_commands=True) and not kept.grader_replaced()
+    assert kept.grader_distrust(ran_commands=True) is None and not kept.grader_replaced()
     kept.reset()
     second = _guest(kept)
     assert second is not None and second != first
@@ -147,9 +147,9 @@ def test_a_grader_call_after_the_guest_was_killed_is_the_agents_failure(
     kept.agent_begins()
     kept.exec(KILL_GUEST)
     assert kept.call_python(GUEST_PID) > 1
-    assert not kept.grader_trusted(ran_commands=False) and kept.grader_replaced()
+    assert kept.grader_distrust(ran_commands=False) is not None and kept.grader_replaced()
     kept.reset()
-    assert kept.grader_trusted(ran_commands=False) and not kept.grader_replaced()
+    assert kept.grader_distrust(ran_commands=False) is None and not kept.grader_replaced()
 
 
 def test_a_guest_whose_limits_were_lowered_serves_nothing_more(kept: LocalBackend) -> None:
@@ -160,7 +160,7 @@ def test_a_guest_whose_limits_were_lowered_serves_nothing_more(kept: LocalBacken
     done = kept.exec("prlimit --pid $PPID --nofile=8:8 --nproc=1:1 --fsize=0:0")
     assert done.exit_code == 0, done
     assert _ppid(kept) == 0 and kept.exec("ulimit -n -u -f").stdout == limits
-    assert kept.grader_trusted(ran_commands=True)
+    assert kept.grader_distrust(ran_commands=True) is None
     kept.reset()
     second = _guest(kept)
     assert second is not None and second != first
