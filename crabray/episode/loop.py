@@ -725,6 +725,13 @@ class _Episode:
         self.freeze.thaw()
         try:
             score, checkpoints = self._run_scorer(scorer, env)
+        except SandboxError:
+            raise
+        except Exception as exc:
+            # Beside the agent's live processes the grader may meet a half-written file:
+            # the frozen grade stands.
+            logger.info("scorer '%s' failed with the agent's processes running: %s", scorer, exc)
+            return
         finally:
             self.freeze.freeze()
         if score > (self.score or 0.0):

@@ -132,6 +132,8 @@ class DockerBackend(Backend):
         self._image_user = ""
         self._owner = (0, 0)
         self._changed_system: list[str] = []
+        self._system_before: set[str] = set()
+        """System folders' paths the container had changed when the agent began."""
         """System folders' paths the container changed, seen by the engine at a freeze."""
         """Uid and gid of the container's user: files put in belong to it."""
         self._workdir = self.settings.workdir or "/"
@@ -379,6 +381,10 @@ class DockerBackend(Backend):
         """
         self._guest.vouch()
         self._changed_system = []
+        container = self._container
+        self._system_before = set()
+        if container is not None and self._owner[0] == 0:
+            self._system_before = set(self._system_changes(container))
         if not self._no_python:
             with contextlib.suppress(NoPythonError):
                 self._guest.begin()
@@ -448,7 +454,20 @@ class DockerBackend(Backend):
             self._guest.thaw()
 
     def _note_system_changes(self, container: Container) -> None:
-        """Add the paths under :data:`SYSTEM_DIRS` the container changed to those seen.
+        """Add the paths under :data:`SYSTEM_DIRS` the container changed since the agent began
+        (the engine's own, ``/usr/sbin/docker-init``, and the setup's are not its) to those seen.
+
+        Raises:
+            SandboxError: The engine did not answer.
+        """
+        seen = set(self._changed_system)
+        for path in self._system_changes(container):
+            if path not in seen and path not in self._system_before:
+                seen.add(path)
+                self._changed_system.append(path)
+
+    def _system_changes(self, container: Container) -> list[str]:
+        """The paths under :data:`SYSTEM_DIRS` the engine's diff lists for the container.
 
         Raises:
             SandboxError: The engine did not answer.
@@ -460,12 +479,8 @@ class DockerBackend(Backend):
                 f"the docker engine did not list the changes of the sandbox of "
                 f"'{self.config.name}': {exc}"
             ) from exc
-        seen = set(self._changed_system)
-        for change in changes:
-            path = str(change.get("Path", ""))
-            if path.startswith(SYSTEM_DIRS) and path not in seen:
-                seen.add(path)
-                self._changed_system.append(path)
+        paths = (str(change.get("Path", "")) for change in changes)
+        return [path for path in paths if path.startswith(SYSTEM_DIRS)]
 
     @override
     def check_python(self) -> str:

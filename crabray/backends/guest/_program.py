@@ -679,7 +679,11 @@ class _GuardedPaths:
     """
 
     def __init__(self, dirs: Iterable[str], since_ns: int) -> None:
-        self.dirs = tuple(os.path.join(os.path.realpath(d), "") for d in dirs if d)
+        named = [d for d in dirs if d]
+        self.dirs = tuple(
+            {os.path.join(os.path.abspath(d), "") for d in named}
+            | {os.path.join(os.path.realpath(d), "") for d in named}
+        )
         self.since_ns = since_ns
 
     def find_spec(
@@ -692,8 +696,12 @@ class _GuardedPaths:
         origin = getattr(spec, "origin", None)
         if spec is None or not origin or not spec.has_location:
             return spec
-        if not os.path.realpath(origin).startswith(self.dirs):
+        if not (
+            os.path.abspath(origin).startswith(self.dirs)
+            or os.path.realpath(origin).startswith(self.dirs)
+        ):
             return spec
+        self._check_names(origin, fullname)
         if isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             loader = _UnchangedSource(fullname, origin)
             loader.since_ns = self.since_ns
@@ -701,6 +709,23 @@ class _GuardedPaths:
         else:
             _check_unchanged(os.stat(origin), origin, fullname, self.since_ns)
         return spec
+
+    def _check_names(self, origin: str, fullname: str) -> None:
+        """Refuse a module whose path, as named, was made or replaced since the start.
+
+        The file opened is checked too, but a name replaced by a symlink to a
+        file made elsewhere would pass that check: the name itself, and each
+        symlinked directory between the guarded folder and the module, must be
+        as old as the guest.
+        """
+        path = os.path.abspath(origin)
+        _check_unchanged(os.lstat(path), path, fullname, self.since_ns)
+        path = os.path.dirname(path)
+        while path.startswith(self.dirs):  # a directory's own writes (__pycache__) are fine
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                _check_unchanged(info, path, fullname, self.since_ns)
+            path = os.path.dirname(path)
 
     def invalidate_caches(self) -> None:
         importlib.machinery.PathFinder.invalidate_caches()
