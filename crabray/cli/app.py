@@ -12,11 +12,12 @@ from __future__ import annotations
 import gc
 import logging
 import re
+import sys
+import traceback
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
 import typer
-from rich.markup import escape
 from typer.core import TyperGroup
 
 from crabray.cli.cluster import cluster_app
@@ -27,7 +28,7 @@ from crabray.cli.reports import LEADERBOARD_EXAMPLES, VIEW_EXAMPLES, leaderboard
 from crabray.cli.run import RUN_EXAMPLES, run
 from crabray.cli.runs import runs_app
 from crabray.cli.tasks import tasks_app
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, safe_text, strip_controls
 
 MAIN_EXAMPLES = """Examples:
 
@@ -114,8 +115,18 @@ def main_entry() -> None:
     """
     try:
         app(prog_name="crabray")
+    except Exception as exc:  # a bug (show_error words every other error): its traceback
+        _print_traceback(exc)
+        raise SystemExit(1) from None
     finally:
         gc.freeze()
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """A bug's traceback as Python prints it, stripped of control sequences: its message
+    may quote an agent's or a suite's text, which must not drive the terminal."""
+    sys.stderr.write(strip_controls("".join(traceback.format_exception(exc))))
+    sys.stderr.flush()
 
 
 def _print_version(value: bool) -> None:
@@ -155,7 +166,7 @@ _RUN_PANELS = {
         "epochs", "max_steps", "time_limit_sec", "max_attempts", "concurrency", "backend",
         "backend_setting", "warm", "pool", "local_slots",
     ),
-    "Results": ("out", "resume", "config"),
+    "Results": ("out", "resume", "config", "verified_only"),
     "Cluster": ("address", "detach", "sync_every"),
 }  # fmt: skip
 """The panels of ``crabray run --help``: 26 options read better in five groups."""
@@ -242,7 +253,7 @@ class _SentenceHandler(logging.Handler):
             style = {"warning": "yellow", "error": "red", "critical": "red"}.get(level, "dim")
             where = f" ({record.name})" if record.levelno <= logging.DEBUG else ""
             errors.print(
-                f"[{style}]{level}:[/] {escape(message)}{escape(where)}",
+                f"[{style}]{level}:[/] {safe_text(message)}{safe_text(where)}",
                 highlight=False,
                 soft_wrap=True,
             )

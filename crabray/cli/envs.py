@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, safe_text
 from crabray.core.errors import ConfigError, CrabrayError
 
 envs_app = typer.Typer(
@@ -52,7 +52,7 @@ def build(
     started = time.monotonic()
 
     def show(line: str) -> None:
-        console.print(f"  {escape(line)}", style="dim", highlight=False)
+        console.print(f"  {safe_text(line)}", style="dim", highlight=False)
 
     if _makes_docker_image(name):
         # Labelled with its inputs, so the docker backend knows it current.
@@ -115,7 +115,7 @@ def prune(
 
     removed = prune_docker(everything=everything)
     for item in removed:
-        console.print(f"removed {escape(item)}", highlight=False)
+        console.print(f"removed {safe_text(item)}", highlight=False)
     scope = "crabray" if everything else "orphaned"
     console.print(f"{len(removed)} {scope} container(s) and snapshot(s) removed")
 
@@ -137,7 +137,7 @@ def _present_images(images: list[str]) -> set[str] | None:
 
         client = connect()
     except CrabrayError as exc:
-        errors.print(f"[yellow]warning:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        errors.print(f"[yellow]warning:[/] {safe_text(exc)}", highlight=False, soft_wrap=True)
         return None
     try:
         tags = {tag for image in client.images.list() for tag in image.tags}

@@ -17,8 +17,8 @@ import sys
 from typing import TYPE_CHECKING, TypeGuard
 
 from rich.console import Console
-from rich.markup import escape
 
+from crabray.cli.terminal import safe_text
 from crabray.core.errors import CrabrayError
 
 if TYPE_CHECKING:
@@ -50,13 +50,13 @@ def show_error(exc: BaseException, errors: Console) -> int | None:
     exc = _unwrapped(exc)
     if _is_suite_errors(exc):
         for problem in exc.errors:
-            errors.print(f"[red]✗[/] {escape(str(problem))}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {escape(str(exc.file))}")
+            errors.print(f"[red]✗[/] {safe_text(problem)}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {safe_text(exc.file)}")
         return ERROR_EXIT
     message = _message(exc)
     if message is None:
         return None
-    errors.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    errors.print(f"[bold red]error:[/] {safe_text(message)}", highlight=False, soft_wrap=True)
     return ERROR_EXIT
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from crabray.cli.terminal import console
+from crabray.cli.terminal import console, safe_text
 from crabray.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def serve(
             field="--port",
         ) from exc
     console.print(
-        f"mock model for {len(solutions)} task(s) of {escape(loaded.name)} at "
+        f"mock model for {len(solutions)} task(s) of {safe_text(loaded.name)} at "
         f"[bold]{escape(server.base_url)}[/] (Ctrl-C to stop)",
         highlight=False,
         soft_wrap=True,

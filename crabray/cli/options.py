@@ -59,6 +59,15 @@ RunOpt = Annotated[
         "--run", help="Only this run id ('latest': the most recent run); every run when omitted."
     ),
 ]
+VerifiedOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verified-only",
+        help="Count as successes only passes graded by a path the agent could not alter "
+        "(grader_trusted true): an unverified pass counts as a failure, in the same "
+        "denominator (success rate, interval, pass@k). The site shows both figures anyway.",
+    ),
+]
 TitleOpt = Annotated[
     str | None,
     typer.Option("--title", help="The site's title; the suite's name by default."),

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt
+from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt, VerifiedOnlyOpt
 from crabray.cli.roots import no_runs, resolve_run, shown_root
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
@@ -34,6 +34,8 @@ LEADERBOARD_EXAMPLES = """Examples:
   crabray leaderboard --compare RUN_A RUN_B
 
   crabray leaderboard --all-runs               # every run's episodes summed, per suite
+
+  crabray leaderboard --verified-only          # only passes of a trusted grader succeed
 
   crabray leaderboard --html site              # a static site of every run
 
@@ -90,6 +92,7 @@ def leaderboard(
         Path | None,
         typer.Option("--html", help="Also write a static site (plots, episode pages) here."),
     ] = None,
+    verified_only: VerifiedOnlyOpt = False,
     title: TitleOpt = None,
     description: DescriptionOpt = None,
 ) -> None:
@@ -100,10 +103,12 @@ def leaderboard(
     names the runs it counts. Only episodes attributed to the agent count:
     benchmark errors (failing setup, evaluator errors, no solution for the
     oracle) and infrastructure errors are counted apart in 'benchmark_errors'
-    and 'infra_errors' and left out of every other number. With several
-    epochs per task, the interval is clustered by task and pass@k and pass^k
-    columns follow. --by and --compare show a breakdown or a run comparison
-    instead of the leaderboard.
+    and 'infra_errors' and left out of every other number. Beside the success
+    rate, 'verified_success_rate' counts only passes graded by a path the agent
+    could not alter; 'unverified_passes' and 'unknown_trust_passes' count the
+    others. With several epochs per task, the interval is clustered by task and
+    pass@k and pass^k columns follow. --by and --compare show a breakdown or a
+    run comparison instead of the leaderboard.
     """
     if fmt not in ("table", "md", "csv", "json"):
         raise CrabrayError(f"--format must be table, md, csv or json, not '{fmt}'")
@@ -127,7 +132,14 @@ def leaderboard(
         if compare[0] == compare[1]:
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
     print_leaderboard(
-        out, run_id, fmt, by=by, per_suite=per_suite, compare=compare, all_runs=all_runs
+        out,
+        run_id,
+        fmt,
+        by=by,
+        per_suite=per_suite,
+        compare=compare,
+        all_runs=all_runs,
+        verified_only=verified_only,
     )
     if html is not None:
         with ResultsRoot.parse(out).readable(whole=True) as root:
@@ -143,12 +155,15 @@ def print_leaderboard(
     per_suite: bool = False,
     compare: tuple[str, str] | None = None,
     all_runs: bool = False,
+    verified_only: bool = False,
 ) -> None:
     """Print the leaderboard of OUT (or a breakdown, or a comparison) in ``fmt``.
 
     Reads only the columns the table needs, so it stays fast on large datasets.
     Without ``run_id`` the rows are those ``latest_per_task`` keeps (every run's
     with ``all_runs``), summarised per suite; each table names the runs it counts.
+    With ``verified_only`` only verified passes count as successes, and each
+    title says so (a table that reads like the usual one must not count otherwise).
     """
     from crabray.results import (
         EPISODES_SCHEMA,
@@ -186,10 +201,12 @@ def print_leaderboard(
 
     episodes = pa.concat_tables(tables)
     if compare is not None:
-        comparison = compare_table(episodes, *compare)
-        _show(comparison.table, "changes per task", fmt)
+        comparison = compare_table(episodes, *compare, verified_only=verified_only)
+        _show(comparison.table, _titled("changes per task", verified_only), fmt)
         # csv and json stay machine-readable: the summary goes to stderr there.
-        (console if fmt in ("table", "md") else errors).print(comparison.summary, highlight=False)
+        (console if fmt in ("table", "md") else errors).print(
+            safe_text(comparison.summary), highlight=False
+        )
         return
     from crabray.results.board.selection import describe_runs, latest_per_task, runs_per_suite
 
@@ -199,9 +216,11 @@ def print_leaderboard(
     per_suite = (per_suite or run_id is None) and by != "suite"
     keys = ("agent", "model", "suite") if per_suite else ("agent", "model")
     if by is not None:
-        table, title = breakdown_table(episodes, by, keys), f"success by {by}"
+        table = breakdown_table(episodes, by, keys, verified_only=verified_only)
+        title = f"success by {by}"
     else:
-        table, title = leaderboard_table(episodes, keys), "leaderboard"
+        table, title = leaderboard_table(episodes, keys, verified_only=verified_only), "leaderboard"
+    title = _titled(title, verified_only)
     created = _created(out, [run for runs in suites.values() for run in runs])
     scope = _scope(run_id, all_runs)
     if run_id is None and fmt in ("table", "md") and per_suite:
@@ -211,8 +230,13 @@ def print_leaderboard(
     # csv and json stay machine-readable: which runs they count goes to stderr there.
     for suite, runs in suites.items():
         (console if fmt in ("table", "md") else errors).print(
-            f"{scope}, suite {suite}: {describe_runs(runs, created)}", highlight=False
+            safe_text(f"{scope}, suite {suite}: {describe_runs(runs, created)}"), highlight=False
         )
+
+
+def _titled(title: str, verified_only: bool) -> str:
+    """A table's title, saying when only verified passes count as successes."""
+    return f"{title} (verified passes only)" if verified_only else title
 
 
 def _scope(run_id: str | None, all_runs: bool) -> str:
@@ -245,12 +269,15 @@ def _show_per_suite(
         rows = table.filter(to_arrow(row_suites == suite)).drop_columns(["suite"])
         line = f"{scope}: {describe_runs(runs, created)}"
         if fmt == "table":
-            console.print(to_rich_table(rows, title=f"{title} · suite {suite}"))
-            console.print(line, highlight=False)
+            # Cells are data, shown as written: no markup (the console strips controls).
+            console.print(
+                to_rich_table(rows, title=safe_text(f"{title} · suite {suite}")), markup=False
+            )
+            console.print(safe_text(line), highlight=False)
             console.print()
         else:
-            sys.stdout.write(f"### {title} · suite {suite}\n\n{line}\n\n")
-            sys.stdout.write(render(rows, "md") + "\n")
+            sys.stdout.write(plain_text(f"### {title} · suite {suite}\n\n{line}\n\n"))
+            sys.stdout.write(plain_text(render(rows, "md")) + "\n")
     sys.stdout.flush()
 
 
@@ -278,9 +305,9 @@ def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
     from crabray.results import render, to_rich_table
 
     if fmt == "table":
-        console.print(to_rich_table(table, title=title))
+        console.print(to_rich_table(table, title=safe_text(title)), markup=False)  # data: no markup
     else:
-        sys.stdout.write(render(table, fmt))  # type: ignore[arg-type]
+        sys.stdout.write(plain_text(render(table, fmt)))  # type: ignore[arg-type]
         sys.stdout.flush()
 
 

@@ -40,6 +40,7 @@ from crabray.cli.options import (
     TagOpt,
     TaskOpt,
     TimeLimitOpt,
+    VerifiedOnlyOpt,
     WarmOpt,
     backend_settings_of,
 )
@@ -109,6 +110,7 @@ def run(
     local_slots: LocalSlotsOpt = None,
     detach: DetachOpt = False,
     sync_every: SyncEveryOpt = DEFAULT_SYNC_SEC,
+    verified_only: VerifiedOnlyOpt = False,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
@@ -153,7 +155,13 @@ def run(
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
     if _submitted(settings.address):
         # On the cluster, as a job.
-        submit_run(settings, detach=detach, sync_every=sync_every, model=model)
+        submit_run(
+            settings,
+            detach=detach,
+            sync_every=sync_every,
+            model=model,
+            verified_only=verified_only,
+        )
         return
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
@@ -183,13 +191,26 @@ def run(
             f"[yellow]{summary.infra_failures} infrastructure failures, "
             f"{summary.retries} retried[/]"
         )
-    print_leaderboard(options.out_dir, summary.run_id, "table")
+    print_leaderboard(options.out_dir, summary.run_id, "table", verified_only=verified_only)
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
     if options.suite_origin is None:  # a submitted run's machine prints its own, for its copy
         _print_next_steps(options.out_dir, summary.run_id)
+    _print_unverified(options.out_dir, summary.run_id, verified_only)
     code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
     if code:
         raise typer.Exit(code)
+
+
+def _print_unverified(out: Path | str, run_id: str, verified_only: bool) -> None:
+    """Name the run's passes that are not verified (``print_unverified``), read back from
+    its rows by the rule the leaderboard above counted them with."""
+    from crabray.cli.outcomes import print_unverified
+    from crabray.results import read_episode_table
+    from crabray.results.board.trust import TRUST_INPUT_COLUMNS, passes_not_verified
+
+    rows = read_episode_table(out, run_id, list(TRUST_INPUT_COLUMNS), ordered=True)
+    several = len(rows.column("agent").unique()) > 1
+    print_unverified(passes_not_verified(rows), verified_only=verified_only, several_agents=several)
 
 
 def _submitted(address: str | None) -> bool:

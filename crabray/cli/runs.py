@@ -9,7 +9,7 @@ from rich.table import Table
 
 from crabray.cli.roots import no_runs, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
-from crabray.cli.terminal import console
+from crabray.cli.terminal import console, safe_text
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
@@ -52,16 +52,16 @@ def runs_list(
     shown = shown_root(out_arg, out)
     if not rows:
         raise no_runs(shown, "runs list")
-    table = Table(title=f"runs in {shown}")
+    table = Table(title=f"runs in {safe_text(shown)}")
     table.add_column("run id", no_wrap=True)
     for column in ("suite", "agents", "done", "state", "created"):
         table.add_column(column)
     for m, done, state in rows:
         total = "?" if m.planned is None else str(m.planned)
         table.add_row(
-            m.run_id,
-            m.suite_name,
-            ", ".join(m.agents),
+            safe_text(m.run_id),
+            safe_text(m.suite_name),
+            safe_text(", ".join(m.agents)),
             f"{done}/{total}",
             "?" if state is None else state.value,
             f"{m.created_at:%Y-%m-%d %H:%M}",

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.cluster.submit import job_client
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
@@ -80,6 +80,7 @@ def submit_run(
     detach: bool = False,
     sync_every: float = DEFAULT_SYNC_SEC,
     model: str | None = None,
+    verified_only: bool = False,
 ) -> None:
     """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
 
@@ -94,6 +95,7 @@ def submit_run(
         sync_every: Followed, copy the finished episodes here every this many seconds
             (0: once, at the end).
         model: ``--model``, passed on to the run on the head (checked here first).
+        verified_only: ``--verified-only``, passed on: the head prints the run's leaderboard.
 
     Raises:
         CrabrayError: The API does not answer, the suite is too large or invalid,
@@ -123,7 +125,7 @@ def submit_run(
         _stage(settings, suite, folder, Path(staging), run_id)
         job_id = submit(
             client,
-            _entrypoint(out, model),
+            _entrypoint(out, model, verified_only=verified_only),
             Path(staging),
             f"crabray-{run_id}-{secrets.token_hex(3)}",
             {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
@@ -184,7 +186,7 @@ def _bring_results_here(
     try:
         copied = mirror.finish(client)
     except CrabrayError as exc:
-        return f"could not copy the results here ({escape(str(exc))}); " + _where_results_are(
+        return f"could not copy the results here ({safe_text(exc)}); " + _where_results_are(
             settings, run_id
         )
     size = sum(copied.listing.files.values())
@@ -234,7 +236,7 @@ def _follow_or_stop(
     from crabray.cluster.submit import follow, stop
 
     def write(text: str) -> None:
-        sys.stdout.write(text)
+        sys.stdout.write(plain_text(text))  # the job's output: shown, so stripped on a terminal
         sys.stdout.flush()
 
     try:
@@ -254,10 +256,13 @@ def _follow_or_stop(
         return 130
 
 
-def _entrypoint(out: str, model: str | None) -> str:
-    """The job's command: the staged run file, its results root on the head, ``--model``."""
+def _entrypoint(out: str, model: str | None, *, verified_only: bool = False) -> str:
+    """The job's command: the staged run file, its results root on the head, ``--model``
+    and ``--verified-only`` (options of the run, not settings of its run file)."""
     command = f"crabray run --config run.toml --out {out}"
-    return command if model is None else f"{command} --model {shlex.quote(model)}"
+    if model is not None:
+        command += f" --model {shlex.quote(model)}"
+    return f"{command} --verified-only" if verified_only else command
 
 
 def _stage(settings: RunConfig, suite: Path, folder: Path, staging: Path, run_id: str) -> None:
@@ -353,7 +358,7 @@ def follow_run(
         mirror.start()
 
     def write(text: str) -> None:
-        sys.stdout.write(text)
+        sys.stdout.write(plain_text(text))  # the job's output: shown, so stripped on a terminal
         sys.stdout.flush()
 
     try:

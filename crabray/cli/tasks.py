@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from crabray.cli.options import (
@@ -22,7 +21,7 @@ from crabray.cli.options import (
     TaskOpt,
 )
 from crabray.cli.options import suite_format as chosen_format
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, plain_text, safe_text
 
 if TYPE_CHECKING:
     from crabray.formats import Suite, SuiteRef
@@ -111,22 +110,22 @@ def tasks_list(
     rows = [_task_row(loaded, task_id) for task_id in select_tasks(loaded, task, tag, limit)]
     if output is ListFormat.ids:
         for row in rows:
-            print(row["task"])  # plain: no wrapping, no markup, whatever the width
+            print(plain_text(row["task"]))  # plain: no wrapping, no markup, whatever the width
         return
     if output is ListFormat.json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"{loaded.name} ({len(rows)} of {len(loaded.entries)} tasks)")
+    table = Table(title=f"{safe_text(loaded.name)} ({len(rows)} of {len(loaded.entries)} tasks)")
     longest = max((len(row["task"]) for row in rows), default=4)
     for column in rows[0] if rows else ("task",):
         # The id is what --task takes: whole, folded only if the terminal is narrower.
         width = min(longest, max(console.width - 4, 10)) if column == "task" else None
         table.add_column(column.replace("_", " "), overflow="fold", min_width=width)
     for row in rows:
-        table.add_row(*(escape(_cell(v)) for v in row.values()))
+        table.add_row(*(safe_text(_cell(v)) for v in row.values()))
     console.print(table)
     for line in loaded.unsupported_reasons():
-        console.print(f"[yellow]unsupported[/] {escape(line)}")
+        console.print(f"[yellow]unsupported[/] {safe_text(line)}")
 
 
 def _task_row(loaded: Suite, task_id: str) -> dict[str, Any]:
@@ -188,12 +187,12 @@ def tasks_validate(
     missing = oracle_problems(loaded, chosen) if oracle else []
     if missing:
         raise SuiteErrors(ref.path, missing)
-    console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {suite} are valid")
+    console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {safe_text(suite)} are valid")
     for entry in (loaded.entries[t] for t in chosen):
         for warning in entry.task.metadata.get("warnings", []):
-            console.print(f"[yellow]![/] {escape(str(warning))}")
+            console.print(f"[yellow]![/] {safe_text(warning)}")
     for line in loaded.unsupported_reasons():
-        console.print(f"[yellow]unsupported[/] {escape(line)} (listed, not run)")
+        console.print(f"[yellow]unsupported[/] {safe_text(line)} (listed, not run)")
 
 
 @tasks_app.command(
@@ -242,14 +241,16 @@ def tasks_grade(
     files = [parse_result_file(spec) for spec in result or []]
     graded = grade_task(loaded, task_id, files, skip_setup=skip_setup)
     outcome = graded.record.result
-    table = Table(title=f"{task_id}: score {outcome.score:g} ({outcome.termination_reason.value})")
+    table = Table(
+        title=f"{safe_text(task_id)}: score {outcome.score:g} ({outcome.termination_reason.value})"
+    )
     table.add_column("evaluator or checkpoint")
     table.add_column("outcome")
     for name, value in graded.breakdown:
-        table.add_row(escape(name), value)
+        table.add_row(safe_text(name), safe_text(value))
     console.print(table)
     for warning in graded.warnings:
-        errors.print(f"[yellow]warning:[/] {escape(warning)}", highlight=False, soft_wrap=True)
+        errors.print(f"[yellow]warning:[/] {safe_text(warning)}", highlight=False, soft_wrap=True)
     if outcome.error:
-        errors.print(f"[red]error:[/] {escape(outcome.error)}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]error:[/] {safe_text(outcome.error)}", highlight=False, soft_wrap=True)
     console.print(f"score {outcome.score:g}")

@@ -19,6 +19,10 @@ from crabray.results.board.stats import clustered_wilson_intervals, pass_at_k, p
 Codes = tuple[np.ndarray, int]
 """A column's integer codes per row and how many codes there can be."""
 
+TRUSTED, UNTRUSTED, UNKNOWN_TRUST = 1, 0, -1
+"""A row's grader trust (``grader_trusted`` true, false, null): graded by a path its agent
+could not alter, unverified, or unknown (a row from before the column, or no grade)."""
+
 
 def combine(codes: Sequence[Codes], rows: int) -> tuple[np.ndarray, np.ndarray]:
     """Dense ids of the rows' code tuples, and one row index per id (its first, or any row).
@@ -157,6 +161,50 @@ def summary(
             for column in ("tokens_in", "tokens_out", "model_calls"):
                 table[column] = total(column)
     return table
+
+
+def verified_successes(success: np.ndarray, trust: np.ndarray) -> np.ndarray:
+    """``success`` where the grade is trusted, else 0.0: the one rule of a verified pass.
+
+    A pass whose grader the agent could have altered (``UNTRUSTED``) or whose
+    trust is unknown (``UNKNOWN_TRUST``, rows predating the column) is no
+    verified pass; the verified success rate and ``--verified-only`` both count
+    with this, so they always agree.
+    """
+    return np.where(trust == TRUSTED, success, 0.0)
+
+
+def trust_columns(
+    ids: np.ndarray, groups: int, graded: np.ndarray, success: np.ndarray, trust: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per group: the verified success rate and the passes that are not verified, by why.
+
+    The rate has the success rate's denominator (the graded rows), so the two
+    read side by side: their gap is the share of passes nobody can vouch for.
+
+    Args:
+        ids: Each row's group id.
+        groups: How many groups there are.
+        graded: True for rows attributed to the agent.
+        success: Every row's pass (1.0) or not (0.0), trusted or not.
+        trust: Each row's ``TRUSTED``, ``UNTRUSTED`` or ``UNKNOWN_TRUST``.
+
+    Returns:
+        ``verified_success_rate`` (NaN without a graded row), ``unverified_passes``
+        (graded passes with ``UNTRUSTED``) and ``unknown_trust_passes`` (graded
+        passes with ``UNKNOWN_TRUST``), as float64 arrays.
+    """
+    weight = graded.astype(np.float64)
+    n = _sums(ids, groups, weight)
+    passes = weight * (success > 0)
+    verified = _sums(ids, groups, weight * verified_successes(success, trust))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(n > 0, verified / n, np.nan)
+    return {
+        "verified_success_rate": rate,
+        "unverified_passes": _sums(ids, groups, passes * (trust == UNTRUSTED)),
+        "unknown_trust_passes": _sums(ids, groups, passes * (trust == UNKNOWN_TRUST)),
+    }
 
 
 def pass_columns(

@@ -16,6 +16,9 @@ STAT_COLUMNS = (
     "success_rate",
     "success_ci_low",
     "success_ci_high",
+    "verified_success_rate",
+    "unverified_passes",
+    "unknown_trust_passes",
     "mean_score",
     "score_se",
     "mean_completeness",
@@ -52,11 +55,15 @@ LEADERBOARD_INPUT_COLUMNS = (
     "model_calls",
     "cost_usd",
     "wall_time_sec",
+    "grader_trusted",
 )
-"""Episode columns that ``leaderboard`` and ``compare_runs`` read (``attribution`` may be
-missing from rows made by hand: it is then derived from ``termination_reason``): pass these as
-``read_episodes(..., columns=...)`` to read nothing else (add ``tags`` for a
-breakdown by tag)."""
+"""Episode columns that ``leaderboard`` and ``compare_runs`` read (``OPTIONAL_INPUT_COLUMNS``
+may be missing from rows made by hand): pass these as ``read_episodes(..., columns=...)`` to
+read nothing else (add ``tags`` for a breakdown by tag)."""
+
+OPTIONAL_INPUT_COLUMNS = ("attribution", "grader_trusted")
+"""Input columns rows made by hand may lack: ``attribution`` is then derived from
+``termination_reason``, and every grade's trust is unknown (no pass is verified)."""
 
 BREAKDOWN_STATS = (
     "episodes",
@@ -82,6 +89,7 @@ BREAKDOWN_INPUT_COLUMNS = (
     "score",
     "steps",
     "cost_usd",
+    "grader_trusted",
 )
 """Episode columns a breakdown reads besides its ``by`` columns and the column it breaks down
 (``suite`` and ``task_id`` make the tasks its intervals are clustered by)."""
@@ -97,6 +105,8 @@ INT_COLUMNS = (
     "model_calls",
     "benchmark_errors",
     "infra_errors",
+    "unverified_passes",
+    "unknown_trust_passes",
 )
 """Statistics that are counts (int64); the others are float64."""
 

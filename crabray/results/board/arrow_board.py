@@ -20,13 +20,24 @@ import pyarrow.compute as pc
 from crabray.core.errors import ResultsError
 from crabray.core.result import Attribution, attribution_of
 from crabray.results._numpy import to_arrow, to_numpy
-from crabray.results.board._aggregate import Codes, combine, pass_columns, summary
+from crabray.results.board._aggregate import (
+    TRUSTED,
+    UNKNOWN_TRUST,
+    UNTRUSTED,
+    Codes,
+    combine,
+    pass_columns,
+    summary,
+    trust_columns,
+    verified_successes,
+)
 from crabray.results.board._columns import (
     BREAKDOWN_INPUT_COLUMNS,
     BREAKDOWN_STATS,
     DEFAULT_BY,
     INT_COLUMNS,
     LEADERBOARD_INPUT_COLUMNS,
+    OPTIONAL_INPUT_COLUMNS,
     STAT_COLUMNS,
     TAG,
     TASK_CLUSTER,
@@ -39,9 +50,10 @@ def missing_columns(
     names: Sequence[str], needed: Sequence[str], what: str, reader: str
 ) -> ResultsError | None:
     """The error of rows lacking some of ``needed`` (named, with how to read them), or None."""
-    # ``attribution`` may be missing: it is derived from termination_reason then.
+    # ``attribution`` is then derived from termination_reason; a missing ``grader_trusted``
+    # leaves every grade's trust unknown.
     missing = [name for name in dict.fromkeys(needed) if name not in names]
-    missing = [name for name in missing if name != "attribution"]
+    missing = [name for name in missing if name not in OPTIONAL_INPUT_COLUMNS]
     if not missing:
         return None
     return ResultsError(
@@ -117,6 +129,39 @@ def floats(episodes: pa.Table, name: str) -> np.ndarray:
     return to_numpy(episodes.column(name), null=np.nan).astype(np.float64)
 
 
+def grader_trust(episodes: pa.Table) -> np.ndarray:
+    """Each row's grader trust: ``TRUSTED``, ``UNTRUSTED`` or ``UNKNOWN_TRUST`` (int8).
+
+    A null ``grader_trusted`` (a file from before the column, an episode never
+    graded) and rows made without the column are unknown: nobody vouched for
+    them, so they are never counted as verified, but neither are they said to
+    be untrusted.
+    """
+    if "grader_trusted" not in episodes.column_names:
+        return np.full(episodes.num_rows, UNKNOWN_TRUST, np.int8)
+    column = episodes.column("grader_trusted")
+    if pa.types.is_null(column.type):  # a frame whose column is all None
+        return np.full(episodes.num_rows, UNKNOWN_TRUST, np.int8)
+    if not pa.types.is_boolean(column.type):
+        column = column.cast(pa.bool_())
+    values = to_numpy(column, null=UNKNOWN_TRUST).astype(np.int8)  # 1 true, 0 false, -1 null
+    trust: np.ndarray = np.select(
+        [values == UNKNOWN_TRUST, values == 1], [UNKNOWN_TRUST, TRUSTED], UNTRUSTED
+    ).astype(np.int8)
+    return trust
+
+
+def counted_success(episodes: pa.Table, *, verified_only: bool = False) -> np.ndarray:
+    """Each row's success as the board counts it (1.0 or 0.0).
+
+    Every pass; with ``verified_only`` only the verified ones
+    (``verified_successes``): an unverified pass counts as a failure, in the
+    same denominator.
+    """
+    success = floats(episodes, "success")
+    return verified_successes(success, grader_trust(episodes)) if verified_only else success
+
+
 def labels(column: pa.ChunkedArray | pa.Array, rows: np.ndarray) -> pa.Array:
     """The values of ``rows`` of a key column, plain values rather than dictionary indices."""
     values = column.take(to_arrow(rows.astype(np.int64)))
@@ -143,6 +188,7 @@ def leaderboard_table(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     max_k: int | None = None,
+    verified_only: bool = False,
 ) -> pa.Table:
     """``leaderboard`` of an Arrow table of episode rows, as an Arrow table.
 
@@ -153,6 +199,8 @@ def leaderboard_table(
         by: Columns that make a row.
         confidence: Coverage of the success-rate interval.
         max_k: Largest k of the pass@k / pass^k columns; every k the data allows when None.
+        verified_only: Count only verified passes as successes (``counted_success``);
+            ``unverified_passes`` and ``unknown_trust_passes`` still count every pass.
 
     Returns:
         What ``leaderboard`` returns for the same rows (columns, order, values),
@@ -169,7 +217,9 @@ def leaderboard_table(
     ids, first = combine([codes(episodes.column(name)) for name in keys], episodes.num_rows)
     groups = len(first)
     verdict = graded(episodes)
-    cache: dict[str, np.ndarray] = {}
+    passed, trust = floats(episodes, "success"), grader_trust(episodes)
+    counted = verified_successes(passed, trust) if verified_only else passed
+    cache: dict[str, np.ndarray] = {"success": counted}
 
     def values(name: str) -> np.ndarray:
         if name not in cache:
@@ -186,6 +236,7 @@ def leaderboard_table(
         tasks=_tasks(episodes, keys),
         benchmark=attributed(episodes, Attribution.BENCHMARK),
     )
+    stats.update(trust_columns(ids, groups, verdict, passed, trust))
     passes = pass_columns(
         ids,
         groups,
@@ -233,6 +284,7 @@ def breakdown_table(
     by: Sequence[str] = DEFAULT_BY,
     *,
     confidence: float = DEFAULT_CONFIDENCE,
+    verified_only: bool = False,
 ) -> pa.Table:
     """``breakdown`` of an Arrow table of episode rows, as an Arrow table.
 
@@ -243,6 +295,7 @@ def breakdown_table(
         column: An episode column, or ``"tag"`` (also ``"tags"``).
         by: The groups to break down.
         confidence: Coverage of the success-rate interval.
+        verified_only: Count only verified passes as successes (``counted_success``).
 
     Returns:
         What ``breakdown`` returns for the same rows (columns, order, values).
@@ -269,7 +322,7 @@ def breakdown_table(
         values = pa.chunked_array([tags])
     row_codes = [(key[rows], size) for key, size in key_codes]
     ids, first = combine([*row_codes, codes(values)], len(rows))
-    cache: dict[str, np.ndarray] = {}
+    cache = {"success": counted_success(episodes, verified_only=verified_only)[rows]}
 
     def numbers(name: str) -> np.ndarray:
         if name not in cache:

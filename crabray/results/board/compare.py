@@ -24,6 +24,7 @@ from crabray.results._numpy import strings, to_arrow, to_numpy
 from crabray.results.board._aggregate import combine
 from crabray.results.board.arrow_board import (
     codes,
+    counted_success,
     dictionary_indices,
     floats,
     graded,
@@ -66,6 +67,7 @@ _NEEDED = (
     "success",
     "score",
     "steps",
+    "grader_trusted",
 )
 
 
@@ -121,14 +123,18 @@ def _group_means(ids: np.ndarray, groups: int, values: np.ndarray) -> np.ndarray
         return np.where(count > 0, total / count, np.nan)
 
 
-def _side(rows: pa.Table, key: list[str]) -> tuple[pa.Table, dict[str, np.ndarray]]:
+def _side(
+    rows: pa.Table, key: list[str], verified_only: bool
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
     """One run's graded rows per task: the key values and the task's statistics."""
     rows = rows.filter(to_arrow(graded(rows)))
     ids, first = combine([codes(rows.column(name)) for name in key], rows.num_rows)
     groups = len(first)
     stats = {
         "episodes": np.bincount(ids, minlength=groups).astype(np.float64),
-        "success_rate": _group_means(ids, groups, floats(rows, "success")),
+        "success_rate": _group_means(
+            ids, groups, counted_success(rows, verified_only=verified_only)
+        ),
         "mean_score": _group_means(ids, groups, floats(rows, "score")),
         "mean_steps": _group_means(ids, groups, floats(rows, "steps")),
     }
@@ -174,8 +180,12 @@ def _per_task(sides: list[tuple[pa.Table, dict[str, np.ndarray]]], key: list[str
     return table.drop_columns(["__order"])
 
 
-def compare_table(episodes: pa.Table, run_a: str, run_b: str) -> RunComparison:
+def compare_table(
+    episodes: pa.Table, run_a: str, run_b: str, *, verified_only: bool = False
+) -> RunComparison:
     """``compare_runs`` of an Arrow table of episode rows (``read_episode_table``).
+
+    ``verified_only`` counts only verified passes as successes (``counted_success``).
 
     Raises:
         ResultsError: A needed column is missing, or a run has no episodes (the
@@ -192,7 +202,7 @@ def compare_table(episodes: pa.Table, run_a: str, run_b: str) -> RunComparison:
         len(combine([codes(r.column(n)) for n in ("agent", "model")], r.num_rows)[1]) for r in sides
     ]
     key = ["task_id"] if max(agents) == 1 else ["agent", "model", "task_id"]
-    table = _per_task([_side(rows, key) for rows in sides], key)
+    table = _per_task([_side(rows, key, verified_only) for rows in sides], key)
     change = table.column("change").to_pylist()
     counts = {label: change.count(label) for label in CHANGES}
     summary = _summary(run_a, run_b, table, counts)
@@ -216,7 +226,9 @@ def _summary(run_a: str, run_b: str, tasks: pa.Table, counts: dict[str, int]) ->
     )
 
 
-def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunComparison:
+def compare_runs(
+    episodes: pd.DataFrame, run_a: str, run_b: str, *, verified_only: bool = False
+) -> RunComparison:
     """Per task, how run B did compared with run A.
 
     Tasks are matched by ``task_id`` when each run has one (agent, model), the
@@ -231,6 +243,7 @@ def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunCompariso
             ``LEADERBOARD_INPUT_COLUMNS``.
         run_a: The baseline run id.
         run_b: The run to compare with it.
+        verified_only: Count only verified passes (``grader_trusted`` true) as successes.
 
     Returns:
         The comparison: a row per task (``tasks``, a frame), counts per change
@@ -243,6 +256,6 @@ def compare_runs(episodes: pd.DataFrame, run_a: str, run_b: str) -> RunCompariso
     error = missing_columns(list(episodes.columns), _NEEDED, "a run comparison", "read_episodes")
     if error is not None:
         raise error
-    present = [name for name in _NEEDED if name in episodes.columns]  # attribution may be derived
+    present = [name for name in _NEEDED if name in episodes.columns]  # OPTIONAL_INPUT_COLUMNS
     rows = pa.Table.from_pandas(episodes[present], preserve_index=False)
-    return compare_table(rows, run_a, run_b)
+    return compare_table(rows, run_a, run_b, verified_only=verified_only)

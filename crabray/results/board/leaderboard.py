@@ -15,6 +15,16 @@ pass@k are taken over graded episodes. ``episodes + benchmark_errors +
 infra_errors`` is every episode in the data. Counting them as failures instead
 would let a broken suite or a flaky cluster lower an agent's score.
 
+**A pass is only as good as its grader.** ``grader_trusted`` says whether an
+episode was graded by a path its agent could not alter. Beside the success
+rate, ``verified_success_rate`` counts only passes graded so (same
+denominator), ``unverified_passes`` the passes whose grader the agent could
+have changed (``grader_trusted`` false) and ``unknown_trust_passes`` those
+nobody recorded the trust of (null: files from before the column); neither
+kind is verified. ``verified_only=True`` counts only verified passes as
+successes everywhere a success counts (rate, interval, pass@k, cost per
+success); scores stay as graded.
+
 The functions here take and return pandas frames; the arithmetic and grouping
 are ``crabray.results.board.arrow_board``'s (what ``crabray leaderboard`` runs on
 Arrow tables without pandas): a frame is converted to a table, summarised
@@ -82,6 +92,7 @@ def leaderboard(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
     max_k: int | None = None,
+    verified_only: bool = False,
 ) -> pd.DataFrame:
     """Summarise episode rows per ``by`` group (per agent and model by default), best first.
 
@@ -97,6 +108,8 @@ def leaderboard(
         max_k: Largest k of the pass@k / pass^k columns; every k the data
             allows when None. The data allows k up to the fewest graded epochs
             of any (run, task) in a row's group.
+        verified_only: Count only verified passes (``grader_trusted`` true) as
+            successes; an unverified pass counts as a failure.
 
     Returns:
         The ``by`` columns then ``STAT_COLUMNS`` (see the module docstring for
@@ -118,7 +131,9 @@ def leaderboard(
     rows = as_table(episodes, [*LEADERBOARD_INPUT_COLUMNS, *keys], "a leaderboard")
     if episodes.empty:
         return _empty([*keys, *STAT_COLUMNS])
-    table = leaderboard_table(rows, keys, confidence=confidence, max_k=max_k)
+    table = leaderboard_table(
+        rows, keys, confidence=confidence, max_k=max_k, verified_only=verified_only
+    )
     frame: pd.DataFrame = table.to_pandas()
     return frame
 
@@ -142,6 +157,7 @@ def breakdown(
     by: Sequence[str] = DEFAULT_BY,
     *,
     confidence: float = DEFAULT_CONFIDENCE,
+    verified_only: bool = False,
 ) -> pd.DataFrame:
     """Success per value of ``column``, for each ``by`` group (agent and model by default).
 
@@ -156,6 +172,7 @@ def breakdown(
             under a null tag.
         by: The groups to break down.
         confidence: Coverage of the success-rate interval.
+        verified_only: Count only verified passes as successes.
 
     Returns:
         The ``by`` columns, the group column (named ``tag`` for tags), then
@@ -176,5 +193,6 @@ def breakdown(
     rows = as_table(episodes, needed, f"a breakdown by {column!r}")
     if episodes.empty and group not in keys:
         return _empty([*keys, group, *BREAKDOWN_STATS])
-    frame: pd.DataFrame = breakdown_table(rows, column, keys, confidence=confidence).to_pandas()
+    table = breakdown_table(rows, column, keys, confidence=confidence, verified_only=verified_only)
+    frame: pd.DataFrame = table.to_pandas()
     return frame

@@ -41,6 +41,9 @@ _SHORT_HEADERS = {
     "successes": "ok",
     "success_rate": "success",
     "success_ci": "95% CI",
+    "verified_success_rate": "verif",
+    "unverified_passes": "unverif",
+    "unknown_trust_passes": "trust?",
     "mean_score": "score",
     "score_se": "±se",
     "mean_completeness": "compl",
@@ -80,6 +83,11 @@ _TERMINAL_PRIORITY = (
     "mean_score_a",
     "mean_score_b",
     "pass@",
+    # The grade's trust: ahead of pass^k and usage, behind the columns an 80-column
+    # table has always shown (the run's summary names unverified passes in any case).
+    "verified_success_rate",
+    "unverified_passes",
+    "unknown_trust_passes",
     "pass^",
     "cost_usd",
     "cost_per_success",
@@ -97,6 +105,9 @@ _TERMINAL_PRIORITY = (
     "tokens_out",
 )
 _USAGE_COLUMNS = ("cost_usd", "cost_per_success", "model_calls", "tokens_in", "tokens_out")
+_QUIET_WHEN_ZERO = (*_USAGE_COLUMNS, "unknown_trust_passes")
+"""Columns the terminal leaves out when every row is 0: scripted agents' usage, and the
+passes of unknown trust once every row records its grader's trust."""
 _PASS = re.compile(r"^pass([@^])(\d+)$")
 _COLUMN_GAP = 3  # rich SIMPLE_HEAD: padding either side plus the (blank) divider
 _EDGES = 2
@@ -211,7 +222,7 @@ def _view(grid: _Grid, max_width: int) -> _Grid:
         for name, values in grid.columns.items()
         if any(not is_missing(value) for value in values)
         and not (
-            name in _USAGE_COLUMNS and all(is_missing(value) or value == 0 for value in values)
+            name in _QUIET_WHEN_ZERO and all(is_missing(value) or value == 0 for value in values)
         )
     ]
     view = grid.select(shown)
@@ -243,8 +254,9 @@ def _view(grid: _Grid, max_width: int) -> _Grid:
 def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.DataFrame:
     """The columns of ``table`` worth showing in a terminal of ``max_width`` characters.
 
-    Columns with no value at all (``model`` for scripted agents) and usage columns
-    that are all zero (tokens and cost of scripted agents) are left out; the
+    Columns with no value at all (``model`` for scripted agents), usage columns
+    that are all zero (tokens and cost of scripted agents) and passes of unknown
+    trust when there are none are left out; the
     interval bounds are merged into one ``success_ci`` text column (``0.49-0.94``);
     of the pass@k columns only the largest k stays. Identity columns (agent,
     model, breakdown values, task ids) always stay; statistics are added in

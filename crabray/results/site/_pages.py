@@ -25,6 +25,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from crabray.results.board.cells import format_cell, is_missing
+from crabray.results.board.trust import UNTRUSTED, row_trust, trust_text
 from crabray.results.site import _plots
 from crabray.results.site._conversation import (
     ConversationFormatError,
@@ -58,6 +59,7 @@ _EPISODE_COLUMNS = (
     "termination_reason",
     "attribution",
     "success",
+    "grader_trusted",
     "score",
     "completeness",
     "steps",
@@ -352,6 +354,17 @@ def _checkpoints(checkpoints: Any) -> dict[str, Any] | None:
     }
 
 
+def _grade(row: pd.Series, attribution: str) -> dict[str, str] | None:
+    """The line that says whether the grade is verified, and why not (None when the
+    episode has no grade on the agent): what the leaderboard counted it as."""
+    if attribution != "agent":
+        return None
+    trust = row_trust(_value(row, "grader_trusted"))
+    reason = _value(row, "grader_untrusted_reason")
+    text = trust_text(trust, None if is_missing(reason) else str(reason))
+    return {"css": "warn" if trust == UNTRUSTED else "muted", "text": f"grade {text}"}
+
+
 def _verdict(row: pd.Series, attribution: str, by_scorer: bool) -> dict[str, str]:
     """The line that says how the episode ended: solved or not, its score, what ended it.
 
@@ -423,6 +436,7 @@ def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSourc
         tags=[] if is_missing(tags) else list(tags),
         task_facts=[(label, format_cell(name, _value(row, name))) for label, name in _TASK_FIELDS],
         verdict=_verdict(row, attribution, graded_by_scorer(graph)),
+        grade=_grade(row, attribution),
         attribution=attribution,
         previous=None if before is None else episode_page_name(before),
         next=None if after is None else episode_page_name(after),
