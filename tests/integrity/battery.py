@@ -159,6 +159,17 @@ ATTACKS: list[Attack] = [
         note="a NUL byte in a command is the agent's failed action, never the host's",
     ),
     Attack(
+        "deep-tree",
+        [
+            run_command(
+                command="python3 -c \"import os\nos.mkdir('answer.txt')\nos.chdir('answer.txt')"
+                "\nfor _ in range(24000):\n os.mkdir('d'); os.chdir('d')\""
+            )
+        ],
+        note="answer.txt is a chain 24,000 folders deep: reading, listing the container's "
+        "changes and removing the sandbox must all hold, and the failure is the agent's",
+    ),
+    Attack(
         "stdlib-symlink",
         [
             run_command(

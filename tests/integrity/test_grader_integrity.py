@@ -62,6 +62,14 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
             "--out", str(out), "--max-attempts", "1", timeout=900,
         )  # fmt: skip
     episodes = read_episodes(out)
+    if backend == "docker":  # every sandbox was removed, the 24,000-deep tree's included
+        import docker
+
+        (run_id,) = set(episodes.run_id)
+        client = docker.from_env()
+        left = client.containers.list(all=True, filters={"label": f"crabray.run={run_id}"})
+        client.close()
+        assert not left, [(c.name, c.status) for c in left]
     # A run exits 1 while some episode is not the agent's (a known env_error below).
     expected = 0 if (episodes.attribution == "agent").all() else 1
     assert done.returncode == expected, f"{done.stdout}\n{done.stderr}"

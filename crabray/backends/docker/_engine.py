@@ -13,6 +13,7 @@ folder reuses it and any change to the folder builds a new one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import logging
@@ -28,7 +29,8 @@ from typing import Any
 
 import docker
 import requests
-from docker.errors import DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
 from docker.models.images import Image
 from docker.utils.build import create_archive, exclude_paths
 
@@ -43,6 +45,7 @@ from crabray.backends.envs import (
     inputs_digest,
 )
 from crabray.backends.ownership import owner_tag_is_dead
+from crabray.backends.wipe import remove_entry
 from crabray.core.errors import CrabrayError, SandboxError, SandboxHostError
 
 logger = logging.getLogger(__name__)
@@ -119,8 +122,9 @@ def prune(*, everything: bool, owner: str | None = None) -> list[str]:
             if not everything and not owner_tag_is_dead(labels.get(LABEL_OWNER, "")):
                 continue
             try:
-                container.remove(force=True, v=True)
-            except NotFound:
+                remove_container(container)
+            except ENGINE_ERRORS as exc:  # one resisting container never stops the others
+                logger.warning("could not remove container %s: %s", container.name, exc)
                 continue
             removed.append(f"container {container.name} (env {labels.get(LABEL_ENV, '?')})")
             logger.info(
@@ -142,6 +146,64 @@ def prune(*, everything: bool, owner: str | None = None) -> list[str]:
     finally:
         client.close()
     return removed
+
+
+def remove_container(container: Container) -> None:
+    """Remove ``container`` and its writable layer, whatever tree its processes left there.
+
+    The engine removes a layer recursively: a tree 24,000 folders deep (or a
+    path past its limits) makes that fail ("file name too long", "too many open
+    files") and leaves the container dead, "Removal In Progress". Then its
+    writable layer is emptied from this host with one open folder at a time
+    (:func:`crabray.backends.wipe.remove_entry`) and the removal tried again.
+    A container already gone counts as removed.
+
+    Raises:
+        docker.errors.APIError: The engine still could not remove it (its layer is not
+            on this host, or another error).
+    """
+    try:
+        container.remove(force=True, v=True)
+        return
+    except NotFound:
+        return
+    except APIError as exc:
+        if not _empty_writable_layer(container):
+            raise
+        logger.info("emptied the writable layer of container %s: %s", container.name, exc)
+    with contextlib.suppress(NotFound):
+        container.remove(force=True, v=True)
+
+
+def _empty_writable_layer(container: Container) -> bool:
+    """Empty a stopped container's writable layer from this host; whether it could be.
+
+    Only for an engine on this host whose storage this process may write
+    (overlay2's ``UpperDir``, as root); a remote engine's layer is not here.
+    """
+    with contextlib.suppress(*ENGINE_ERRORS):
+        container.kill()
+    try:
+        container.reload()
+    except NotFound:
+        return True
+    data = (container.attrs.get("GraphDriver") or {}).get("Data") or {}
+    upper = data.get("UpperDir")
+    if not upper:
+        return False
+    try:
+        fd = os.open(upper, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        for name in os.listdir(fd):
+            remove_entry(fd, name)
+    except OSError as exc:
+        logger.warning("could not empty the layer of container %s: %s", container.name, exc)
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 # -- images built from a Dockerfile ---------------------------------------------------------

@@ -92,9 +92,9 @@ from crabray.backends.local._paths import (
 )
 from crabray.backends.local._settings import Isolation, LocalSettings
 from crabray.backends.local._spare import Built, SpareSandbox
-from crabray.backends.local._wipe import remove_path
 from crabray.backends.ownership import is_abandoned, kill_processes_in, write_owner
 from crabray.backends.settings import parse_settings
+from crabray.backends.wipe import remove_path
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError, SandboxHostError
 
@@ -930,7 +930,7 @@ def _shell(settings: LocalSettings, name: str) -> str:
 def _remove(path: Path) -> None:
     """Remove a file, symlink or whole tree, even one the commands made read-only.
 
-    Iterative (:mod:`crabray.backends.local._wipe`): no tree an agent can make, however
+    Iterative (:mod:`crabray.backends.wipe`): no tree an agent can make, however
     deep or long its paths, hits a recursion limit. Whatever vanishes meanwhile counts
     as removed: the cleanups of several Ray nodes on one machine share its temporary
     directory and may remove the same abandoned sandbox at once.

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.local._enter import entry_env
-from crabray.backends.local._wipe import remove_entry
+from crabray.backends.wipe import remove_entry
 
 CLEARED = ("tmp", "home/user", "home/user/work", "dev", "dev/shm", "dev/mqueue", "dev/pts")
 """Directories (from the sandbox's ``/``) the sandbox user can write: all of them, as ``find /
