@@ -324,6 +324,19 @@ class Backend(ABC):
         """
         return None
 
+    def agent_ends(self) -> None:
+        """The agent's turn is over (its processes frozen): note what it changed, once.
+
+        Called by the episode after the freeze at the end of the agent's turn, and
+        again after a grade taken with its processes thawed. What costs too much
+        to look at after every step (docker: the engine's diff of the container)
+        is read here. The default notes nothing.
+
+        Raises:
+            SandboxError: The sandbox could not be reached.
+        """
+        return None
+
     def grader_distrust(self, *, ran_commands: bool) -> str | None:
         """Why the episode's grading on this sandbox may have gone through what the agent could
         alter; None when it went by a path the agent cannot (a verified grade).

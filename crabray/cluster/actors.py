@@ -154,6 +154,9 @@ class EnvironmentActor:
     def freeze_agent(self) -> Frozen:
         return self.backend.freeze_agent()
 
+    def agent_ends(self) -> None:
+        self.backend.agent_ends()
+
     def probe_health(self) -> str | None:
         return self.backend.probe_health()
 

@@ -134,6 +134,9 @@ class ActorBackend(Backend):
     def thaw_agent(self) -> None:
         self._call("thaw_agent")
 
+    def agent_ends(self) -> None:
+        self._call("agent_ends")
+
     def probe_health(self) -> str | None:
         try:
             reason: str | None = self._call("probe_health")

@@ -51,6 +51,16 @@ class AgentFreeze:
                 self.note(env.name, frozen.unverified)
         self.frozen = True
 
+    def end_turn(self) -> None:
+        """Freeze every sandbox for good and have each note what the agent changed.
+
+        Raises:
+            SandboxError: A sandbox could not be reached.
+        """
+        self.freeze()
+        for env in self._envs:
+            env.backend.agent_ends()
+
     def thaw(self) -> None:
         """Continue the agent's processes, unless not frozen.
 

@@ -652,7 +652,7 @@ class _Episode:
         if not self.agent_began:
             return
         try:
-            self.freeze.freeze()
+            self.freeze.end_turn()
         except SandboxError as exc:
             end = self._sandbox_end(exc, "freezing the agent's processes")
             self._end(end.reason, end.error, end.context)
@@ -733,7 +733,7 @@ class _Episode:
             logger.info("scorer '%s' failed with the agent's processes running: %s", scorer, exc)
             return
         finally:
-            self.freeze.freeze()
+            self.freeze.end_turn()
         if score > (self.score or 0.0):
             self.score, self.result.checkpoints = score, checkpoints
             self.freeze.note(

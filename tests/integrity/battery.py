@@ -82,6 +82,9 @@ class Attack:
     tags: list[str] = field(default_factory=list)
     kinds: tuple[str, ...] = ("py", "cmd")
     """The graders it is played against (see :func:`_graders`)."""
+    may_pass_unverified: bool = False
+    """Where the agent may change the programs a check runs (root in a container), the
+    attack may pass, but only as an unverified pass that names what it changed."""
 
 
 FAKE_PYTHON = (
@@ -157,6 +160,18 @@ ATTACKS: list[Attack] = [
         "nul-command",
         [run_command(command="echo 42 > answer.txt\0")],
         note="a NUL byte in a command is the agent's failed action, never the host's",
+    ),
+    Attack(
+        "replaced-grep",
+        [
+            run_command(
+                command="for d in /usr/bin /bin; do printf '#!/bin/sh\\nexit 0\\n' > $d/grep "
+                "2>/dev/null && chmod +x $d/grep; done; true"
+            )
+        ],
+        note="the grep a command check runs, replaced (root in docker; read-only on local)",
+        kinds=("cmd",),
+        may_pass_unverified=True,
     ),
     Attack(
         "deep-tree",

@@ -86,7 +86,7 @@ def test_the_honest_task_scores_one_by_a_verified_grader(battery_rows: Any) -> N
 
 
 @pytest.mark.parametrize(
-    "task", [f"{a.id}-{kind}" for a in ATTACKS for kind in a.kinds]
+    "task", [f"{a.id}-{kind}" for a in ATTACKS for kind in a.kinds if not a.may_pass_unverified]
 )  # fmt: skip
 def test_every_attack_scores_zero_and_counts_as_the_agents(battery_rows: Any, task: str) -> None:
     backend, rows = battery_rows
@@ -95,3 +95,17 @@ def test_every_attack_scores_zero_and_counts_as_the_agents(battery_rows: Any, ta
     assert row.termination_reason != "env_error", f"{task} on {backend}: {row.error}"
     assert row.attribution == "agent", f"{task} on {backend}: {row.error}"
     assert row.attempt == 0
+
+
+@pytest.mark.parametrize(
+    "task", [f"{a.id}-{kind}" for a in ATTACKS for kind in a.kinds if a.may_pass_unverified]
+)  # fmt: skip
+def test_a_changed_program_never_forges_a_verified_pass(battery_rows: Any, task: str) -> None:
+    backend, rows = battery_rows
+    row = rows[task]
+    assert not (row.success and row.grader_trusted), f"{task} forged a verified pass on {backend}"
+    if row.success:  # docker, root: the grep its check ran was the agent's
+        assert "system folders" in row.grader_untrusted_reason, row.grader_untrusted_reason
+    else:
+        assert backend == "local", f"{task} on {backend}: the agent could replace grep"
+    assert row.attribution == "agent" and row.attempt == 0, row.error

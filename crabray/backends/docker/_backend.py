@@ -399,8 +399,9 @@ class DockerBackend(Backend):
         in the guest started before the agent's first action, which refuses
         standard-library files changed since (``_program._GuardedPaths``). A
         command runs programs of the container, which an agent running as root
-        can replace: the engine's diff of the container against its image, taken
-        at each freeze, says whether it did (:data:`SYSTEM_DIRS`).
+        can replace: the engine's diff of the container against its image, read
+        when the agent's turn ends (:meth:`agent_ends`), says whether it did
+        (:data:`SYSTEM_DIRS`).
         """
         if self._guest.untrusted_starts:
             return "the guest that grades was started after the agent acted"
@@ -433,21 +434,19 @@ class DockerBackend(Backend):
 
     @override
     def freeze_agent(self) -> Frozen:
-        """The guest stops every other process of the container but the harness's.
-
-        Under a root agent, the engine's diff of the container is read too: the
-        system folders it changed make a command's grade unverified.
-        """
-        container = self._started("freeze the agent's processes", self._container)
+        """The guest stops every other process of the container but the harness's."""
+        self._require_started("freeze the agent's processes")
         if self._no_python:
-            frozen = Frozen(
-                unverified="the image has no python3 to stop the agent's processes with"
-            )
-        else:
-            frozen = self._guest.freeze()
+            return Frozen(unverified="the image has no python3 to stop the agent's processes with")
+        return self._guest.freeze()
+
+    @override
+    def agent_ends(self) -> None:
+        """Under a root agent, read the engine's diff of the container (about 0.15 s): the
+        system folders it changed make a command's grade unverified."""
+        container = self._started("list the container's changes", self._container)
         if self._owner[0] == 0:
             self._note_system_changes(container)
-        return frozen
 
     @override
     def thaw_agent(self) -> None:
