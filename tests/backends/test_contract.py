@@ -245,3 +245,39 @@ def test_describe_names_kind_and_environment(backend: Backend, backend_kind: str
     described = backend.describe()
     assert described["kind"] == backend_kind
     assert described["env"] == "contract"
+
+
+def _ticks(backend: Backend) -> int:
+    """How many lines the background writer of :func:`test_freeze_stops_what_the_agent_left`
+    has written so far."""
+    result = backend.exec("wc -l < ticks", timeout_sec=30)
+    return int(result.stdout.strip() or 0)
+
+
+FREEZES = {"local-bwrap", "docker-python"}
+"""Kinds that can stop the agent's processes while it is graded (see docs/isolation.md)."""
+
+
+def test_freeze_stops_what_the_agent_left(backend: Backend, contract_kind: str) -> None:
+    backend.agent_begins()
+    started = backend.exec(
+        "nohup sh -c 'while :; do echo x >> ticks; sleep 0.02; done' >/dev/null 2>&1 &",
+        timeout_sec=30,
+    )
+    assert started.exit_code == 0, started.stderr
+    time.sleep(0.3)
+    frozen = backend.freeze_agent()
+    if contract_kind not in FREEZES:  # it says the grade cannot be verified, and why
+        assert frozen.unverified, frozen
+        return
+    assert frozen.unverified is None and frozen.frozen >= 1, frozen
+    before = _ticks(backend)
+    time.sleep(0.5)
+    assert _ticks(backend) == before, "a frozen process wrote"
+    assert backend.exec("echo graded", timeout_sec=30).stdout == "graded\n"  # graders run
+    backend.thaw_agent()
+    deadline = time.monotonic() + 10
+    while _ticks(backend) == before:
+        assert time.monotonic() < deadline, "the thawed process never wrote again"
+        time.sleep(0.05)
+    assert backend.grader_distrust(ran_commands=False) is None
