@@ -111,6 +111,9 @@ then lets the FIFO it reads end (answer.txt never holds 42)."""
 FIFO_WRITER = "while true; do echo 42 > answer.txt; done"
 """A loop that answers 42 whenever something opens the FIFO answer.txt (it never holds 42)."""
 
+FLICKER = "while true; do echo 42 > answer.txt; echo 41 > answer.txt; done"
+"""A loop that makes answer.txt hold 42 half of the time."""
+
 
 def _leave_running(script: str) -> list[Any]:
     """Steps that make answer.txt a FIFO and leave ``script`` running after the agent's turn."""
@@ -160,6 +163,22 @@ ATTACKS: list[Attack] = [
         "nul-command",
         [run_command(command="echo 42 > answer.txt\0")],
         note="a NUL byte in a command is the agent's failed action, never the host's",
+    ),
+    Attack(
+        "other-user-writer",
+        [
+            write_file(path="loop.sh", content=FLICKER + "\n"),
+            run_command(
+                command="setpriv --reuid=1000 --regid=1000 --clear-groups true || exit 0; "
+                "chmod 777 . && (setpriv --reuid=1000 --regid=1000 --clear-groups "
+                "nohup sh loop.sh >/dev/null 2>&1 &)"
+            ),
+        ],
+        note="answer.txt rewritten without end by a process of another user, which the guest "
+        "may not stop (root with SETUID in docker; not possible on local): at most an "
+        "unverified grade that names the process",
+        kinds=("cmd",),
+        may_pass_unverified=True,
     ),
     Attack(
         "replaced-grep",

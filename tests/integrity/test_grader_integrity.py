@@ -104,8 +104,11 @@ def test_a_changed_program_never_forges_a_verified_pass(battery_rows: Any, task:
     backend, rows = battery_rows
     row = rows[task]
     assert not (row.success and row.grader_trusted), f"{task} forged a verified pass on {backend}"
-    if row.success:  # docker, root: the grep its check ran was the agent's
-        assert "system folders" in row.grader_untrusted_reason, row.grader_untrusted_reason
-    else:
-        assert backend == "local", f"{task} on {backend}: the agent could replace grep"
+    if row.success:  # docker, root: what its check ran or read was the agent's
+        assert row.grader_untrusted_reason, row
+        assert any(
+            why in row.grader_untrusted_reason for why in ("system folders", "kept running")
+        ), row.grader_untrusted_reason
+    elif backend == "docker":  # the agent could reach its grader: the row must say so
+        assert row.grader_trusted is False, f"{task} on docker was verified"
     assert row.attribution == "agent" and row.attempt == 0, row.error

@@ -538,7 +538,7 @@ def _freeze(request: dict[str, Any]) -> dict[str, Any]:
     return {
         "ok": True,
         "frozen": len(_FROZEN),
-        "live": sorted(f"{v[2][:32]} (pid {p}, {v[0]})" for p, v in live.items())[:20],
+        "live": sorted(f"{v[2][:32]} (pid {p})" for p, v in live.items())[:20],
     }
 
 
