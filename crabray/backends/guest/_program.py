@@ -478,9 +478,9 @@ _FROZEN: list[tuple[int, str]] = []
 _FREEZE_WAIT_SEC = 2.0
 
 
-def _processes() -> dict[int, tuple[str, str, str]]:
-    """Every process this guest sees: pid -> (state, start time, name), from ``/proc``."""
-    found: dict[int, tuple[str, str, str]] = {}
+def _processes() -> dict[int, tuple[str, str, str, int]]:
+    """Every process this guest sees: pid -> (state, start time, name, parent), from ``/proc``."""
+    found: dict[int, tuple[str, str, str, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -492,8 +492,23 @@ def _processes() -> dict[int, tuple[str, str, str]]:
         name, _, rest = stat_line.partition(" (")[2].rpartition(")")
         fields = rest.split()
         if len(fields) > 20:
-            found[int(entry)] = (fields[0], fields[19], name)
+            found[int(entry)] = (fields[0], fields[19], name, int(fields[1]))
     return found
+
+
+def _depths(procs: dict[int, tuple[str, str, str, int]]) -> dict[int, int]:
+    """How far each process is from the top of the tree this guest sees (parents first)."""
+    depths: dict[int, int] = {}
+    for pid in procs:
+        chain = []
+        at = pid
+        while at in procs and at not in depths and at not in chain:
+            chain.append(at)
+            at = procs[at][3]
+        base = depths.get(at, -1)
+        for offset, member in enumerate(reversed(chain)):
+            depths[member] = base + 1 + offset
+    return depths
 
 
 def _begin(request: dict[str, Any]) -> dict[str, Any]:
@@ -504,28 +519,48 @@ def _begin(request: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "harness": len(_HARNESS)}
 
 
-def _freeze(request: dict[str, Any]) -> dict[str, Any]:
-    """Stop every process of the agent's, all at once, before a grader runs.
+def _stopped(pids: list[int], deadline: float) -> None:
+    """Wait until each of ``pids`` is stopped or gone, or the deadline passes."""
+    waiting = list(pids)
+    while waiting and time.monotonic() < deadline:
+        now = _processes()
+        waiting = [p for p in waiting if p in now and now[p][0] not in "tTZXx"]
+        if waiting:
+            time.sleep(0.001)
 
-    ``kill(-1, SIGSTOP)`` reaches, in one step of the kernel, every process of
-    the sandbox this guest may signal, except itself and pid 1; a process
-    forking meanwhile cannot finish its fork with the signal pending. The
-    harness's own processes (:func:`_begin`) are continued at once, and the
-    processes the agent had stopped itself stay stopped after ``thaw``. What
-    is still running after ``_FREEZE_WAIT_SEC`` (another user's process this
+
+def _freeze(request: dict[str, Any]) -> dict[str, Any]:
+    """Stop every process of the agent's before a grader runs, parents before children.
+
+    A job-control shell that saw its child stop would take the terminal back
+    from it (vim in an xterm would become a stopped background job), so each
+    level of the process tree is stopped, and seen stopped, before the next.
+    Then ``kill(-1, SIGSTOP)`` reaches, in one step of the kernel, every
+    process this guest may signal but itself and pid 1, those forked meanwhile
+    included. The harness's own processes (:func:`_begin`) are continued at
+    once, and what the agent had stopped itself stays stopped after ``thaw``.
+    What still runs after ``_FREEZE_WAIT_SEC`` (another user's process this
     guest may not signal, one stuck in the kernel) is named in ``live``: a
     grade taken beside it is not verified.
     """
     me = os.getpid()
     harness = set(_HARNESS)
+    deadline = time.monotonic() + _FREEZE_WAIT_SEC
     before = _processes()
+    targets = {p: v for p, v in before.items() if p not in (1, me) and (p, v[1]) not in harness}
+    depths = _depths(before)
+    for level in sorted({depths[p] for p in targets}):
+        pids = [p for p in targets if depths[p] == level]
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGSTOP)
+        _stopped(pids, deadline)
     with contextlib.suppress(ProcessLookupError):
         os.kill(-1, signal.SIGSTOP)
     for pid, start in harness:
-        if before.get(pid, ("", ""))[1] == start:
+        if before.get(pid, ("", "", "", 0))[1] == start:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
-    deadline = time.monotonic() + _FREEZE_WAIT_SEC
     while True:
         now = _processes()
         agents = {p: v for p, v in now.items() if p not in (1, me) and (p, v[1]) not in harness}
@@ -534,7 +569,10 @@ def _freeze(request: dict[str, Any]) -> dict[str, Any]:
             break
         time.sleep(0.005)
     stopped_before = {(p, v[1]) for p, v in before.items() if v[0] in "tT"}
-    _FROZEN[:] = [(p, v[1]) for p, v in agents.items() if (p, v[1]) not in stopped_before]
+    depths = _depths(now)
+    frozen = [p for p, v in agents.items() if (p, v[1]) not in stopped_before]
+    frozen.sort(key=lambda p: depths.get(p, 0), reverse=True)  # children first, for thaw
+    _FROZEN[:] = [(p, agents[p][1]) for p in frozen]
     return {
         "ok": True,
         "frozen": len(_FROZEN),
@@ -543,10 +581,11 @@ def _freeze(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _thaw(request: dict[str, Any]) -> dict[str, Any]:
-    """Continue the processes the last :func:`_freeze` stopped (the agent's turn goes on)."""
+    """Continue what the last :func:`_freeze` stopped, children before their parents (so no
+    parent sees a child of its still stopped)."""
     now = _processes()
     for pid, start in _FROZEN:
-        if now.get(pid, ("", ""))[1] == start:
+        if now.get(pid, ("", "", "", 0))[1] == start:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGCONT)
     thawed = len(_FROZEN)
