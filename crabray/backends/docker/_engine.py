@@ -117,7 +117,7 @@ def prune(*, everything: bool, owner: str | None = None) -> list[str]:
     removed: list[str] = []
     try:
         wanted = [f"{LABEL}=1"] + ([f"{LABEL_OWNER}={owner}"] if owner else [])
-        for container in client.containers.list(all=True, filters={"label": wanted}):
+        for container in _labelled_containers(client, wanted):
             labels = container.labels or {}
             if not everything and not owner_tag_is_dead(labels.get(LABEL_OWNER, "")):
                 continue
@@ -146,6 +146,28 @@ def prune(*, everything: bool, owner: str | None = None) -> list[str]:
     finally:
         client.close()
     return removed
+
+
+def _labelled_containers(client: docker.DockerClient, labels: list[str]) -> list[Container]:
+    """Every container with these labels, running or not.
+
+    The engine lists them, then the client asks for each one: a container removed
+    in between (another run's cleanup, a watchdog) makes that a 404, so the list
+    is asked again, up to three times.
+
+    Raises:
+        docker.errors.NotFound: Containers kept vanishing while listed.
+    """
+    for attempt in range(3):
+        try:
+            containers: list[Container] = client.containers.list(
+                all=True, filters={"label": labels}
+            )
+            return containers
+        except NotFound:
+            if attempt == 2:
+                raise
+    return []
 
 
 def remove_container(container: Container) -> None:

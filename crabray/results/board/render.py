@@ -83,6 +83,7 @@ _TERMINAL_PRIORITY = (
     "mean_score_a",
     "mean_score_b",
     "pass@",
+    "successes",
     # The grade's trust: ahead of pass^k and usage, behind the columns an 80-column
     # table has always shown (the run's summary names unverified passes in any case).
     "verified_success_rate",
@@ -93,7 +94,6 @@ _TERMINAL_PRIORITY = (
     "cost_per_success",
     "mean_steps",
     "score_se",
-    "successes",
     "mean_completeness",
     "mean_steps_a",
     "mean_steps_b",
