@@ -190,3 +190,31 @@ def serve_mock_llm(suite: str, cwd: Path, env: dict[str, str], log: Path) -> Ite
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+REPLAYER_AGENT = """
+[[agents]]
+name = "replayer"
+kind = "openai"
+model = "crabray-mock"
+base_url = "{url}"
+"""
+
+
+def run_replayed(
+    suite: Path, out: Path, scratch: Path, *, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    """``crabray run SUITE`` by an ordinary LLM agent, ``replayer``, one attempt per episode.
+
+    Its model is the offline one (``crabray llm serve SUITE``), which answers each
+    step with the task's reference solution: the attack, in the attack suites. Not
+    the oracle, whose evaluator errors would be the benchmark's.
+    """
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    with serve_mock_llm(str(suite), ROOT, env, scratch / "serve.log") as url:
+        agents = scratch / "agents.toml"
+        agents.write_text(REPLAYER_AGENT.format(url=url))
+        return crabray(
+            "run", str(suite), "--agent-config", str(agents), "--agent", "replayer",
+            "--out", str(out), "--max-attempts", "1", timeout=timeout,
+        )  # fmt: skip

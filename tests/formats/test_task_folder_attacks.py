@@ -10,14 +10,13 @@ unverified. Either way no verified pass, and the row is the agent's.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from crabray.results import read_episodes
 from tests.backends.docker.dockerd import require_env_image
-from tests.conftest import ROOT, crabray, serve_mock_llm
+from tests.conftest import run_replayed
 from tests.formats.conftest import write_task_folder
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -26,14 +25,6 @@ LATE_WRITER = (
     "nohup sh -c 'while true; do if [ -e /outputs/trajectory.json ]; then "
     "echo hello > /workspace/answer.txt; fi; done' >/dev/null 2>&1 &\n"
 )
-
-AGENT = """
-[[agents]]
-name = "replayer"
-kind = "openai"
-model = "crabray-mock"
-base_url = "{url}"
-"""
 
 
 def test_a_process_left_running_forges_no_verified_pass(tmp_path: Path) -> None:
@@ -48,14 +39,7 @@ def test_a_process_left_running_forges_no_verified_pass(tmp_path: Path) -> None:
         },
     )
     out = tmp_path / "out"
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    with serve_mock_llm(str(suite), ROOT, env, tmp_path / "serve.log") as url:
-        agents = tmp_path / "agents.toml"
-        agents.write_text(AGENT.format(url=url))
-        done = crabray(
-            "run", str(suite), "--agent-config", str(agents), "--agent", "replayer",
-            "--out", str(out), "--max-attempts", "1", timeout=900,
-        )  # fmt: skip
+    done = run_replayed(suite, out, tmp_path)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     rows = {r.task_id: r for r in read_episodes(out).itertuples()}
     honest, late = rows["hello"], rows["late-writer"]

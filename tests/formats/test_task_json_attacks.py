@@ -11,14 +11,13 @@ no verified pass, and the row is the agent's.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from crabray.results import read_episodes
-from tests.conftest import ROOT, crabray, serve_mock_llm
+from tests.conftest import ROOT, run_replayed
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -28,14 +27,6 @@ LATE_WRITER = (
     "nohup sh -c 'while :; do if [ -e check_build.sh ]; then mkdir -p project; "
     'printf "#!/bin/sh\\necho build ok\\n" > project/build.sh; fi; done\' >/dev/null 2>&1 &'
 )
-
-AGENT = """
-[[agents]]
-name = "replayer"
-kind = "openai"
-model = "crabray-mock"
-base_url = "{url}"
-"""
 
 
 def attack_suite(root: Path) -> Path:
@@ -58,14 +49,7 @@ def attack_suite(root: Path) -> Path:
 def test_a_process_left_running_forges_no_verified_pass(tmp_path: Path) -> None:
     suite = attack_suite(tmp_path / "suite")
     out = tmp_path / "out"
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    with serve_mock_llm(str(suite), ROOT, env, tmp_path / "serve.log") as url:
-        agents = tmp_path / "agents.toml"
-        agents.write_text(AGENT.format(url=url))
-        done = crabray(
-            "run", str(suite), "--agent-config", str(agents), "--agent", "replayer",
-            "--out", str(out), "--max-attempts", "1", timeout=900,
-        )  # fmt: skip
+    done = run_replayed(suite, out, tmp_path)
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
     rows = {r.task_id: r for r in read_episodes(out).itertuples()}
     assert len(rows) == 2, list(rows)

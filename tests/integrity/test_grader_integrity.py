@@ -10,14 +10,13 @@ counted (not an ``env_error``, which the leaderboard leaves out and retries).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
 
 from crabray.results import read_episodes
 from tests.backends.docker.dockerd import env_image_missing
-from tests.conftest import ROOT, crabray, serve_mock_llm
+from tests.conftest import ROOT, run_replayed
 from tests.integrity.battery import ATTACKS, build_battery
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -26,14 +25,6 @@ BACKENDS: dict[str, dict[str, Any]] = {
     "local": {},
     "docker": {"image": "crabray/debian:latest"},
 }
-
-AGENT = """
-[[agents]]
-name = "replayer"
-kind = "openai"
-model = "crabray-mock"
-base_url = "{url}"
-"""
 
 
 @pytest.fixture(scope="module", params=list(BACKENDS))
@@ -53,14 +44,7 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
         f"battery = build_battery({backend!r}, **{BACKENDS[backend]!r})\n"
     )
     out = folder / "out"
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    with serve_mock_llm(str(suite), ROOT, env, folder / "serve.log") as url:
-        agents = folder / "agents.toml"
-        agents.write_text(AGENT.format(url=url))
-        done = crabray(
-            "run", str(suite), "--agent-config", str(agents), "--agent", "replayer",
-            "--out", str(out), "--max-attempts", "1", timeout=900,
-        )  # fmt: skip
+    done = run_replayed(suite, out, folder)
     episodes = read_episodes(out)
     if backend == "docker":  # every sandbox was removed, the 24,000-deep tree's included
         import docker
