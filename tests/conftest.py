@@ -83,10 +83,13 @@ def raw_episode_rows(out: Path, columns: list[str]) -> list[dict[str, Any]]:
 
 
 def crabray(
-    *args: str, timeout: float = 300, check: bool = False
+    *args: str, timeout: float = 300, check: bool = False, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m crabray ARGS`` as a user would, and capture what it shows."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    """Run ``python -m crabray ARGS`` as a user would, and capture what it shows.
+
+    ``env`` adds to (or replaces) variables of this process's environment.
+    """
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "crabray", *args],
         capture_output=True,

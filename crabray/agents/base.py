@@ -103,6 +103,8 @@ class AgentSpec(BaseModel):
         max_cost_usd: Ends an episode (``cost_limit``) once the agent's model cost more.
         max_conversation_bytes: What the episode's ``conversation_json`` keeps at most
             (UTF-8 bytes); past it the middle of the conversation is left out, with a note.
+        epochs: Episodes of each task for this agent; the run's ``epochs`` when unset
+            (``crabray audit`` repeats the oracle and noop, not its one-shot probes).
     """
 
     name: str
@@ -114,6 +116,7 @@ class AgentSpec(BaseModel):
     max_conversation_bytes: int = Field(
         default=DEFAULT_MAX_CONVERSATION_BYTES, ge=MIN_CONVERSATION_BYTES
     )
+    epochs: int | None = Field(default=None, gt=0)
 
 
 class Agent(ABC):

@@ -44,6 +44,20 @@ for _kind, _target in [
     ("openai-per-env", "crabray.agents.multi_agent:PerEnvironmentAgent"),
 ]:  # imported when first asked for: their chat client (httpx) only for the runs using them
     _AGENTS.add_lazy(_kind, _target)
+for _kind, _name in [
+    ("probe-empty", "EmptyAnswerProbe"),
+    ("probe-zero", "ZeroAnswerProbe"),
+    ("probe-braces", "BracesAnswerProbe"),
+    ("probe-echo", "EchoAnswerProbe"),
+    ("probe-every-option", "EveryOptionProbe"),
+    ("probe-peek", "PeekProbe"),
+    ("probe-wrong-file", "WrongFileProbe"),
+    ("probe-fake-tools", "FakeToolsProbe"),
+    ("probe-plant-hooks", "PlantHooksProbe"),
+    ("probe-tamper-scripts", "TamperScriptsProbe"),
+    ("probe-lingering", "LingeringProbe"),
+]:  # crabray audit's probes (crabray.agents.probes)
+    _AGENTS.add_lazy(_kind, f"crabray.agents.probes:{_name}")
 
 
 @overload

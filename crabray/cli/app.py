@@ -20,6 +20,7 @@ from typing import Annotated, Any, get_args
 import typer
 from typer.core import TyperGroup
 
+from crabray.cli.audit import AUDIT_EXAMPLES, audit
 from crabray.cli.cluster import cluster_app
 from crabray.cli.envs import envs_app
 from crabray.cli.errors import show_error
@@ -97,6 +98,7 @@ app = typer.Typer(
 app.command(epilog=RUN_EXAMPLES)(run)
 app.command(epilog=LEADERBOARD_EXAMPLES)(leaderboard)
 app.command(epilog=VIEW_EXAMPLES)(view)
+app.command(epilog=AUDIT_EXAMPLES)(audit)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
 app.add_typer(cluster_app, name="cluster")

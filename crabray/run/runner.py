@@ -195,7 +195,7 @@ def _run_locked(
         (agent, task_id, epoch)
         for agent in options.agents
         for task_id in task_ids
-        for epoch in range(options.epochs)
+        for epoch in range(agent.epochs or options.epochs)
     ]
     items = [
         SweepItem(

@@ -1,0 +1,152 @@
+"""``run_audit``: a suite's tasks under the oracle, noop and every probe, as one ordinary run.
+
+The audit is a run like any other (its episodes are rows: resume, clusters,
+the viewer and the leaderboard work on them): the oracle and noop each play
+every task k times, each probe once. Its report is then read from the rows
+(``crabray.audit.findings``) and written beside them (``OUT/audits/``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from crabray.agents import AgentSpec
+from crabray.agents.probes import ProbeAgent
+from crabray.agents.registry import agent_class, available_agents
+from crabray.audit.facts import task_facts
+from crabray.audit.findings import (
+    BASELINE,
+    EPISODE_COLUMNS,
+    REFERENCE,
+    STEP_COLUMNS,
+    task_audits,
+)
+from crabray.cluster.scheduler import ProgressCallback
+from crabray.core.errors import ConfigError
+from crabray.results.board.stats import wilson_interval
+from crabray.results.store.audit import FINDING_CLASSES, AuditReport, write_audit
+from crabray.results.store.dataset import read_episodes, read_steps
+from crabray.run.runner import RunOptions, StartCallback, load_checked_suite, run_suite
+from crabray.run.selection import select_tasks
+from crabray.run.settings import RunConfig
+
+DEFAULT_REPEATS = 3
+DEFAULT_FAIL_ON = tuple(kind for kind in FINDING_CLASSES)
+
+
+class AuditOptions(BaseModel):
+    """What to audit and how: the run's options (without agents), k, the probes, what fails."""
+
+    run: RunConfig = Field(description="The run's suite and settings; its agents are the audit's.")
+    repeats: int = Field(default=DEFAULT_REPEATS, gt=0, description="Oracle and noop episodes.")
+    probes: list[str] | None = Field(default=None, description="Probes to run; all when None.")
+    fail_on: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_ON))
+
+
+def probe_kinds() -> list[str]:
+    """Every registered probe (plugins' included), by kind."""
+    return [kind for kind in available_agents() if issubclass(agent_class(kind), ProbeAgent)]
+
+
+def audit_agents(options: AuditOptions) -> list[AgentSpec]:
+    """The oracle and noop (k episodes each) and each probe (one), told the tasks' facts.
+
+    Raises:
+        ConfigError: A probe that is not a registered probe, or a finding class unknown.
+    """
+    known = probe_kinds()
+    chosen = known if options.probes is None else options.probes
+    unknown = [name for name in chosen if name not in known]
+    if unknown:
+        raise ConfigError(
+            f"not a probe: {', '.join(unknown)}; known probes: {', '.join(known)}",
+            field="--probe",
+        )
+    if options.run.suite is None:
+        raise ConfigError("no suite: give SUITE", field="SUITE")
+    suite = load_checked_suite(options.run.resolve(options.run.suite))
+    task_ids = select_tasks(suite, options.run.task_ids, options.run.tags, options.run.limit)
+    facts = {
+        task_id: task_facts(suite.entries[task_id].task).model_dump(exclude_defaults=True)
+        for task_id in task_ids
+    }
+    baselines = [
+        AgentSpec(name=name, kind=name, epochs=options.repeats) for name in (REFERENCE, BASELINE)
+    ]
+    probes = [
+        AgentSpec(name=kind, kind=kind, epochs=1, settings={"facts": facts}) for kind in chosen
+    ]
+    return [*baselines, *probes]
+
+
+def check_fail_on(classes: Sequence[str]) -> list[str]:
+    """The finding classes given to ``--fail-on``, checked.
+
+    Raises:
+        ConfigError: A class that is not one of ``FINDING_CLASSES``.
+    """
+    unknown = [name for name in classes if name not in FINDING_CLASSES]
+    if unknown:
+        raise ConfigError(
+            f"unknown finding class {', '.join(unknown)}; known: {', '.join(FINDING_CLASSES)}",
+            field="--fail-on",
+        )
+    return list(classes)
+
+
+def run_audit(
+    options: AuditOptions,
+    on_start: StartCallback | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> AuditReport:
+    """Audit the suite: run it (or resume it), then read and write its report.
+
+    Raises:
+        ConfigError: Bad options, a bad probe, or an invalid suite.
+        ResultsError: The results root cannot be read or written.
+    """
+    counted = check_fail_on(options.fail_on)
+    agents = audit_agents(options)
+    config = options.run.settings() | {"epochs": 1}
+    run = RunOptions(**config, suite=str(options.run.suite), agents=agents)
+    summary = run_suite(run, on_start=on_start, on_progress=on_progress)
+    return audit_report(run, summary.run_id, options.repeats, counted)
+
+
+def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str]) -> AuditReport:
+    """The report of an audit run, from its rows; written to ``OUT/audits/RUN.json``."""
+    episodes = read_episodes(run.out_dir, run_id, EPISODE_COLUMNS)
+    steps = read_steps(run.out_dir, run_id, STEP_COLUMNS)
+    order = [agent.name for agent in run.agents]
+    finding_of = {
+        agent.name: agent_class(agent.kind).finding  # type: ignore[attr-defined]
+        for agent in run.agents
+        if agent.name not in (REFERENCE, BASELINE)
+    }
+    tasks = task_audits(episodes, steps, finding_of, order)
+    report = AuditReport(
+        run_id=run_id,
+        suite=run.suite,
+        repeats=repeats,
+        probes=order,
+        counted=counted,
+        tasks=tasks,
+        exploitable=0,
+        share=0.0,
+        low=0.0,
+        high=0.0,
+    )
+    falls = sum(report.falls(task) for task in tasks)
+    low, high = wilson_interval(falls, len(tasks)) if tasks else (0.0, 0.0)
+    report = report.model_copy(
+        update={
+            "exploitable": falls,
+            "share": falls / len(tasks) if tasks else 0.0,
+            "low": low,
+            "high": high,
+        }
+    )
+    write_audit(run.out_dir, report)
+    return report

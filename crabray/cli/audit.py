@@ -1,0 +1,275 @@
+"""``crabray audit``: which tasks of a suite can be passed without doing them."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from crabray.cli.options import (
+    AddressOpt,
+    BackendOpt,
+    BackendSettingOpt,
+    BaseImageOpt,
+    ConcurrencyOpt,
+    IndexOpt,
+    LimitOpt,
+    MaxAttemptsOpt,
+    OutOpt,
+    ResumeOpt,
+    ServicesOpt,
+    SuiteArg,
+    SuiteFormatOpt,
+    TagOpt,
+    TaskOpt,
+    TimeLimitOpt,
+    backend_settings_of,
+)
+from crabray.cli.terminal import console, errors, safe_text
+
+if TYPE_CHECKING:
+    from crabray.results.store.audit import AuditReport
+
+AUDIT_EXAMPLES = """Examples:
+
+  crabray audit tasks/demo                      # every probe; oracle and noop 3 times each
+
+  crabray audit tasks/task_folder_demo --format json > audit.json
+
+  crabray audit tasks/demo -k 5 --probe probe-peek --probe probe-empty
+
+  crabray audit tasks/demo --fail-on do-nothing --fail-on answer-visible
+
+Exit code: 0 when no task has a counted finding, 1 when one has, 2 on bad input.
+"""
+
+
+class AuditFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+RepeatsOpt = Annotated[
+    int,
+    typer.Option(
+        "--repeats",
+        "-k",
+        min=1,
+        help="Episodes of the oracle and of noop per task: a reference that passes fewer "
+        "than k of k, or noop passing any, is a finding.",
+    ),
+]
+ProbeOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--probe",
+        help="Run only this probe (repeatable); every registered probe when omitted "
+        "(`crabray audit --list-probes`).",
+    ),
+]
+FailOnOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--fail-on",
+        help="A finding class that fails the audit (repeatable, or comma-separated): "
+        "reference, do-nothing, trivial-answer, answer-visible, grader-trust, determinism; "
+        "all of them when omitted.",
+    ),
+]
+FormatOpt = Annotated[
+    AuditFormat,
+    typer.Option("--format", help="table: a table per task; json: the findings, for CI."),
+]
+ListProbesOpt = Annotated[
+    bool, typer.Option("--list-probes", help="List the probes and what each does, then stop.")
+]
+
+
+def audit(
+    suite: Annotated[Path | None, typer.Argument(help=SuiteArg.__metadata__[0].help)] = None,
+    repeats: RepeatsOpt = 3,
+    probe: ProbeOpt = None,
+    fail_on: FailOnOpt = None,
+    output: FormatOpt = AuditFormat.TABLE,
+    list_probes: ListProbesOpt = False,
+    out: OutOpt = None,
+    backend: BackendOpt = None,
+    backend_setting: BackendSettingOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    address: AddressOpt = None,
+    resume: ResumeOpt = None,
+    time_limit_sec: TimeLimitOpt = None,
+    max_attempts: MaxAttemptsOpt = None,
+    task: TaskOpt = None,
+    tag: TagOpt = None,
+    limit: LimitOpt = None,
+    suite_format: SuiteFormatOpt = None,
+    index: IndexOpt = None,
+    base_image: BaseImageOpt = None,
+    services: ServicesOpt = None,
+) -> None:
+    """Report the tasks of SUITE whose grade moves without the task being done.
+
+    The oracle and noop play every task k times and each probe once (trivial
+    answers, a search for the answer in the sandbox, attacks on the grader's
+    inputs), as one ordinary run; each task's findings follow, with the share
+    of tasks that fall and its 95% interval.
+    """
+    from crabray.audit import AuditOptions
+    from crabray.core.errors import CrabrayError
+    from crabray.run.settings import RunConfig, merge_overrides
+
+    if list_probes:
+        _print_probes()
+        return
+    if suite is None and resume is None:
+        raise CrabrayError("no suite: give SUITE (crabray audit tasks/demo)")
+    given: dict[str, Any] = {
+        "suite": None if suite is None else str(suite),
+        "format": suite_format,
+        "backend": backend,
+        "backend_settings": backend_settings_of(backend_setting),
+        "index": None if index is None else str(index),
+        "base_image": base_image,
+        "services": None if services is None else str(services),
+        "out_dir": out,
+        "concurrency": concurrency,
+        "address": address,
+        "resume": resume,
+        "time_limit_sec": time_limit_sec,
+        "max_attempts": max_attempts,
+        "task_ids": task or None,
+        "tags": tag or None,
+        "limit": limit,
+    }
+    settings = merge_overrides(RunConfig(), given)
+    if settings.resume is not None:
+        from crabray.run.resume import resume_config
+
+        settings = resume_config(settings)
+    options = AuditOptions(
+        run=settings,
+        repeats=repeats,
+        probes=probe or None,
+        fail_on=_classes(fail_on),
+    )
+    report = _run(options, quiet=output is AuditFormat.JSON)
+    if output is AuditFormat.JSON:
+        typer.echo(json.dumps(_json(report), indent=2))
+    else:
+        _print_report(report, settings.out_dir)
+    if report.exploitable:
+        raise typer.Exit(1)
+
+
+def _classes(fail_on: list[str] | None) -> list[str]:
+    from crabray.audit.runner import DEFAULT_FAIL_ON
+
+    if not fail_on:
+        return list(DEFAULT_FAIL_ON)
+    return [part.strip() for value in fail_on for part in value.split(",") if part.strip()]
+
+
+def _run(options: Any, *, quiet: bool) -> AuditReport:
+    """The audit with a progress line on standard error (standard output stays the report's)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from crabray.audit import run_audit
+    from crabray.cluster.ray_runtime import disconnect
+
+    progress = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=True,
+        auto_refresh=errors.is_terminal,
+        disable=not errors.is_terminal,
+    )
+    bar: list[Any] = []
+
+    def start(run_id: str, planned: int, to_run: int) -> None:
+        errors.print(f"audit run id: [bold]{run_id}[/]  ({to_run} of {planned} episodes to run)")
+        bar.append(progress.add_task("episodes", total=to_run))
+
+    def update(state: Any) -> None:
+        if bar:
+            progress.update(bar[0], completed=state.done)
+
+    try:
+        with progress:
+            return run_audit(options, on_start=start, on_progress=update)
+    finally:
+        disconnect()
+
+
+def _json(report: AuditReport) -> list[dict[str, Any]]:
+    """What ``--format json`` prints: each task with its findings (empty when clean)."""
+    return [
+        {
+            "task_id": task.task_id,
+            "findings": [finding.model_dump() for finding in task.findings],
+            "verdicts": task.verdicts,
+        }
+        for task in report.tasks
+    ]
+
+
+def _print_report(report: AuditReport, out: Any) -> None:
+    """The table of verdicts per task, each finding below it, then the suite's figure."""
+    table = Table(title=f"audit of {escape(report.suite)} (k = {report.repeats})")
+    table.add_column("task", overflow="fold")
+    shown = [_short(name) for name in report.probes]
+    for name in shown:
+        table.add_column(name, overflow="fold")
+    for task in report.tasks:
+        cells = [_cell(task.verdicts.get(name, "")) for name in report.probes]
+        table.add_row(escape(safe_text(task.task_id)), *cells)
+    console.print(table)
+    for task in report.tasks:
+        for finding in task.findings:
+            counted = "" if finding.kind in report.counted else " (not counted)"
+            console.print(
+                f"[bold]{escape(safe_text(task.task_id))}[/]  [red]{finding.kind}[/]{counted}  "
+                f"{escape(finding.probe)}: {escape(safe_text(finding.evidence))}",
+                highlight=False,
+            )
+    total = len(report.tasks)
+    console.print(
+        f"exploitable: {report.exploitable} of {total} task{'s' if total != 1 else ''} "
+        f"({report.share:.0%}, 95% interval {report.low:.0%} to {report.high:.0%})",
+        highlight=False,
+    )
+    console.print(
+        f"report: {escape(str(Path(str(out)) / 'audits' / (report.run_id + '.json')))}   "
+        f"run id: [bold]{report.run_id}[/]",
+        highlight=False,
+    )
+
+
+def _short(name: str) -> str:
+    return name.removeprefix("probe-")
+
+
+def _cell(verdict: str) -> str:
+    if verdict.startswith("pass") or verdict == "found":
+        return f"[bold]{escape(verdict)}[/]"
+    return escape(verdict)
+
+
+def _print_probes() -> None:
+    from crabray.agents.registry import agent_class
+    from crabray.audit import probe_kinds
+
+    for kind in probe_kinds():
+        cls = agent_class(kind)
+        doc = (cls.__doc__ or "").strip().splitlines()[0]
+        console.print(
+            f"{kind:<22} {getattr(cls, 'finding', ''):<15} {escape(doc)}", highlight=False
+        )
