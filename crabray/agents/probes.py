@@ -37,11 +37,22 @@ class ProbeFacts(BaseModel):
         default_factory=list,
         description="Values the task's graders compare against (one line each): the answer.",
     )
+    clues: list[str] = Field(
+        default_factory=list,
+        description="Strings the task's shipped graders and solution use, inputs among them: "
+        "evidence only where no input belongs (a hidden file, /tmp, /opt, a file named like "
+        "an answer, the environment, other processes, git history).",
+    )
     files: list[str] = Field(
         default_factory=list, description="Files the graders read or the reference solution writes."
     )
     options: list[str] = Field(
         default_factory=list, description="Answers the instruction offers to choose from."
+    )
+    expected: list[str] = Field(
+        default_factory=list,
+        description="Every value the graders compare against, short ones included (what a "
+        "forged program prints).",
     )
     answer_stated: bool = Field(
         default=False,
@@ -75,6 +86,12 @@ class ProbeAgent(Agent):
 
     finding: ClassVar[str]
     """The flaw a pass by this probe shows: trivial-answer, answer-visible or grader-trust."""
+    ends_with_its_calls: ClassVar[bool] = False
+    """The probe's calls and its ``complete`` are one step: nothing of the harness's runs
+    between them (its report cannot read the calls' outputs)."""
+    harness_guards: ClassVar[bool] = False
+    """The harness itself guards against this probe (it freezes the agent's processes while
+    it grades): a pass it marks unverified is the guard working, no flaw of the task's."""
 
     def reset(self, brief: TaskBrief) -> None:
         self.brief = brief
@@ -87,6 +104,11 @@ class ProbeAgent(Agent):
         if not self._acted:
             self._acted = True
             calls = self.calls()
+            if calls and self.ends_with_its_calls:
+                self._done = True
+                report = self.report(observed).model_copy(update={"acted": True})
+                message = REPORT_PREFIX + report.model_dump_json()
+                return AgentStep(calls=[*calls, *self._finish()], message=message)
             if calls:
                 return AgentStep(calls=calls, message=f"{self.kind}: acting")
         if not self._done:
@@ -273,6 +295,7 @@ done
 gits=$(for r in $roots; do
   find "$r" -xdev -maxdepth 4 -name .git -type d 2>/dev/null
 done | sort -u)
+hidden='/\.|^/tmp/|^/var/tmp/|^/opt/|answer|expect|solution|oracle|reference|truth|golden|secret'
 i=0
 while IFS= read -r s; do
   i=$((i+1))
@@ -280,8 +303,10 @@ while IFS= read -r s; do
   printf '%s\n' "$s" > "$d/$i"
   for r in $roots; do
     [ -d "$r" ] || continue
-    grep -rlsF -f "$d/$i" "$r" 2>/dev/null | grep -v "^$d/" | head -n 3 | sed "s|^|FOUND $i file |"
-  done | sort -u | head -n 3
+    grep -rlsF -f "$d/$i" "$r" 2>/dev/null | grep -v "^$d/" | head -n 20
+  done | sort -u | {
+    if [ "$i" -gt {secret_count} ]; then grep -iE "$hidden"; else cat; fi
+  } | head -n 3 | sed "s|^|FOUND $i file |"
   env | grep -qF -f "$d/$i" && echo "FOUND $i environment variable"
   for p in /proc/[0-9]*; do
     [ "$p" = "/proc/$$" ] && continue
@@ -305,17 +330,22 @@ class PeekProbe(ProbeAgent):
     Files under every folder the agent may read outside the system's own,
     environment variables, other processes' environments and command lines,
     and the history of every git repository there: a value found is an
-    answer the agent could copy.
+    answer the agent could copy. A clue (a string a shipped grader or solution
+    uses, which may be an input of the task) counts only where no input
+    belongs: a hidden file, ``/tmp``, ``/opt``, a file named like an answer.
     """
 
     kind = "probe-peek"
     finding = "answer-visible"
 
     def calls(self) -> list[ActionCall]:
-        if not self.facts.secrets:
+        sought = [*self.facts.secrets, *self.facts.clues]
+        if not sought:
             return []
-        listed = base64.b64encode(("\n".join(self.facts.secrets) + "\n").encode()).decode()
-        return self.run(_PEEK.replace("{secrets}", shlex.quote(listed)), _SEARCH_TIMEOUT_SEC)
+        listed = base64.b64encode(("\n".join(sought) + "\n").encode()).decode()
+        script = _PEEK.replace("{secrets}", shlex.quote(listed))
+        script = script.replace("{secret_count}", str(len(self.facts.secrets)))
+        return self.run(script, _SEARCH_TIMEOUT_SEC)
 
     def report(self, observed: StepInput) -> ProbeReport:
         found: list[str] = []
@@ -324,14 +354,24 @@ class PeekProbe(ProbeAgent):
                 if not line.startswith("FOUND "):
                     continue
                 _, index, where = line.split(" ", 2)
-                secret = self.facts.secrets[int(index) - 1]
+                secret = [*self.facts.secrets, *self.facts.clues][int(index) - 1]
                 found.append(f"{_preview(secret)} in {where}")
         searched = any("PEEK-DONE" in result.output for result in observed.results)
         note = "" if searched or not observed.results else "the search did not finish"
         return ProbeReport(acted=searched, found=sorted(set(found)), note=note)
 
 
-_FAKE = "#!/bin/sh\necho PASS\necho '1 passed'\nexit 0\n"
+def success_text(facts: ProbeFacts) -> str:
+    """What a forged program prints: what success looks like, and every value a grader
+    compares against (a grader reading its output finds what it looks for)."""
+    return "\n".join(["PASS", "1 passed", "OK", *facts.expected]) + "\n"
+
+
+def fake_program(facts: ProbeFacts) -> str:
+    """A shell script that prints ``success_text`` and exits 0."""
+    return f"#!/bin/sh\nprintf '%s' {shlex.quote(success_text(facts))}\nexit 0\n"
+
+
 _FAKED = "cat python3 python pytest curl wget grep diff cmp jq sha256sum md5sum wc head tail"
 
 _FAKE_TOOLS = r"""
@@ -352,7 +392,8 @@ echo FAKE-DONE
 class FakeToolsProbe(ProbeAgent):
     """Replaces the programs graders run (cat, python3, pytest, curl, grep, ...) where it may.
 
-    Each replacement prints ``PASS`` and ``1 passed`` and exits 0, in every
+    Each replacement prints what success looks like and every value the graders compare
+    against (``success_text``) and exits 0, in every
     folder of ``PATH`` the agent can write and in ``~/.local/bin``.
     """
 
@@ -360,7 +401,8 @@ class FakeToolsProbe(ProbeAgent):
     finding = "grader-trust"
 
     def calls(self) -> list[ActionCall]:
-        script = _FAKE_TOOLS.replace("{fake}", shlex.quote(_FAKE)).replace("{tools}", _FAKED)
+        fake = shlex.quote(fake_program(self.facts))
+        script = _FAKE_TOOLS.replace("{fake}", fake).replace("{tools}", _FAKED)
         return self.run(script)
 
     def report(self, observed: StepInput) -> ProbeReport:
@@ -436,14 +478,19 @@ class PlantHooksProbe(ProbeAgent):
 
 
 _TAMPER = r"""
+py={py}
+sh={sh}
+mk={mk}
 for r in "$PWD" /app /workspace /tests /solution /utils "$HOME"; do
   [ -d "$r" ] || continue
-  find "$r" -xdev -maxdepth 4 -type f \( -name '*.py' -o -name '*.sh' \) 2>/dev/null
+  find "$r" -xdev -maxdepth 4 -type f \( -name '*.py' -o -name '*.sh' -o -name Makefile \) \
+    2>/dev/null
 done | sort -u | while IFS= read -r f; do
   [ -w "$f" ] || continue
   case "$f" in
-    *.py) printf 'import sys\nprint("PASS")\nsys.exit(0)\n' > "$f" ;;
-    *.sh) printf '#!/bin/sh\necho PASS\nexit 0\n' > "$f" ;;
+    *.py) printf '%s' "$py" > "$f" ;;
+    *.sh) printf '%s' "$sh" > "$f" ;;
+    *) printf '%s' "$mk" > "$f" ;;
   esac && echo "TAMPERED $f"
 done
 echo TAMPER-DONE
@@ -452,7 +499,7 @@ echo TAMPER-DONE
 
 @register_agent
 class TamperScriptsProbe(ProbeAgent):
-    """Rewrites every script the agent may write (``*.py``, ``*.sh``) to print PASS and exit 0.
+    """Rewrites every script the agent may write (``*.py``, ``*.sh``, a Makefile) to succeed.
 
     A grader that passes after it ran code from a folder the agent can write.
     """
@@ -461,7 +508,16 @@ class TamperScriptsProbe(ProbeAgent):
     finding = "grader-trust"
 
     def calls(self) -> list[ActionCall]:
-        return self.run(_TAMPER)
+        said = success_text(self.facts)
+        stubs = {
+            "{py}": f"import sys\nsys.stdout.write({said!r})\nsys.exit(0)\n",
+            "{sh}": fake_program(self.facts),
+            "{mk}": ".DEFAULT:\n\t@echo PASS\nall:\n\t@echo PASS\n",
+        }
+        script = _TAMPER
+        for name, stub in stubs.items():
+            script = script.replace(name, shlex.quote(stub))
+        return self.run(script)
 
     def report(self, observed: StepInput) -> ProbeReport:
         return _listed(observed, "TAMPERED ", "rewrote")
@@ -471,25 +527,26 @@ class TamperScriptsProbe(ProbeAgent):
 class LingeringProbe(ProbeAgent):
     """Ends its turn at once, leaving a process that does the reference solution afterwards.
 
-    The process waits half a second, then replays the solution every 0.2 s:
-    a pass means the task was graded while the agent's process still ran.
+    The process waits a second, then replays the solution every 0.2 s: a pass
+    means the task was graded while the agent's process still ran.
     """
 
     kind = "probe-lingering"
     finding = "grader-trust"
+    harness_guards = True
+    ends_with_its_calls = True
 
     def calls(self) -> list[ActionCall]:
         script = self.facts.solution_script
         if not script:
             return []
-        loop = f"sleep 0.5; while :; do ( {script}\n ) >/dev/null 2>&1; sleep 0.2; done"
+        loop = f"sleep 1; while :; do ( {script}\n ) >/dev/null 2>&1; sleep 0.2; done"
         return self.run(
             f"nohup sh -c {shlex.quote(loop)} >/dev/null 2>&1 </dev/null &\necho LEFT-RUNNING"
         )
 
     def report(self, observed: StepInput) -> ProbeReport:
-        left = any("LEFT-RUNNING" in result.output for result in observed.results)
-        return ProbeReport(acted=left, note="left a process replaying the solution" if left else "")
+        return ProbeReport(acted=True, note="left a process replaying the solution")
 
 
 def _listed(observed: StepInput, prefix: str, verb: str) -> ProbeReport:

@@ -60,9 +60,13 @@ def task_facts(task: Task) -> ProbeFacts:
     """What the probes may use against ``task``."""
     described = task.description.casefold()
     expected = _expected_values(task)
-    secrets = _keep_secrets(expected, described)
+    secrets = _keep_secrets([*expected, *_shipped_fingerprints(task)], described)
+    literals = _shipped_literals(task)
+    clues = [c for c in _keep_secrets(literals, described) if c not in secrets]
     return ProbeFacts(
         secrets=secrets,
+        clues=clues,
+        expected=_said([*expected, *literals]),
         answer_stated=bool(expected) and all(v.strip().casefold() in described for v in expected),
         files=_graded_files(task),
         options=_options(task.description),
@@ -101,7 +105,6 @@ def _expected_values(task: Task) -> list[str]:
     for step in task.solution:
         if step.name in _WRITE_ACTIONS | _SUBMIT_ACTIONS:
             found += [text for key, text in _bound_strings(step) if key in {"content", "text"}]
-    found += _shipped_values(task)
     return found
 
 
@@ -109,26 +112,50 @@ def _bound_strings(action: Action) -> list[tuple[str, str]]:
     return [pair for key, value in action.bound.items() for pair in _strings(value, key)]
 
 
-def _shipped_values(task: Task) -> list[str]:
-    """Fingerprints of the grading and solution files a task folder or Harbor task ships."""
+def _shipped_sources(task: Task) -> list[tuple[Path, str]]:
+    """The grading and solution files a task folder or Harbor task ships, with their text."""
     folder = task.metadata.get("folder")
     if not isinstance(folder, str):
         return []
     root = Path(folder)
-    files = [root / "evaluator.py"]
+    files = [root / "evaluator.py", root / "solution.sh"]
     for sub in ("solution", "tests"):
         if (root / sub).is_dir():
             files += sorted(p for p in (root / sub).rglob("*") if p.is_file())
-    values: list[str] = []
+    sources = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8")
+            sources.append((path, path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError):
             continue
-        values += _fingerprints(text)
+    return sources
+
+
+def _shipped_fingerprints(task: Task) -> list[str]:
+    """A line of each shipped grading or solution file: found, the file was copied there."""
+    return [line for _, text in _shipped_sources(task) for line in _fingerprints(text)]
+
+
+def _shipped_literals(task: Task) -> list[str]:
+    """The strings shipped graders and solutions compare against or write. Inputs of the
+    task are among them too (a grader filters by a date the data holds), so they are
+    clues: looked for only where no input of the task belongs (``ProbeFacts.clues``)."""
+    values: list[str] = []
+    for path, text in _shipped_sources(task):
         if path.suffix == ".py":
             values += _literals(text)
+        elif path.suffix == ".sh":
+            values += _shell_literals(text)
     return values
+
+
+_SHELL_QUOTED = re.compile(r"'([^'\n]{8,})'|\"([^\"$`\\\n]{8,})\"")
+
+
+def _shell_literals(source: str) -> list[str]:
+    """Quoted strings of a shell grader or solution (no expansions): what it compares or
+    writes."""
+    return [single or double for single, double in _SHELL_QUOTED.findall(source)]
 
 
 def _fingerprints(text: str) -> list[str]:
@@ -176,6 +203,12 @@ def _keep_secrets(values: list[str], described: str) -> list[str]:
             continue
         kept.add(line)
     return sorted(kept, key=lambda s: (-len(s), s))[:MAX_SECRETS]
+
+
+def _said(values: list[str]) -> list[str]:
+    """Expected values as a forged program prints them: short ones too, no paths."""
+    kept = (v.strip() for v in values if 0 < len(v.strip()) <= 200)
+    return list(dict.fromkeys(v for v in kept if not _looks_like_path(v)))[:MAX_SECRETS]
 
 
 def _distinctive_line(value: str) -> str | None:

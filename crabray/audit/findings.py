@@ -51,7 +51,11 @@ BASELINE = "noop"
 
 
 def task_audits(
-    episodes: pd.DataFrame, steps: pd.DataFrame, finding_of: dict[str, str], order: list[str]
+    episodes: pd.DataFrame,
+    steps: pd.DataFrame,
+    finding_of: dict[str, str],
+    order: list[str],
+    guarded: frozenset[str] = frozenset(),
 ) -> list[TaskAudit]:
     """Each task's verdicts and findings, tasks in the rows' order.
 
@@ -60,6 +64,8 @@ def task_audits(
         steps: The run's step rows (``STEP_COLUMNS``).
         finding_of: Each probe's class of finding (``ProbeAgent.finding``).
         order: The agents and probes, in the order the verdicts are shown.
+        guarded: Probes the harness guards against (``ProbeAgent.harness_guards``): their
+            unverified passes are the guard at work, and no finding.
     """
     reports = _reports(steps)
     last_passed = _last_passed(steps)
@@ -69,7 +75,7 @@ def task_audits(
         audit = TaskAudit(task_id=str(task_id))
         for agent in order:
             if agent in by_agent:
-                _judge(audit, agent, by_agent[agent], finding_of, reports, last_passed)
+                _judge(audit, agent, by_agent[agent], finding_of, reports, last_passed, guarded)
         _distrusted_reference(audit, by_agent)
         audits.append(_without_echoes(audit))
     return audits
@@ -82,6 +88,7 @@ def _judge(
     finding_of: dict[str, str],
     reports: dict[tuple[str, str, int], ProbeReport],
     last_passed: dict[tuple[str, str, int], list[int]],
+    guarded: frozenset[str],
 ) -> None:
     """The verdict of one agent or probe on the task, and what it shows."""
     counted = rows[rows["attribution"] != "infrastructure"]
@@ -97,7 +104,7 @@ def _judge(
             )
         _flaky(audit, agent, passes, total)
     else:
-        _probe(audit, agent, counted, finding_of[agent], reports)
+        _probe(audit, agent, counted, finding_of[agent], reports, agent in guarded)
     if total == 0:
         audit.verdicts[agent] = "error"
 
@@ -151,6 +158,7 @@ def _probe(
     rows: pd.DataFrame,
     kind: str,
     reports: dict[tuple[str, str, int], ProbeReport],
+    guarded: bool,
 ) -> None:
     if not len(rows):
         return
@@ -164,13 +172,14 @@ def _probe(
             audit.findings.append(Finding(probe=agent, kind=kind, evidence="; ".join(found)[:1000]))
         return
     if bool(row["success"]):
-        audit.verdicts[agent] = (
-            "pass" if row["grader_trusted"] is not False else "pass (unverified)"
-        )
+        trusted = not _distrusted(row["grader_trusted"])
+        audit.verdicts[agent] = "pass" if trusted else "pass (unverified)"
+        if guarded and not trusted:
+            return
         evidence = "the grade passed"
         if report is not None and report.note:
             evidence += f" after it {report.note}"
-        if row["grader_trusted"] is False and row["grader_untrusted_reason"]:
+        if not trusted and isinstance(row["grader_untrusted_reason"], str):
             evidence += f"; the harness did not trust it: {row['grader_untrusted_reason']}"
         audit.findings.append(Finding(probe=agent, kind=kind, evidence=evidence[:1000]))
     else:
@@ -203,6 +212,11 @@ def _without_echoes(audit: TaskAudit) -> TaskAudit:
         return audit
     kept = [f for f in audit.findings if f.probe in (REFERENCE, BASELINE)]
     return audit.model_copy(update={"findings": kept})
+
+
+def _distrusted(trusted: Any) -> bool:
+    """Whether a ``grader_trusted`` cell says no (it may be missing: unknown is not no)."""
+    return trusted is not None and not pd.isna(trusted) and not bool(trusted)
 
 
 def _passed(rows: pd.DataFrame, passes: int, total: int) -> str:

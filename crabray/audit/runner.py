@@ -28,6 +28,7 @@ from crabray.core.errors import ConfigError
 from crabray.results.board.stats import wilson_interval
 from crabray.results.store.audit import FINDING_CLASSES, AuditReport, write_audit
 from crabray.results.store.dataset import read_episodes, read_steps
+from crabray.results.store.runs import read_manifest
 from crabray.run.runner import RunOptions, StartCallback, load_checked_suite, run_suite
 from crabray.run.selection import select_tasks
 from crabray.run.settings import RunConfig
@@ -40,8 +41,14 @@ class AuditOptions(BaseModel):
     """What to audit and how: the run's options (without agents), k, the probes, what fails."""
 
     run: RunConfig = Field(description="The run's suite and settings; its agents are the audit's.")
-    repeats: int = Field(default=DEFAULT_REPEATS, gt=0, description="Oracle and noop episodes.")
-    probes: list[str] | None = Field(default=None, description="Probes to run; all when None.")
+    repeats: int | None = Field(
+        default=None,
+        gt=0,
+        description="Oracle and noop episodes per task; a resumed audit's own, else 3.",
+    )
+    probes: list[str] | None = Field(
+        default=None, description="Probes to run; a resumed audit's own, else every one."
+    )
     fail_on: list[str] = Field(default_factory=lambda: list(DEFAULT_FAIL_ON))
 
 
@@ -72,9 +79,8 @@ def audit_agents(options: AuditOptions) -> list[AgentSpec]:
         task_id: task_facts(suite.entries[task_id].task).model_dump(exclude_defaults=True)
         for task_id in task_ids
     }
-    baselines = [
-        AgentSpec(name=name, kind=name, epochs=options.repeats) for name in (REFERENCE, BASELINE)
-    ]
+    repeats = options.repeats or DEFAULT_REPEATS
+    baselines = [AgentSpec(name=name, kind=name, epochs=repeats) for name in (REFERENCE, BASELINE)]
     probes = [
         AgentSpec(name=kind, kind=kind, epochs=1, settings={"facts": facts}) for kind in chosen
     ]
@@ -108,11 +114,28 @@ def run_audit(
         ResultsError: The results root cannot be read or written.
     """
     counted = check_fail_on(options.fail_on)
+    options = _as_recorded(options)
     agents = audit_agents(options)
     config = options.run.settings() | {"epochs": 1}
     run = RunOptions(**config, suite=str(options.run.suite), agents=agents)
     summary = run_suite(run, on_start=on_start, on_progress=on_progress)
-    return audit_report(run, summary.run_id, options.repeats, counted)
+    return audit_report(run, summary.run_id, options.repeats or DEFAULT_REPEATS, counted)
+
+
+def _as_recorded(options: AuditOptions) -> AuditOptions:
+    """A resumed audit's k and probes, where none are given: what its run recorded."""
+    if options.run.resume is None:
+        return options
+    manifest = read_manifest(options.run.out_dir, options.run.resume)
+    specs = {spec["name"]: spec for spec in manifest.options.get("agents", [])}
+    recorded_k = specs.get(REFERENCE, {}).get("epochs")
+    probes = [name for name in manifest.agents if name not in (REFERENCE, BASELINE)]
+    return options.model_copy(
+        update={
+            "repeats": options.repeats or recorded_k,
+            "probes": options.probes if options.probes is not None else probes,
+        }
+    )
 
 
 def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str]) -> AuditReport:
@@ -125,7 +148,12 @@ def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str])
         for agent in run.agents
         if agent.name not in (REFERENCE, BASELINE)
     }
-    tasks = task_audits(episodes, steps, finding_of, order)
+    guarded = frozenset(
+        agent.name
+        for agent in run.agents
+        if getattr(agent_class(agent.kind), "harness_guards", False)
+    )
+    tasks = task_audits(episodes, steps, finding_of, order, guarded)
     report = AuditReport(
         run_id=run_id,
         suite=run.suite,

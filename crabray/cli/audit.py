@@ -55,13 +55,13 @@ class AuditFormat(StrEnum):
 
 
 RepeatsOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--repeats",
         "-k",
         min=1,
         help="Episodes of the oracle and of noop per task: a reference that passes fewer "
-        "than k of k, or noop passing any, is a finding.",
+        "than k of k, or noop passing any, is a finding. [default: 3; a resumed audit's own]",
     ),
 ]
 ProbeOpt = Annotated[
@@ -92,7 +92,7 @@ ListProbesOpt = Annotated[
 
 def audit(
     suite: Annotated[Path | None, typer.Argument(help=SuiteArg.__metadata__[0].help)] = None,
-    repeats: RepeatsOpt = 3,
+    repeats: RepeatsOpt = None,
     probe: ProbeOpt = None,
     fail_on: FailOnOpt = None,
     output: FormatOpt = AuditFormat.TABLE,

@@ -20,8 +20,14 @@ assert invoice_total([(4, "12.50")], discount_percent=0) == Decimal("60.00")
 
 
 def run_python(*args):
+    # -S -s -E: no site, user site or PYTHON* variables, so no sitecustomize, .pth file or
+    # startup hook the agent planted runs (crabray audit's probe-plant-hooks).
     done = subprocess.run(
-        ["python3", *args], cwd=PROJECT, capture_output=True, text=True, timeout=60
+        ["python3", "-S", "-s", "-E", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     logging.info("python3 %s -> %d\n%s", args[:2], done.returncode, done.stderr[-2000:])
     return done.returncode == 0

@@ -1,0 +1,5 @@
+#!/bin/bash
+# Harbor-style verifier: the reward goes to /logs/verifier/reward.txt.
+mkdir -p /logs/verifier
+if [ "$(cat /app/sum.txt 2>/dev/null)" = "48213" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi
+exit 0

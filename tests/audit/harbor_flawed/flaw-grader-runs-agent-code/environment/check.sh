@@ -1,0 +1,1 @@
+grep -qx ready /app/status.txt
