@@ -24,6 +24,7 @@ from crabray.cli.audit import AUDIT_EXAMPLES, audit
 from crabray.cli.cluster import cluster_app
 from crabray.cli.envs import envs_app
 from crabray.cli.errors import show_error
+from crabray.cli.export import EXPORT_EXAMPLES, export
 from crabray.cli.llm import llm_app
 from crabray.cli.reports import LEADERBOARD_EXAMPLES, VIEW_EXAMPLES, leaderboard, view
 from crabray.cli.run import RUN_EXAMPLES, run
@@ -98,6 +99,7 @@ app = typer.Typer(
 app.command(epilog=RUN_EXAMPLES)(run)
 app.command(epilog=LEADERBOARD_EXAMPLES)(leaderboard)
 app.command(epilog=VIEW_EXAMPLES)(view)
+app.command(epilog=EXPORT_EXAMPLES)(export)
 app.command(epilog=AUDIT_EXAMPLES)(audit)
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(runs_app, name="runs")
