@@ -1,7 +1,8 @@
 """Benchmark the leaderboard on a large synthetic results dataset.
 
 Generates episode and step rows in the real schema (``EPISODES_SCHEMA`` and
-``STEPS_SCHEMA``, written in the real hive layout as large Parquet part files,
+``STEPS_SCHEMA``, written in the real hive layout as large Parquet part files
+(the run id the folder's name, not a column of the files, as the sink writes them),
 vectorised with numpy/pyarrow), then times each reading phase in a child process
 of its own, so that each phase's peak memory (``ru_maxrss``) is its own:
 
@@ -182,7 +183,8 @@ def generate(out: Path, episodes: int, steps: int, seed: int = 0) -> None:
         table = pa.Table.from_pydict(columns, schema=EPISODES_SCHEMA)
         directory = out / "episodes" / f"run_id={run_id}"
         directory.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, directory / "part-0-bench.parquet", compression="zstd")
+        written = table.drop_columns(["run_id"])  # the folder names the run, as the sink's
+        pq.write_table(written, directory / "part-0-bench.parquet", compression="zstd")
         _write_steps(out, run_id, table, steps // RUNS, rng)
         logger.info("run %s: %d episode rows", run_id, rows)
 
@@ -223,7 +225,7 @@ def _write_steps(
         "completeness": pa.array(np.minimum(step, 3) / 3.0),
         "timestamp": pa.array(START_US + step * 1_000_000, TIMESTAMP),
     }
-    table = pa.Table.from_pydict(columns, schema=STEPS_SCHEMA)
+    table = pa.Table.from_pydict(columns, schema=STEPS_SCHEMA).drop_columns(["run_id"])
     directory = out / "steps" / f"run_id={run_id}"
     directory.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, directory / "part-0-bench.parquet", compression="zstd")
@@ -284,7 +286,7 @@ DUCKDB_QUERY = """
     WITH latest AS (
         SELECT agent, model, task_id, termination_reason, success, score, completeness,
                steps, tokens_in, tokens_out, model_calls, cost_usd
-        FROM read_parquet('{files}', hive_partitioning = false)
+        FROM read_parquet('{files}', hive_partitioning = true)
         QUALIFY row_number() OVER (
             PARTITION BY run_id, agent, task_id, epoch
             ORDER BY attempt DESC, finished_at DESC, episode_id DESC) = 1

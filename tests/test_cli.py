@@ -29,7 +29,7 @@ def test_validate_reports_every_bad_module_with_file_and_field(tmp_path: Path) -
     (tmp_path / "broken.py").write_text("x = 1\nraise RuntimeError('boom at import')\n")
     done = crabray("tasks", "validate", str(tmp_path))
     assert done.returncode == 2
-    assert "2 problem(s)" in done.stderr
+    assert "2 problems" in done.stderr
     assert "bad_task.py" in done.stderr
     assert "bad_task.py:9: Task.evaluator: must be an evaluator" in done.stderr
     assert "broken.py:2" in done.stderr
@@ -115,3 +115,29 @@ def test_the_command_exits_with_its_code_and_its_heap_left_to_the_process(tmp_pa
         assert done.returncode == code, done.stderr
         frozen = int(done.stderr.split("FROZEN ")[1].split()[0])
         assert frozen > 10_000, done.stderr  # the imported modules' objects, at least
+
+
+def test_counts_of_one_are_singular(tmp_path: Path) -> None:
+    """Issue 39: "1 episodes", "1 benchmark errors": one of a thing is said in the singular."""
+    suite = tmp_path / "one.py"
+    suite.write_text(
+        textwrap.dedent(
+            """
+            from crabray import BenchmarkConfig, EnvironmentConfig, Task
+            from crabray.actions import path_exists
+
+            one = BenchmarkConfig(
+                name="one",
+                environments=[EnvironmentConfig(name="box")],
+                tasks=[Task(id="t", description="d", evaluator=path_exists(path="x"))],
+            )
+            """
+        )
+    )
+    valid = crabray("tasks", "validate", str(suite), check=True)
+    assert f"1 task in {suite} is valid" in valid.stdout, valid.stdout
+    listed = crabray("tasks", "list", str(suite), check=True)
+    assert "one (1 of 1 task)" in listed.stdout, listed.stdout
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
+    broken = crabray("tasks", "validate", str(tmp_path / "broken.py"))
+    assert broken.returncode == 2 and "1 problem in" in broken.stderr, broken.stderr

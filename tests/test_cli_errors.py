@@ -157,3 +157,30 @@ def test_unknown_ssh_host_key_stops_the_run_before_it_opens(tmp_path: Path) -> N
     assert_one_paragraph(done, "host key")
     assert "RayTaskError" not in done.stderr
     assert not list((out / "runs").glob("*.json")), "no empty run is left behind"
+
+
+@pytest.mark.parametrize(
+    "command", [["run", "tasks/demo", "-a", "oracle"], ["tasks", "grade", "tasks/demo", "hello"]]
+)
+def test_a_misspelt_backend_is_one_message_naming_the_flag(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """``--backend dockr`` (issue 39): it blamed "environment 'workstation'", once per
+    environment, and suggested nothing."""
+    out = tmp_path / "results"
+    done = crabray(*command, "--backend", "dockr", *(["--out", str(out)] * (command[0] == "run")))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "--backend" in done.stderr and "did you mean 'docker'" in done.stderr, done.stderr
+    assert done.stderr.count("dockr") == 1, done.stderr
+    assert "workstation" not in done.stderr, done.stderr
+    assert not out.exists(), "a refused run leaves nothing behind"
+
+
+def test_a_misspelt_backend_in_a_run_file_is_one_message_naming_the_file(tmp_path: Path) -> None:
+    run_file = tmp_path / "run.toml"
+    demo = ROOT / "tasks" / "demo"
+    run_file.write_text(f'suite = "{demo}"\nagents = ["oracle"]\nbackend = "dockr"\n')
+    done = crabray("run", "--config", str(run_file), "--out", str(tmp_path / "results"))
+    assert_one_paragraph(done, str(run_file), "backend", "'dockr'", "did you mean 'docker'")
+    assert done.stderr.count("dockr") == 1, done.stderr

@@ -250,3 +250,48 @@ def test_a_run_shows_an_evaluators_escapes_inert_and_stores_them_as_written(
     on_terminal = _on_a_terminal("leaderboard", str(out), "--by", "error", "--format", "md")
     assert "ALL 4 EPISODES PASSED" in on_terminal
     assert "\x1b" not in on_terminal and "\x07" not in on_terminal
+
+
+def _at_80_columns(*args: str) -> str:
+    """``crabray ARGS``'s output in an 80-column terminal's width."""
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "crabray", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _readable(text: str, *whole: str) -> None:
+    """Within 80 columns, nothing cut (no ellipsis), and each of ``whole`` on one line."""
+    assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "…" not in text, text
+    for word in whole:
+        assert any(word in line for line in text.splitlines()), f"{word!r} cut:\n{text}"
+
+
+def test_tasks_list_is_readable_at_80_columns() -> None:
+    """Issue 39: the table was cut at the right edge (tags), its headers broken."""
+    text = _at_80_columns("tasks", "list", "tasks/demo")
+    _readable(text, "script-then-answer", "environments", "evaluators", "workstation")
+    header = next(line for line in text.splitlines() if " task " in line)
+    assert "tags" in header, text
+    assert "multienv" in text, "the tags of the last task are shown"
+
+
+def test_runs_list_is_readable_at_80_columns(tmp_path: Path) -> None:
+    """Issue 39: the state was cut ("interrup…") beside a long suite name and many agents."""
+    from crabray.results import RunManifest, RunState, write_manifest
+
+    run_id = "20261205-162521-9d255a"
+    manifest = RunManifest(
+        run_id=run_id,
+        suite="tasks/task_folder_demo",
+        suite_name="task_folder_demo",
+        agents=["oracle", "noop", "gpt-4o-planner", "qwen-local"],
+        crabray_version="0.1.0",
+        planned=24,
+        state=RunState.INTERRUPTED,
+    )
+    write_manifest(tmp_path, manifest)
+    text = _at_80_columns("runs", "list", str(tmp_path))
+    _readable(text, run_id, "interrupted", "0/24", "gpt-4o-planner")

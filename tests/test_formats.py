@@ -238,7 +238,7 @@ def test_all_errors_of_several_bad_modules_are_reported_together(tmp_path: Path)
     errors = load_errors(folder)
     assert len(errors.errors) == 2
     message = str(errors)
-    assert "2 problem(s) in suite" in message
+    assert "2 problems in suite" in message
     assert f"{boom}:1: ValueError: first problem" in message
     assert f"{bad}:" in message
     assert "Task.evaluator" in message

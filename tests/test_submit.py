@@ -109,3 +109,39 @@ def test_a_new_run_with_the_id_of_an_existing_one_is_refused(tmp_path: Path) -> 
     assert done.returncode == 2
     assert "run nightly-1 exists" in done.stderr
     assert "--resume nightly-1" in done.stderr
+
+
+def test_a_detached_run_says_the_real_command_that_resumes_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 39: the resume hint held a literal "..." where the run's arguments go. The
+    command printed is the one typed, with what the run needs to be shipped again."""
+    import shlex
+
+    from crabray.cli.submit import _print_detached
+    from crabray.run.settings import RunConfig, merge_overrides
+
+    given = {
+        "suite": "tasks/task_json_demo",
+        "agents": ["oracle", "mock-llm"],
+        "agent_config": "agents.example.toml",
+        "index": "tasks/task_json_demo/test_small.json",
+        "task_ids": ["a", "b c"],
+        "backend_settings": {"memory_mb": 512},
+        "concurrency": "8",
+        "out_dir": "sweep results",
+        "address": "http://10.0.0.5:8265",
+    }
+    settings = merge_overrides(RunConfig(), given)
+    _print_detached(settings, "20261205-162521-9d255a", "job-1", "(1.0 MiB shipped)", "m-1")
+    shown = capsys.readouterr().out
+    assert "..." not in shown, shown
+    (line,) = [line for line in shown.splitlines() if line.startswith("resume it:")]
+    words = shlex.split(line.removeprefix("resume it:"))
+    assert words == [
+        "crabray", "run", "tasks/task_json_demo", "--agent", "oracle", "--agent", "mock-llm",
+        "--agent-config", "agents.example.toml", "--model", "m-1",
+        "--backend-setting", "memory_mb=512", "--index", "tasks/task_json_demo/test_small.json",
+        "--task", "a", "--task", "b c", "--out", "sweep results",
+        "--address", "http://10.0.0.5:8265", "--resume", "20261205-162521-9d255a",
+    ]  # fmt: skip

@@ -82,7 +82,7 @@ def test_validate_shows_every_problem_of_every_file_at_its_task(tmp_path: Path) 
     # The broken module does not hide the loaded modules' problems, found only by the check.
     assert f"{suite}/unsolvable.py:9: tasks[s1].solution: step 0 calls 'run_command'" in lines[3]
     assert f"{suite}/unsolvable.py:11: tasks[s2].solution" in lines[4]
-    assert "5 problem(s)" in result.output
+    assert "5 problems" in result.output
 
 
 def test_a_run_refuses_the_suite_with_the_same_problems(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from crabray.core.errors import AuthenticationError, ModelAPIError, ModelUnreachableError
 from crabray.core.retry import RetryPolicy
+from crabray.core.words import counted
 
 logger = logging.getLogger(__name__)
 
@@ -205,10 +206,10 @@ class ChatClient:
                 reply.latency_sec = time.monotonic() - started
                 reply.attempts = attempt + 1
                 logger.debug(
-                    "%s answered in %.2f s (%d attempt(s), %d+%d tokens)",
+                    "%s answered in %.2f s (%s, %d+%d tokens)",
                     model,
                     reply.latency_sec,
-                    reply.attempts,
+                    counted(reply.attempts, "attempt"),
                     reply.prompt_tokens,
                     reply.completion_tokens,
                 )
@@ -234,7 +235,8 @@ class ChatClient:
         if last:
             tries = self.config.retry.max_attempts
             raise ModelUnreachableError(
-                self._describe(f"HTTP {status} after {tries} attempt(s): {message}"), status=status
+                self._describe(f"HTTP {status} after {counted(tries, 'attempt')}: {message}"),
+                status=status,
             )
 
     def _wait(self, attempt: int, retry_after_sec: float | None, problem: str) -> None:

@@ -24,6 +24,10 @@ from pydantic import BaseModel, Field
 from crabray.agents.base import ActionCall, Agent, AgentStep, StepInput, TaskBrief
 from crabray.agents.registry import register_agent
 
+LINE_JOIN = "\x01"
+"""What joins the lines of a value of several lines in ``ProbeFacts.secrets``: the peek looks
+for the value whole, its lines in order, not for any one of them."""
+
 REPORT_PREFIX = "probe report: "
 """How a probe's last message starts; JSON of what it found follows."""
 
@@ -297,25 +301,36 @@ gits=$(for r in $roots; do
 done | sort -u)
 hidden='/\.|^/tmp/|^/var/tmp/|^/opt/|answer|expect|solution|oracle|reference|truth|golden|secret'
 i=0
+sep=$(printf '\001')
 while IFS= read -r s; do
   i=$((i+1))
   [ -n "$s" ] || continue
+  # A value of several lines comes with them joined by \001: a text holds it whole when
+  # its lines, joined the same way, contain it (a reordered copy does not).
   printf '%s\n' "$s" > "$d/$i"
+  printf '%s\n' "${s%%"$sep"*}" > "$d/$i.first"
   for r in $roots; do
     [ -d "$r" ] || continue
-    grep -rlsF -f "$d/$i" "$r" 2>/dev/null | grep -v "^$d/" | head -n 20
-  done | sort -u | {
+    grep -rlsF -f "$d/$i.first" "$r" 2>/dev/null | grep -v "^$d/" | head -n 50
+  done | sort -u | while IFS= read -r c; do
+    tr '\n' '\001' < "$c" | grep -qF -f "$d/$i" && echo "$c"
+  done | {
     if [ "$i" -gt {secret_count} ]; then grep -iE "$hidden"; else cat; fi
   } | head -n 3 | sed "s|^|FOUND $i file |"
-  env | grep -qF -f "$d/$i" && echo "FOUND $i environment variable"
+  env | tr '\n' '\001' | grep -qF -f "$d/$i" && echo "FOUND $i environment variable"
   for p in /proc/[0-9]*; do
     [ "$p" = "/proc/$$" ] && continue
     for f in environ cmdline; do
-      tr '\0' '\n' < "$p/$f" 2>/dev/null | grep -qF -f "$d/$i" && echo "FOUND $i $p/$f"
+      tr '\0' '\001' < "$p/$f" 2>/dev/null | grep -qF -f "$d/$i" && echo "FOUND $i $p/$f"
     done
   done | head -n 3
   for g in $gits; do
-    git -C "$g/.." log -p --all 2>/dev/null | grep -qF -f "$d/$i" && echo "FOUND $i git history $g"
+    revs=$(git -C "$g/.." rev-list --all 2>/dev/null | head -n 200)
+    [ -n "$revs" ] || continue
+    git -C "$g/.." grep -lF -f "$d/$i.first" $revs 2>/dev/null | while IFS= read -r hit; do
+      git -C "$g/.." show "$hit" 2>/dev/null | tr '\n' '\001' | grep -qF -f "$d/$i" &&
+        echo "FOUND $i git history $g ($hit)"
+    done | head -n 1
   done
 done < "$d/all"
 rm -rf "$d"
@@ -355,6 +370,7 @@ class PeekProbe(ProbeAgent):
                     continue
                 _, index, where = line.split(" ", 2)
                 secret = [*self.facts.secrets, *self.facts.clues][int(index) - 1]
+                secret = secret.replace(LINE_JOIN, "\n")
                 found.append(f"{_preview(secret)} in {where}")
         searched = any("PEEK-DONE" in result.output for result in observed.results)
         note = "" if searched or not observed.results else "the search did not finish"
@@ -560,7 +576,9 @@ def _listed(observed: StepInput, prefix: str, verb: str) -> ProbeReport:
         }
     )
     acted = bool(observed.results)
-    note = f"{verb} {len(paths)} file(s)" + (f": {', '.join(paths[:8])}" if paths else "")
+    note = f"{verb} {len(paths)} {'file' if len(paths) == 1 else 'files'}" + (
+        f": {', '.join(paths[:8])}" if paths else ""
+    )
     return ProbeReport(acted=acted, found=paths, note=note[:400])
 
 

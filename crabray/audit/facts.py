@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from crabray.agents.probes import ProbeFacts
+from crabray.agents.probes import LINE_JOIN, ProbeFacts
 from crabray.core import Action, Task
 
 MIN_SECRET_CHARS = 6
@@ -25,6 +25,8 @@ MIN_SECRET_CHARS = 6
 MIN_FINGERPRINT_CHARS = 16
 """A line of a shipped grading or solution file must be this long to identify the file."""
 MAX_SECRETS = 24
+MAX_SECRET_CHARS = 4000
+"""A longer value is a whole file: its fingerprint lines stand for it."""
 
 _PATH_KEYS = {"path", "file", "file_path", "filename", "filepath", "target", "dest", "output"}
 _NOT_ANSWERS = {
@@ -212,12 +214,13 @@ def _said(values: list[str]) -> list[str]:
 
 
 def _distinctive_line(value: str) -> str | None:
-    """The value itself when one line, else its longest line; None when too short."""
-    lines = [line.strip() for line in value.splitlines() if line.strip()]
-    if not lines:
+    """The value as the peek looks for it: stripped, its lines joined by ``LINE_JOIN`` (one
+    line of it may be an input's, such as a CSV header); None when too short."""
+    lines = [line.rstrip() for line in value.strip().splitlines()]
+    joined = LINE_JOIN.join(lines)
+    if len(joined) > MAX_SECRET_CHARS:
         return None
-    line = max(lines, key=len)
-    return line if len(line) >= MIN_SECRET_CHARS else None
+    return joined if len(joined.replace(LINE_JOIN, "")) >= MIN_SECRET_CHARS else None
 
 
 def _looks_like_path(text: str) -> bool:

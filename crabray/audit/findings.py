@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from crabray.agents.probes import REPORT_PREFIX, ProbeReport
+from crabray.core.words import counted
 from crabray.results.store.audit import Finding, TaskAudit
 
 EPISODE_COLUMNS = [
@@ -144,7 +145,7 @@ def _flaky(
     """Some episodes of the same agent pass and some fail: an evaluator is not deterministic."""
     if not 0 < passes < total:
         return
-    evidence = f"{agent} passed {passes} of {total} identical episodes"
+    evidence = f"{agent} passed {passes} of {counted(total, 'identical episode')}"
     if rows is not None and last_passed is not None:
         failed = rows[~rows["success"].astype(bool)]
         if len(failed):
@@ -220,7 +221,7 @@ def _distrusted(trusted: Any) -> bool:
 
 
 def _passed(rows: pd.DataFrame, passes: int, total: int) -> str:
-    return f"passed {passes} of {total} episodes without acting"
+    return f"passed {passes} of {counted(total, 'episode')} without acting"
 
 
 def _fell(row: Any, last_passed: dict[tuple[str, str, int], list[int]]) -> str:

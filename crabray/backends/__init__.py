@@ -27,6 +27,7 @@ from crabray.backends.base import Backend, ExecResult
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, MissingDependencyError, UnknownNameError
 from crabray.core.registry import Registry
+from crabray.core.words import did_you_mean
 
 if TYPE_CHECKING:
     from crabray.backends.local import LocalBackend
@@ -38,6 +39,7 @@ __all__ = [
     "available_backends",
     "backend_class",
     "create_backend",
+    "known_backend",
     "register_backend",
 ]
 
@@ -90,11 +92,7 @@ _SHIPPED = {
 declares that kind), and whether it needs the extra of the same name (pyproject.toml)."""
 
 for _kind, (_class, _extra) in _SHIPPED.items():
-    _BACKENDS.add_lazy(
-        _kind,
-        f"crabray.backends.{_kind}:{_class}",
-        install_hint=f"pip install 'crabray[{_kind}]'" if _extra else "",
-    )
+    _BACKENDS.add_lazy(_kind, f"crabray.backends.{_kind}:{_class}", extra=_kind if _extra else "")
 
 
 @overload
@@ -159,6 +157,22 @@ def available_backends() -> list[str]:
     return _BACKENDS.available()
 
 
+def known_backend(kind: str) -> str:
+    """``kind`` if a backend of that kind can be asked for: what ``--backend`` and a run
+    file's ``backend`` are checked by, once, before any environment asks for it.
+
+    Raises:
+        ConfigError: No backend has that kind; the message suggests the closest kinds
+            and lists every one.
+    """
+    known = available_backends()
+    if kind in known:
+        return kind
+    raise ConfigError(
+        f"unknown backend '{kind}'{did_you_mean(kind, known)} (known: {', '.join(known)})"
+    )
+
+
 def create_backend(config: EnvironmentConfig) -> Backend:
     """Build (but do not start) the sandbox ``config`` asks for.
 
@@ -190,14 +204,19 @@ def _backend_class(kind: str, env_name: str | None) -> type[Backend]:
     try:
         return _BACKENDS.get(kind)
     except UnknownNameError as exc:
+        hint = did_you_mean(kind, list(exc.known))
         raise ConfigError(
-            f"{whose} asks for unknown backend '{kind}'; known backends: {', '.join(exc.known)}",
+            f"{whose} asks for unknown backend '{kind}'{hint}; known backends: "
+            f"{', '.join(exc.known)}",
             field="backend",
         ) from None
     except MissingDependencyError as exc:
         hint = f"; install it with: {exc.install_hint}" if exc.install_hint else ""
-        raise ConfigError(
+        raise MissingDependencyError(
             f"backend '{kind}' of {whose} needs the missing package '{exc.missing}'{hint}",
+            name=kind,
+            missing=exc.missing,
+            install_hint=exc.install_hint,
             field="backend",
         ) from exc
 

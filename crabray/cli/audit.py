@@ -31,6 +31,7 @@ from crabray.cli.options import (
     backend_settings_of,
 )
 from crabray.cli.terminal import console, errors, safe_text
+from crabray.core.words import counted
 
 if TYPE_CHECKING:
     from crabray.results.store.audit import AuditReport
@@ -195,7 +196,8 @@ def _run(options: Any, *, quiet: bool) -> AuditReport:
     bar: list[Any] = []
 
     def start(run_id: str, planned: int, to_run: int) -> None:
-        errors.print(f"audit run id: [bold]{run_id}[/]  ({to_run} of {planned} episodes to run)")
+        shown = f"{to_run} of {counted(planned, 'episode')} to run"
+        errors.print(f"audit run id: [bold]{run_id}[/]  ({shown})")
         bar.append(progress.add_task("episodes", total=to_run))
 
     def update(state: Any) -> None:
@@ -234,15 +236,14 @@ def _print_report(report: AuditReport, out: Any) -> None:
     console.print(table)
     for task in report.tasks:
         for finding in task.findings:
-            counted = "" if finding.kind in report.counted else " (not counted)"
+            aside = "" if finding.kind in report.counted else " (not counted)"
             console.print(
-                f"[bold]{escape(safe_text(task.task_id))}[/]  [red]{finding.kind}[/]{counted}  "
+                f"[bold]{escape(safe_text(task.task_id))}[/]  [red]{finding.kind}[/]{aside}  "
                 f"{escape(finding.probe)}: {escape(safe_text(finding.evidence))}",
                 highlight=False,
             )
-    total = len(report.tasks)
     console.print(
-        f"exploitable: {report.exploitable} of {total} task{'s' if total != 1 else ''} "
+        f"exploitable: {report.exploitable} of {counted(len(report.tasks), 'task')} "
         f"({report.share:.0%}, 95% interval {report.low:.0%} to {report.high:.0%})",
         highlight=False,
     )

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from crabray.cli.terminal import console, print_copyable
 from crabray.core.errors import CrabrayError
+from crabray.core.words import counted
 
 cluster_app = typer.Typer(
     help="Start, inspect and stop the Ray nodes that host crabray sandboxes.",
@@ -310,7 +311,9 @@ def stop(state_file: StateOpt = None) -> None:
     from crabray.cluster.nodes import stop_nodes
 
     stopped = stop_nodes(_state(state_file))
-    console.print(f"stopped {len(stopped)} node(s)" if stopped else "no nodes were started here")
+    console.print(
+        f"stopped {counted(len(stopped), 'node')}" if stopped else "no nodes were started here"
+    )
 
 
 def _started_head(state_file: Path) -> str:

@@ -11,6 +11,8 @@ from rich.table import Table
 
 from crabray.cli.terminal import console, errors, safe_text
 from crabray.core.errors import ConfigError, CrabrayError
+from crabray.core.install import extra_install_command
+from crabray.core.words import plural
 
 envs_app = typer.Typer(
     help="Build sandbox images from envs/ and remove containers crashed runs left behind.",
@@ -117,7 +119,8 @@ def prune(
     for item in removed:
         console.print(f"removed {safe_text(item)}", highlight=False)
     scope = "crabray" if everything else "orphaned"
-    console.print(f"{len(removed)} {scope} container(s) and snapshot(s) removed")
+    what = plural(len(removed), "container or snapshot", "containers and snapshots")
+    console.print(f"{len(removed)} {scope} {what} removed")
 
 
 def _need_docker_sdk(command: str) -> None:
@@ -125,7 +128,7 @@ def _need_docker_sdk(command: str) -> None:
     if importlib.util.find_spec("docker") is None:
         raise ConfigError(
             f"{command} talks to the Docker engine and needs the missing package 'docker'; "
-            "install it with: pip install 'crabray[docker]'"
+            f"install it with: {extra_install_command('docker')}"
         )
 
 

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from crabray.cli.terminal import safe_text
 from crabray.core.errors import CrabrayError
+from crabray.core.words import counted
 
 if TYPE_CHECKING:
     from crabray.formats import SuiteErrors
@@ -51,7 +52,7 @@ def show_error(exc: BaseException, errors: Console) -> int | None:
     if _is_suite_errors(exc):
         for problem in exc.errors:
             errors.print(f"[red]✗[/] {safe_text(problem)}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]{len(exc.errors)} problem(s)[/] in {safe_text(exc.file)}")
+        errors.print(f"[bold red]{counted(len(exc.errors), 'problem')}[/] in {safe_text(exc.file)}")
         return ERROR_EXIT
     message = _message(exc)
     if message is None:

@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from crabray.cli.terminal import console, safe_text
 from crabray.core.errors import ConfigError
+from crabray.core.words import counted
 
 if TYPE_CHECKING:
     from crabray.agents import ActionCall
@@ -65,7 +66,7 @@ def serve(
             field="--port",
         ) from exc
     console.print(
-        f"mock model for {len(solutions)} task(s) of {safe_text(loaded.name)} at "
+        f"mock model for {counted(len(solutions), 'task')} of {safe_text(loaded.name)} at "
         f"[bold]{escape(server.base_url)}[/] (Ctrl-C to stop)",
         highlight=False,
         soft_wrap=True,

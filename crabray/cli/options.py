@@ -196,12 +196,28 @@ LimitOpt = Annotated[
     int | None,
     typer.Option("--limit", min=1, metavar="N", help="At most N tasks: the first, in suite order."),
 ]
+
+
+def known_backend_option(value: str | None) -> str | None:
+    """``--backend``: a known kind (checked here, so a misspelt one is one usage error
+    naming the option, with the closest kinds, not one error per environment)."""
+    if value is None:
+        return value
+    from crabray.backends import known_backend  # only when the option is given
+
+    try:
+        return known_backend(value)
+    except CrabrayError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 BackendOpt = Annotated[
     str | None,
     typer.Option(
+        callback=known_backend_option,
         help="Sandbox backend (local, docker, ...): of suites that name none (task-JSON: "
         "docker when every snapshot has an image, else local; task folders: docker), or "
-        "replacing every environment's own in a python suite."
+        "replacing every environment's own in a python suite.",
     ),
 ]
 

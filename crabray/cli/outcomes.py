@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from crabray.cli.terminal import console, safe_text
 from crabray.core.result import Attribution
+from crabray.core.words import counted
 from crabray.results.board.trust import UnverifiedGroup
 from crabray.run.outcomes import Cause
 from crabray.run.settings import DEFAULT_RESULTS
@@ -31,12 +32,12 @@ EXIT_NOT_THE_AGENTS = 1
 
 _WHAT = {
     Attribution.BENCHMARK: (
-        "benchmark errors",
+        "benchmark error",
         "the suite's own fault (setup, evaluator, sandbox configuration, no solution): fix "
         "the suite; not retried, not counted against the agent",
     ),
     Attribution.INFRASTRUCTURE: (
-        "infrastructure errors",
+        "infrastructure error",
         "outside the sandbox (engine, node, worker, host, model API), after their retries: "
         "fix it, then resume the run; not counted against the agent",
     ),
@@ -70,7 +71,7 @@ def print_unverified(
         several_agents: Whether the run had several agents: each task is then named
             with its agent.
     """
-    counted = (
+    how = (
         "counted as failures above (--verified-only)"
         if verified_only
         else "counted as successes above (not with --verified-only)"
@@ -81,7 +82,7 @@ def print_unverified(
             continue
         total = sum(group.passes for group in mine)
         console.print(
-            f"[bold yellow]{total} {'pass' if total == 1 else 'passes'} {what}[/], {counted}:",
+            f"[bold yellow]{counted(total, 'pass', 'passes')} {what}[/], {how}:",
             highlight=False,
             soft_wrap=True,
         )
@@ -89,7 +90,8 @@ def print_unverified(
             line = _reason_line(group, several_agents)
             console.print(f"  {line}", highlight=False, soft_wrap=True)
         if len(mine) > SHOWN_REASONS:
-            console.print(f"  and {len(mine) - SHOWN_REASONS} more reasons", highlight=False)
+            more = counted(len(mine) - SHOWN_REASONS, "more reason")
+            console.print(f"  and {more}", highlight=False)
 
 
 def _reason_line(group: UnverifiedGroup, several: bool) -> str:
@@ -108,7 +110,9 @@ def _reason_line(group: UnverifiedGroup, several: bool) -> str:
     return f"{line}: {safe_text(group.reason or 'no reason recorded')}"
 
 
-def print_causes(causes: Sequence[Cause], out: Path | str, run_id: str, prog: str) -> int:
+def print_causes(
+    causes: Sequence[Cause], out: Path | str, run_id: str, prog: str, resume: str | None
+) -> int:
     """Print what was not the agent's doing and return the run's exit code (0 if nothing).
 
     Args:
@@ -116,6 +120,8 @@ def print_causes(causes: Sequence[Cause], out: Path | str, run_id: str, prog: st
         out: The results root, as the user gave it.
         run_id: The run.
         prog: How the user types ``crabray``.
+        resume: The command that resumes the run, to type as it is; None where it is not
+            known (a submitted run's machine: the one that submitted it prints it).
     """
     if not causes:
         return 0
@@ -126,7 +132,9 @@ def print_causes(causes: Sequence[Cause], out: Path | str, run_id: str, prog: st
             continue
         title, meaning = _WHAT[whom]
         total = sum(cause.episodes for cause in mine)
-        console.print(f"[bold magenta]{total} {title}[/]: {escape(meaning)}", highlight=False)
+        console.print(
+            f"[bold magenta]{counted(total, title)}[/]: {escape(meaning)}", highlight=False
+        )
         for cause in mine:
             console.print(
                 f"  {cause.episodes} x {safe_text(cause.label)}, first in task "
@@ -145,9 +153,13 @@ def print_causes(causes: Sequence[Cause], out: Path | str, run_id: str, prog: st
         soft_wrap=True,
     )
     if any(cause.attribution is Attribution.INFRASTRUCTURE for cause in causes):
+        how = (
+            escape(resume)
+            if resume is not None
+            else f"--resume {run_id} from the machine that submitted it (it prints the command)"
+        )
         console.print(
-            "once fixed, resuming the run tries its infrastructure errors again: "
-            + escape(f"{prog} run ... --resume {run_id}"),
+            f"once fixed, resuming the run tries its infrastructure errors again: {how}",
             highlight=False,
             soft_wrap=True,
         )

@@ -271,7 +271,10 @@ def _show_per_suite(
         if fmt == "table":
             # Cells are data, shown as written: no markup (the console strips controls).
             console.print(
-                to_rich_table(rows, title=safe_text(f"{title} · suite {suite}")), markup=False
+                to_rich_table(
+                    rows, title=safe_text(f"{title} · suite {suite}"), max_width=console.width
+                ),
+                markup=False,
             )
             console.print(safe_text(line), highlight=False)
             console.print()
@@ -305,7 +308,9 @@ def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
     from crabray.results import render, to_rich_table
 
     if fmt == "table":
-        console.print(to_rich_table(table, title=safe_text(title)), markup=False)  # data: no markup
+        # As wide as the terminal (80 columns off one); data: no markup.
+        rich_table = to_rich_table(table, title=safe_text(title), max_width=console.width)
+        console.print(rich_table, markup=False)
     else:
         sys.stdout.write(plain_text(render(table, fmt)))  # type: ignore[arg-type]
         sys.stdout.flush()

@@ -6,6 +6,7 @@ import gc
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -49,13 +50,15 @@ from crabray.cli.options import (
 )
 from crabray.cli.reports import print_leaderboard
 from crabray.cli.submit import DEFAULT_SYNC_SEC, SyncEveryOpt, submit_run
-from crabray.cli.terminal import console, errors
+from crabray.cli.terminal import console, errors, print_copyable
 from crabray.core.errors import CrabrayError
+from crabray.core.words import counted, plural
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
-    pass
+    from crabray.run.outcomes import Cause
+    from crabray.run.runner import RunOptions, RunSummary, StartCallback
 
 RUN_EXAMPLES = """Examples:
 
@@ -166,7 +169,6 @@ def run(
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
-    from crabray.cli.outcomes import print_causes
     from crabray.cluster.ray_runtime import disconnect
     from crabray.run.runner import RunOptions, run_suite
 
@@ -178,27 +180,53 @@ def run(
         model=model,
     )
     gc.freeze()  # the modules just imported live to the end: the run's collections skip them
-    with _Interrupts(options.out_dir, options.resume):
+
+    def show_end(run_id: str, causes: list[Cause]) -> int:
+        return _print_end(options, run_id, causes, verified_only=verified_only)
+
+    with _Interrupts(options.out_dir, options.resume, show_end) as interrupts:
         try:
             with _RunDisplay() as display:
-                summary = run_suite(options, on_start=display.start, on_progress=display.update)
+                summary = run_suite(
+                    options, on_start=interrupts.watch(display.start), on_progress=display.update
+                )
+                interrupts.summary = summary
         finally:
             disconnect()  # the results are on disk; Ray's exit handler would be slower
     if summary.skipped:
-        console.print(f"{summary.skipped} episodes were already finished and did not run again.")
+        console.print(
+            f"{counted(summary.skipped, 'episode')} {plural(summary.skipped, 'was', 'were')} "
+            "already finished and did not run again."
+        )
     if summary.infra_failures:
         console.print(
-            f"[yellow]{summary.infra_failures} infrastructure failures, "
+            f"[yellow]{counted(summary.infra_failures, 'infrastructure failure')}, "
             f"{summary.retries} retried[/]"
         )
-    print_leaderboard(options.out_dir, summary.run_id, "table", verified_only=verified_only)
-    console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{summary.run_id}[/]")
-    if options.suite_origin is None:  # a submitted run's machine prints its own, for its copy
-        _print_next_steps(options.out_dir, summary.run_id)
-    _print_unverified(options.out_dir, summary.run_id, verified_only)
-    code = print_causes(summary.not_the_agents, options.out_dir, summary.run_id, _prog())
+    code = show_end(summary.run_id, summary.not_the_agents)
     if code:
         raise typer.Exit(code)
+
+
+def _print_end(
+    options: RunOptions, run_id: str, causes: list[Cause], *, verified_only: bool
+) -> int:
+    """What a finished run prints: its leaderboard, where its results are, the commands
+    that look at them, its passes not verified and what was not the agents' doing.
+
+    Returns:
+        The run's exit code (``print_causes``'s).
+    """
+    from crabray.cli.outcomes import print_causes
+
+    print_leaderboard(options.out_dir, run_id, "table", verified_only=verified_only)
+    console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{run_id}[/]")
+    submitted = options.suite_origin is not None  # its machine prints its own, for its copy
+    if not submitted:
+        _print_next_steps(options.out_dir, run_id)
+    _print_unverified(options.out_dir, run_id, verified_only)
+    resume = None if submitted else _resume_command(options.out_dir, run_id)
+    return print_causes(causes, options.out_dir, run_id, _prog(), resume)
 
 
 def _print_unverified(out: Path | str, run_id: str, verified_only: bool) -> None:
@@ -243,9 +271,7 @@ def _prog() -> str:
 
 def _print_next_steps(out: Path | str, run_id: str) -> None:
     """The exact commands that look at a run that just finished."""
-    import shlex
-
-    where = "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
+    where = _where(out)
     prog = _prog()
     steps = [
         (f"{prog} leaderboard{where} --run {run_id}", "the leaderboard"),
@@ -268,12 +294,31 @@ class _Interrupts:
     SIGTERM becomes a ``KeyboardInterrupt`` as SIGINT is, so the run stops the
     same way (its episodes in flight end after their step and are saved as
     ``cancelled``; ``crabray.cluster.scheduler``), then the exit code says which.
+    A signal that comes once every episode is saved (as the run winds up, or
+    while Ray shuts down) interrupts no episode: the run finished, and its end
+    is printed as usual (``show_end``) before the exit code says the signal.
     """
 
-    def __init__(self, out: Path | str, resume: str | None) -> None:
+    def __init__(
+        self, out: Path | str, resume: str | None, show_end: Callable[[str, list[Cause]], int]
+    ) -> None:
         self.out = out
         self.resume = resume
+        self.show_end = show_end
         self.signum = signal.SIGINT
+        self.run_id: str | None = None
+        """The run, once it has started (``watch``)."""
+        self.summary: RunSummary | None = None
+        """What the run did, once it has finished."""
+
+    def watch(self, on_start: StartCallback) -> StartCallback:
+        """``on_start``, also noting the run's id: an interrupt after it names the run."""
+
+        def started(run_id: str, planned: int, to_run: int) -> None:
+            self.run_id = run_id
+            on_start(run_id, planned, to_run)
+
+        return started
 
     def __enter__(self) -> _Interrupts:
         self.previous = signal.signal(signal.SIGTERM, self._terminate)
@@ -295,27 +340,59 @@ class _Interrupts:
         from crabray.run.runner import RunInterrupted
 
         name = signal.Signals(self.signum).name
+        if isinstance(exc, RunInterrupted) and exc.complete:
+            self._finished(name, exc.run_id, exc.planned, None)
+        if self.summary is not None:
+            self._finished(name, self.summary.run_id, self.summary.planned, self.summary)
         if isinstance(exc, RunInterrupted):
             console.print(
-                f"[yellow]interrupted ({name})[/]: {exc.finished} of {exc.planned} episodes "
-                "are finished and saved"
+                f"[yellow]interrupted ({name})[/]: {exc.finished} of "
+                f"{counted(exc.planned, 'episode')} {plural(exc.finished, 'is', 'are')} "
+                "finished and saved"
                 + (
-                    f"; {exc.cancelled} stopped mid-way were saved as they stood and run "
-                    "again on resume"
+                    f"; {exc.cancelled} stopped mid-way {plural(exc.cancelled, 'was', 'were')} "
+                    "saved as they stood and run again on resume"
                     if exc.cancelled
                     else ""
                 ),
                 highlight=False,
             )
             run_id: str | None = exc.run_id
+        elif self.run_id is not None:  # between the start and the first episode, or the end
+            console.print(
+                f"[yellow]interrupted ({name})[/] during run {self.run_id}; "
+                + escape(f"{_prog()} runs list{_where(self.out)}")
+                + " says how many of its episodes are saved",
+                highlight=False,
+            )
+            run_id = self.run_id
         else:
             console.print(f"[yellow]interrupted ({name})[/] before any episode ran")
             run_id = self.resume
         if run_id is not None:
-            console.print(
-                f"resume with: {escape(_resume_command(self.out, run_id))}", highlight=False
-            )
+            print_copyable(f"resume with: {escape(_resume_command(self.out, run_id))}")
         raise SystemExit(128 + self.signum) from None
+
+    def _finished(self, name: str, run_id: str, planned: int, summary: RunSummary | None) -> None:
+        """The signal came once every episode was saved: say so, print the run's end (its
+        leaderboard) as a finished run does, and exit with the signal's code."""
+        from crabray.run.outcomes import causes_not_the_agents
+
+        console.print(
+            f"[yellow]interrupted ({name})[/] as the run ended; the run had finished: "
+            f"all {counted(planned, 'episode')} {plural(planned, 'is', 'are')} saved",
+            highlight=False,
+        )
+        causes = summary.not_the_agents if summary else causes_not_the_agents(self.out, run_id)
+        self.show_end(run_id, causes)
+        raise SystemExit(128 + self.signum) from None
+
+
+def _where(out: Path | str) -> str:
+    """A results root as a command's argument: nothing for the default one."""
+    import shlex
+
+    return "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
 
 
 def _resume_command(out: Path | str, run_id: str) -> str:
@@ -355,7 +432,9 @@ class _RunDisplay:
         return self
 
     def start(self, run_id: str, planned: int, to_run: int) -> None:
-        console.print(f"run id: [bold]{run_id}[/]  ({to_run} of {planned} episodes to run)")
+        console.print(
+            f"run id: [bold]{run_id}[/]  ({to_run} of {counted(planned, 'episode')} to run)"
+        )
         self.bar = self.progress.add_task("episodes", total=to_run, successes=0, rate="", flight="")
 
     def update(self, progress: Any) -> None:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from crabray.cli.roots import no_runs, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
-from crabray.cli.terminal import console, safe_text
+from crabray.cli.terminal import Column, console, fitted_table, safe_text
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
@@ -52,21 +51,30 @@ def runs_list(
     shown = shown_root(out_arg, out)
     if not rows:
         raise no_runs(shown, "runs list")
-    table = Table(title=f"runs in {safe_text(shown)}")
-    table.add_column("run id", no_wrap=True)
-    for column in ("suite", "agents", "done", "state", "created"):
-        table.add_column(column)
-    for m, done, state in rows:
-        total = "?" if m.planned is None else str(m.planned)
-        table.add_row(
+    cells = [
+        [
             safe_text(m.run_id),
             safe_text(m.suite_name),
             safe_text(", ".join(m.agents)),
-            f"{done}/{total}",
+            f"{done}/{'?' if m.planned is None else m.planned}",
             "?" if state is None else state.value,
             f"{m.created_at:%Y-%m-%d %H:%M}",
-        )
-    console.print(table)
+        ]
+        for m, done, state in rows
+    ]
+    console.print(fitted_table(f"runs in {safe_text(shown)}", _RUN_COLUMNS, cells, console.width))
+
+
+_RUN_COLUMNS = (
+    Column("run id", whole=True),
+    Column("suite"),
+    Column("agents"),
+    Column("done", whole=True),
+    Column("state", whole=True),
+    # The first to go in a narrow terminal: a run's id starts with when it was created.
+    Column("created", drop=1),
+)
+"""``runs list``'s columns."""
 
 
 runs_app.command(

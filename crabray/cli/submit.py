@@ -101,6 +101,7 @@ def submit_run(
         CrabrayError: The API does not answer, the suite is too large or invalid,
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
+    from crabray.cli.outcomes import EXIT_NOT_THE_AGENTS
     from crabray.cluster.submit import check_upload_size, submit
     from crabray.results import check_uri
 
@@ -132,7 +133,7 @@ def submit_run(
         )
     shipped = f"({size / 2**20:.1f} MiB shipped)"
     if detach:
-        _print_detached(settings, run_id, job_id, shipped)
+        _print_detached(settings, run_id, job_id, shipped, model)
         return
     mirror = _mirror(settings.address, run_id, str(settings.out_dir), sync_every)
     submitted = (
@@ -141,10 +142,13 @@ def submit_run(
     )
     if mirror is not None:
         mirror.start()
-    code = _follow_or_stop(client, job_id, run_id, settings, submitted)
+    resume = resume_command(settings, model, run_id)
+    code = _follow_or_stop(client, job_id, run_id, settings, submitted, resume)
     errors.print(
         _bring_results_here(client, mirror, settings, run_id), highlight=False, soft_wrap=True
     )
+    if code == EXIT_NOT_THE_AGENTS:  # the head named what was not the agents' doing
+        errors.print(f"to resume the run: {escape(resume)}", highlight=False, soft_wrap=True)
     if code != 0:
         raise typer.Exit(code)
 
@@ -211,22 +215,69 @@ def _where_results_are(settings: RunConfig, run_id: str) -> str:
     return f"results are on the head; copy them here with:  {escape(fetch)}"
 
 
-def _print_detached(settings: RunConfig, run_id: str, job_id: str, shipped: str) -> None:
+def _print_detached(
+    settings: RunConfig, run_id: str, job_id: str, shipped: str, model: str | None
+) -> None:
     """What a detached submission prints: the run and job ids, and how to follow and stop it."""
     address = settings.address
     console.print(f"run id: [bold]{run_id}[/]   job id: {job_id}   {shipped}", highlight=False)
     console.print(
         f"follow it:  crabray runs follow {run_id} --address {address}\n"
         f"stop it:    crabray runs stop {run_id} --address {address}\n"
-        f"resume it:  crabray run {escape(str(settings.suite))} ... --address {address} "
-        f"--resume {run_id}\n{_where_results_are(settings, run_id)}",
+        f"resume it:  {escape(resume_command(settings, model, run_id))}\n"
+        f"{_where_results_are(settings, run_id)}",
         highlight=False,
         soft_wrap=True,
     )
 
 
+def resume_command(settings: RunConfig, model: str | None, run_id: str) -> str:
+    """The command that resumes submitted run ``run_id``, to type as it is.
+
+    A submitted resume ships the suite again and checks it here first, so it
+    names the suite, the agents and every option given that says how to read
+    the suite or what its episodes are (as given: the run on the head checks
+    them against what it recorded), then ``--address`` and ``--resume``. How
+    the episodes ran (concurrency, ...) the run recorded and keeps.
+    """
+    from crabray.run.resume import WHAT
+
+    given = settings.model_fields_set
+    words = ["crabray", "run", str(settings.suite)]
+    for agent in settings.agents:
+        words += ["--agent", agent]
+    if settings.agent_config is not None:
+        words += ["--agent-config", settings.agent_config]
+    if model is not None:
+        words += ["--model", model]
+    for name, flag in WHAT.items():
+        value = getattr(settings, name)
+        if name not in given or value is None:
+            continue
+        if isinstance(value, dict):
+            words += [w for key, item in value.items() for w in (flag, f"{key}={_word(item)}")]
+        elif isinstance(value, list):
+            words += [w for item in value for w in (flag, str(item))]
+        else:
+            words += [flag, str(value)]
+    if settings.out_dir != DEFAULT_RESULTS:
+        words += ["--out", str(settings.out_dir)]
+    words += ["--address", str(settings.address), "--resume", run_id]
+    return shlex.join(words)
+
+
+def _word(value: object) -> str:
+    """A backend setting's value as ``--backend-setting KEY=VALUE`` reads it back."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _follow_or_stop(
-    client: JobSubmissionClient, job_id: str, run_id: str, settings: RunConfig, submitted: str
+    client: JobSubmissionClient,
+    job_id: str,
+    run_id: str,
+    settings: RunConfig,
+    submitted: str,
+    resume: str,
 ) -> int:
     """Say the job is submitted, then show its output until it ends; Ctrl-C stops the job.
 
@@ -248,8 +299,7 @@ def _follow_or_stop(
         what = "stopped" if stopped else "asked to stop (it has not stopped yet)"
         errors.print(
             f"job {job_id} {what}; the episodes that finished are kept on the head. "
-            f"Continue the run with: crabray run {escape(str(settings.suite))} ... "
-            f"--address {settings.address} --resume {run_id}",
+            f"Continue the run with: {escape(resume)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -382,7 +432,8 @@ def stop_run(
     run_id: Annotated[str, typer.Argument(help="The submitted run to stop.")],
     address: AddressOpt,
 ) -> None:
-    """Stop submitted run RUN_ID; what finished is kept (`crabray run ... --resume` goes on)."""
+    """Stop submitted run RUN_ID; what finished is kept (the command that submitted it, with
+    --resume RUN_ID, goes on)."""
     from crabray.cluster.submit import run_job, stop
 
     client = job_client(_job_address(address))

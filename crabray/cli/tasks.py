@@ -19,9 +19,11 @@ from crabray.cli.options import (
     SuiteFormatOpt,
     TagOpt,
     TaskOpt,
+    known_backend_option,
 )
 from crabray.cli.options import suite_format as chosen_format
-from crabray.cli.terminal import console, errors, plain_text, safe_text
+from crabray.cli.terminal import Column, console, errors, fitted_table, plain_text, safe_text
+from crabray.core.words import counted, plural
 
 if TYPE_CHECKING:
     from crabray.formats import Suite, SuiteRef
@@ -115,17 +117,25 @@ def tasks_list(
     if output is ListFormat.json:
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title=f"{safe_text(loaded.name)} ({len(rows)} of {len(loaded.entries)} tasks)")
-    longest = max((len(row["task"]) for row in rows), default=4)
-    for column in rows[0] if rows else ("task",):
-        # The id is what --task takes: whole, folded only if the terminal is narrower.
-        width = min(longest, max(console.width - 4, 10)) if column == "task" else None
-        table.add_column(column.replace("_", " "), overflow="fold", min_width=width)
-    for row in rows:
-        table.add_row(*(safe_text(_cell(v)) for v in row.values()))
-    console.print(table)
+    title = f"{safe_text(loaded.name)} ({len(rows)} of {counted(len(loaded.entries), 'task')})"
+    cells = [[safe_text(_cell(row[name])) for name in _TASK_COLUMNS] for row in rows]
+    columns = [_TASK_COLUMNS[name] for name in _TASK_COLUMNS]
+    console.print(fitted_table(title, columns, cells, console.width))
     for line in loaded.unsupported_reasons():
         console.print(f"[yellow]unsupported[/] {safe_text(line)}")
+
+
+_TASK_COLUMNS = {
+    # The id is what --task takes: whole, folded only if the terminal is narrower.
+    "task": Column("task", whole=True),
+    "benchmark": Column("benchmark", drop=3),  # the title names the suite
+    "environments": Column("environments"),
+    "evaluators": Column("evaluators", whole=True, drop=1),
+    "max_steps": Column("max steps", whole=True, drop=2),
+    "tags": Column("tags"),
+}
+"""``tasks list``'s columns, by the keys of ``_task_row``: what a narrow terminal leaves
+out first has the highest ``drop``."""
 
 
 def _task_row(loaded: Suite, task_id: str) -> dict[str, Any]:
@@ -187,7 +197,9 @@ def tasks_validate(
     missing = oracle_problems(loaded, chosen) if oracle else []
     if missing:
         raise SuiteErrors(ref.path, missing)
-    console.print(f"[green]✓[/] {len(loaded.entries)} tasks in {safe_text(suite)} are valid")
+    count = len(loaded.entries)
+    valid = f"{counted(count, 'task')} in {safe_text(suite)} {plural(count, 'is', 'are')} valid"
+    console.print(f"[green]✓[/] {valid}")
     for entry in (loaded.entries[t] for t in chosen):
         for warning in entry.task.metadata.get("warnings", []):
             console.print(f"[yellow]![/] {safe_text(warning)}")
@@ -220,7 +232,11 @@ def tasks_grade(
     ] = False,
     backend: Annotated[
         str | None,
-        typer.Option("--backend", help="Task-JSON: the sandbox backend (default: local)."),
+        typer.Option(
+            "--backend",
+            callback=known_backend_option,
+            help="Task-JSON: the sandbox backend (default: local).",
+        ),
     ] = None,
     suite_format: SuiteFormatOpt = None,
     old_format: OldFormatOpt = None,

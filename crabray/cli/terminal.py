@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 if TYPE_CHECKING:
     from rich.console import HighlighterType, JustifyMethod, OverflowMethod
     from rich.style import Style
-    from rich.text import Text
 
 _SEQUENCE = re.compile(
     r"""
@@ -137,3 +141,92 @@ errors: Console = _Console(stderr=True)
 def print_copyable(line: str) -> None:
     """A line a user copies (a command): one line whatever the width, no colours."""
     console.print(line, soft_wrap=True, highlight=False)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of a listing (``tasks list``, ``runs list``) that must read at 80 columns."""
+
+    header: str
+    whole: bool = False
+    """Never wrapped between words (an id, a count, a state): folded only when the
+    terminal is narrower than the value itself, never cut."""
+    drop: int = 0
+    """0: always shown; else left out when the terminal is too narrow, highest first."""
+
+
+_TABLE_FRAME = 3
+"""Columns a framed rich table spends per column (padding either side, a border)."""
+
+
+def fitted_table(
+    title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
+) -> RenderableType:
+    """A framed table of ``rows`` (rich markup, made safe) that reads in ``width`` columns.
+
+    Every column gets at least its header's width and its longest word (a whole
+    column: its longest value), so nothing is cut and no header is broken;
+    columns that do not fit even so are left out, highest ``drop`` first, and
+    the room left is shared by the columns whose values are wider (which wrap
+    at spaces). A title wider than the table goes on a line of its own above
+    it, folded rather than cut.
+    """
+    plain = [[Text.from_markup(cell).plain for cell in row] for row in rows]
+    cap = max(width - 2 * _TABLE_FRAME, 10)
+    widest = [
+        min(cap, max([len(column.header), *(cell_len(row[i]) for row in plain)]))
+        for i, column in enumerate(columns)
+    ]
+    words = [
+        max([len(column.header), *(cell_len(w) for row in plain for w in row[i].split())])
+        for i, column in enumerate(columns)
+    ]
+    least = [widest[i] if column.whole else min(cap, words[i]) for i, column in enumerate(columns)]
+    kept = list(range(len(columns)))
+    while sum(least[i] + _TABLE_FRAME for i in kept) + 1 > width:
+        droppable = [i for i in kept if columns[i].drop]
+        if not droppable:
+            break
+        kept.remove(max(droppable, key=lambda i: (columns[i].drop, i)))
+    room = width - _TABLE_FRAME * len(kept) - 1
+    floors = [len(columns[i].header) if not columns[i].whole else least[i] for i in kept]
+    fitted = _narrowed([least[i] for i in kept], floors, room)
+    shares = _share(room, fitted, [widest[i] for i in kept])
+    table = Table()
+    for index, share in zip(kept, shares, strict=True):
+        table.add_column(columns[index].header, width=share, overflow="fold")
+    for row in rows:
+        table.add_row(*(row[index] for index in kept))
+    table_width = sum(shares) + _TABLE_FRAME * len(kept) + 1
+    if len(Text.from_markup(title)) <= table_width:
+        table.title = title
+        return table
+    return Group(Text.from_markup(title, overflow="fold"), table)
+
+
+def _narrowed(widths: list[int], floors: list[int], room: int) -> list[int]:
+    """``widths`` narrowed, widest first, until they fit ``room`` or reach their floors: the
+    last resort of a terminal too narrow for every kept column's longest word (the
+    words of a narrowed column fold; whole columns' floors are their values)."""
+    widths = list(widths)
+    while sum(widths) > room:
+        above = [i for i in range(len(widths)) if widths[i] > floors[i]]
+        if not above:
+            break
+        widths[max(above, key=lambda i: widths[i] - floors[i])] -= 1
+    return widths
+
+
+def _share(room: int, least: list[int], widest: list[int]) -> list[int]:
+    """Each column's width: its least, then the ``room`` left shared out (never past a
+    column's widest value), the columns that want least first: a short value (a date) is
+    made whole before a long one (a list of agents) takes what remains and wraps."""
+    widths = list(least)
+    spare = room - sum(widths)
+    wanting = sorted(range(len(widths)), key=lambda i: widest[i] - widths[i])
+    for place, index in enumerate(wanting):
+        fair = max(spare, 0) // (len(wanting) - place)
+        more = min(max(widest[index] - widths[index], 0), fair)
+        widths[index] += more
+        spare -= more
+    return widths

@@ -37,6 +37,7 @@ from crabray.cluster.actors import RemoteEnvironmentActor
 from crabray.cluster.placement import actor_options, sandbox_memory_mb
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core.errors import PlacementError
+from crabray.core.words import counted
 
 logger = logging.getLogger(__name__)
 
@@ -310,7 +311,10 @@ class EnvironmentPool:
         if closing:
             done, stuck = ray.wait(closing, num_returns=len(closing), timeout=_CLOSE_TIMEOUT_SEC)
             if stuck:
-                logger.warning("%d sandboxes did not close in time; killing them", len(stuck))
+                logger.warning(
+                    "%s did not close in time; killing them",
+                    counted(len(stuck), "sandbox", "sandboxes"),
+                )
             for ref in done:
                 try:
                     ray.get(ref)

@@ -5,6 +5,8 @@ preflight (``Backend.preflight``: is ``bwrap`` usable, does the engine answer,
 is the image there) must run: the driver's own host may have none of it. One
 task per (node, distinct sandbox settings), all at once; each asks for no CPU
 and is pinned to its node, like the orphan cleanup (``crabray.cluster.cleanup``).
+An episode's agent runs beside its (first) sandbox, so the model servers of the
+run's LLM agents are asked from the same nodes (``model_servers_on_nodes``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import ray
 from pydantic import BaseModel
 
+from crabray.agents.reachable import unanswered_servers
 from crabray.backends import backend_class
 from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
 from crabray.cluster.ray_runtime import remote_cause
@@ -47,6 +50,16 @@ def _preflight_here(backend: str, settings: dict[str, Any], env_name: str) -> st
 
 
 _preflight_task = ray.remote(num_cpus=0, max_retries=0)(_preflight_here)
+_model_servers_task = ray.remote(num_cpus=0, max_retries=0)(unanswered_servers)
+
+
+class ModelServerProblem(BaseModel):
+    """A model server that does not answer one node, and why."""
+
+    base_url: str
+    node: str
+    """The node's address (``<ip>/<node id prefix>``)."""
+    error: str
 
 
 def preflight_on_nodes(specs: list[SandboxSpec]) -> list[NodeProblem]:
@@ -69,14 +82,7 @@ def preflight_on_nodes(specs: list[SandboxSpec]) -> list[NodeProblem]:
                 spec.backend, spec.backend_settings, spec.name
             )
             pending.append((ref, spec, describe_node(node)))
-    try:
-        answers = ray.get([ref for ref, _, _ in pending])
-    except ray.exceptions.RayError as exc:
-        cause = remote_cause(exc)
-        raise CrabrayError(
-            "the preflight of the nodes failed before the run started: "
-            f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
-        ) from exc
+    answers = _answers([ref for ref, _, _ in pending])
     problems = [
         NodeProblem(spec=spec, node=node, error=error)
         for (_, spec, node), error in zip(pending, answers, strict=True)
@@ -84,3 +90,46 @@ def preflight_on_nodes(specs: list[SandboxSpec]) -> list[NodeProblem]:
     ]
     logger.debug("preflight on %d node checks: %d problems", len(pending), len(problems))
     return problems
+
+
+def model_servers_on_nodes(
+    specs: list[SandboxSpec], base_urls: list[str]
+) -> list[ModelServerProblem]:
+    """Ask each of ``base_urls`` from every alive node that hosts a kind of ``specs``
+    (where the run's agents will run), one task per node, all at once.
+
+    Returns:
+        One problem per (node, server) that did not answer.
+
+    Raises:
+        CrabrayError: A task could not run on its node (the node died meanwhile).
+    """
+    if not base_urls:
+        return []
+    pending: list[tuple[Any, str]] = []
+    for node in ray.nodes():
+        if any(hosts_kind(node, spec.kind, spec.label_selector) for spec in specs):
+            ref = _model_servers_task.options(scheduling_strategy=pinned_to(node)).remote(base_urls)
+            pending.append((ref, describe_node(node)))
+    answers: list[dict[str, str]] = _answers([ref for ref, _ in pending])
+    return [
+        ModelServerProblem(base_url=url, node=node, error=error)
+        for (_, node), unanswered in zip(pending, answers, strict=True)
+        for url, error in unanswered.items()
+    ]
+
+
+def _answers(refs: list[Any]) -> list[Any]:
+    """What the preflight tasks returned, in order.
+
+    Raises:
+        CrabrayError: A task could not run on its node (the node died meanwhile).
+    """
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayError as exc:
+        cause = remote_cause(exc)
+        raise CrabrayError(
+            "the preflight of the nodes failed before the run started: "
+            f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        ) from exc

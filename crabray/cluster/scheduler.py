@@ -64,6 +64,7 @@ from crabray.core.errors import (
     SandboxHostError,
 )
 from crabray.core.result import EpisodeRecord, TerminationReason
+from crabray.core.words import counted
 from crabray.episode import EpisodeSettings
 from crabray.formats import Suite
 
@@ -245,7 +246,7 @@ class Scheduler:
         """
         if not in_flight:
             return
-        logger.warning("interrupted: stopping %d episodes in flight", len(in_flight))
+        logger.warning("interrupted: stopping %s in flight", counted(len(in_flight), "episode"))
         self._stopping = True
         self.control.stop.remote()
         deadline = time.monotonic() + self.settings.stop_grace_sec
@@ -263,7 +264,9 @@ class Scheduler:
             ]
             self._unwritten += [(flight, record) for flight, record in outcomes if record]
         if in_flight:
-            logger.warning("%d episodes did not stop in time; killing them", len(in_flight))
+            logger.warning(
+                "%s did not stop in time; killing them", counted(len(in_flight), "episode")
+            )
 
     @property
     def pool_hit_rate(self) -> float:
@@ -495,7 +498,7 @@ class Scheduler:
                 labels = f" with labels {dict(key[1])}" if key[1] else ""
                 return (
                     f"task {item.task_id} needs {count} sandboxes of kind '{key[0]}'{labels} "
-                    f"at once, and the cluster has {slots} slots of it: it can never be "
+                    f"at once, and the cluster has {counted(slots, 'slot')} of it: it can never be "
                     f"placed. Give the cluster more slots of it (`crabray cluster start-head "
                     f"--hosts {key[0]}={count}`, or `start-worker`), then resume the run"
                 )
@@ -699,8 +702,8 @@ class Scheduler:
                 labels = f" with labels {dict(key[1])}" if key[1] else ""
                 raise CrabrayError(
                     f"no node hosts sandboxes of kind '{key[0]}'{labels} any more "
-                    f"(waited {self.settings.host_wait_sec:g} s); {len(queue)} episodes did "
-                    f"not run. Add a node that hosts it, then resume the run with "
+                    f"(waited {self.settings.host_wait_sec:g} s); {counted(len(queue), 'episode')} "
+                    f"did not run. Add a node that hosts it, then resume the run with "
                     f"--resume {self.settings.run_id}"
                 )
 

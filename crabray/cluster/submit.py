@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crabray.core.errors import CrabrayError
+from crabray.core.install import extra_install_command
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -86,7 +87,7 @@ def job_client(address: str) -> JobSubmissionClient:
     if importlib.util.find_spec("aiohttp") is None:
         raise CrabrayError(
             "submitting a run to a cluster needs Ray's job client, part of ray[default]: "
-            "pip install 'crabray[cluster]' (or 'ray[default]' at crabray's Ray version)"
+            f"{extra_install_command('cluster')} (or 'ray[default]' at crabray's Ray version)"
         )
     _use_token_if_present()
     from ray.job_submission import JobSubmissionClient

@@ -48,6 +48,7 @@ from crabray.core.errors import (
     MissingDependencyError,
     UnknownNameError,
 )
+from crabray.core.install import extra_install_command
 
 __all__ = ["LazyEntry", "Registry", "qualified_name"]
 
@@ -66,6 +67,16 @@ class LazyEntry:
     """What to install when the import fails on a missing package (``pip install ...``)."""
     origin: str = "crabray"
     """Who declared it, for error messages: ``crabray`` or an entry point of a package."""
+    extra: str = ""
+    """crabray's optional extra the target needs (``docker``): when the import fails, the
+    hint is the command that installs that extra into this install of crabray
+    (:func:`crabray.core.install.extra_install_command`), unless ``install_hint`` is given."""
+
+    def hint(self) -> str:
+        """The command that installs what the target is missing, or empty."""
+        if self.install_hint or not self.extra:
+            return self.install_hint
+        return extra_install_command(self.extra)
 
 
 def qualified_name(obj: object) -> str:
@@ -147,16 +158,18 @@ class Registry(Generic[T]):
         logger.debug("registered %s '%s': %s", self.label, name, self._identity(stored))
         return stored
 
-    def add_lazy(self, name: str, target: str, *, install_hint: str = "") -> None:
+    def add_lazy(self, name: str, target: str, *, install_hint: str = "", extra: str = "") -> None:
         """Declare ``name`` as ``target`` (``module:attr``), imported when first asked for.
 
         Args:
             name: The registry name.
             target: Where the object lives.
             install_hint: The command that installs the target's optional dependency.
+            extra: crabray's optional extra that has the target's dependency: the
+                hint is then made from it, for the way crabray was installed.
         """
         with self._lock:
-            self._lazy[name] = LazyEntry(target, install_hint)
+            self._lazy[name] = LazyEntry(target, install_hint, extra=extra)
             self._order.setdefault(name, None)
 
     def get(self, name: str) -> T:
@@ -275,13 +288,14 @@ class Registry(Generic[T]):
         except ImportError as exc:
             if _is_internal(exc, module_name.strip()):
                 raise
-            hint = f"; install it with: {entry.install_hint}" if entry.install_hint else ""
+            install = entry.hint()
+            hint = f"; install it with: {install}" if install else ""
             where = "" if entry.origin == "crabray" else f" ({entry.origin})"
             raise MissingDependencyError(
                 f"{self.label} '{name}'{where} needs the missing package '{exc.name}'{hint}",
                 name=name,
                 missing=exc.name,
-                install_hint=entry.install_hint,
+                install_hint=install,
                 field=self.field,
             ) from exc
         for part in attr.strip().split(".") if attr.strip() else []:

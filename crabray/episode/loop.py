@@ -70,6 +70,7 @@ from crabray.core.result import (
     sandbox_failure_reason,
     utcnow,
 )
+from crabray.core.words import counted
 from crabray.episode.freeze import AgentFreeze
 from crabray.episode.limits import EpisodeLimits
 from crabray.formats.validate import solution_bindings
@@ -403,7 +404,7 @@ class _Episode:
                 raise _End(
                     TerminationReason.CANCELLED,
                     EpisodeCancelled(
-                        f"the run was interrupted after {step} steps; "
+                        f"the run was interrupted after {counted(step, 'step')}; "
                         "a resumed run runs this episode again"
                     ),
                 )

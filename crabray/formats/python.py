@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import sys
 import traceback
+from contextvars import ContextVar
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,7 +23,8 @@ from pydantic import ValidationError
 from crabray.core import BenchmarkConfig, Task
 from crabray.core.benchmark import TaskProblems
 from crabray.core.errors import ConfigError, SuiteLoadError
-from crabray.core.session import benchmark_configs
+from crabray.core.session import Benchmark, benchmark_configs
+from crabray.core.words import counted
 from crabray.formats.base import SuiteFormat, register_format
 from crabray.formats.suite import Suite, SuiteErrors, SuiteRef, suite_name
 
@@ -108,9 +110,9 @@ def _on_backend(
             )
         )
     logger.info(
-        "benchmark %s: its %d environments run on %s",
+        "benchmark %s: its %s run on %s",
         benchmark.name,
-        len(moved),
+        counted(len(moved), "environment"),
         backend or "their own backends",
     )
     return benchmark.model_copy(update={"environments": moved})
@@ -123,6 +125,54 @@ def _modules(folder: Path) -> list[Path]:
 def _benchmarks(module: ModuleType) -> list[BenchmarkConfig]:
     """The module's benchmarks, each once even when bound to several names."""
     return benchmark_configs(vars(module).values())
+
+
+_IMPORTING: ContextVar[Path | None] = ContextVar("crabray_importing_suite", default=None)
+"""The suite file this thread is importing, while it does."""
+
+
+def importing_suite() -> Path | None:
+    """The suite file being imported right now in this thread, or None.
+
+    A run started while its own suite file is imported (``crabray.evaluate``
+    called at a script's top level) would start again in every process that
+    loads the suite: ``evaluate`` asks this first and refuses.
+    """
+    return _IMPORTING.get()
+
+
+def defining_file(benchmark: BenchmarkConfig | Benchmark) -> Path:
+    """The ``.py`` file whose module binds ``benchmark`` at module level: the suite a run
+    of it loads, in the driver and on every worker (objects do not cross to workers).
+
+    A module crabray imported as a suite counts last, the ``__main__`` of a
+    script just before it: the module that defined the benchmark comes first.
+
+    Raises:
+        ConfigError: No imported module with a file binds it (made in a function, in a
+            notebook or an interactive session).
+    """
+    wanted = {id(benchmark), id(benchmark_configs([benchmark])[0])}
+    found: list[tuple[bool, bool, str, Path]] = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not isinstance(file, str) or not file.endswith(".py"):
+            continue
+        try:
+            values = list(vars(module).values())
+        except Exception:  # a module object of an odd kind: not where a suite lives
+            continue
+        if any(id(value) in wanted for value in values):
+            found.append((name.startswith("crabray_suite_"), name == "__main__", name, Path(file)))
+    if not found:
+        config = benchmark_configs([benchmark])[0]
+        raise ConfigError(
+            f"benchmark '{config.name}' is bound at module level in no Python file, and a "
+            "run loads its suite from a file in every process that runs its episodes: bind "
+            "it at module level in a .py file and import it from there, or give that "
+            "file's path"
+        )
+    return min(found)[3]
 
 
 def _import(file: Path) -> ModuleType:
@@ -144,12 +194,15 @@ def _import(file: Path) -> ModuleType:
         raise SuiteLoadError("cannot be imported as a Python module", file=str(file))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    importing = _IMPORTING.set(resolved)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
         problems: list[ConfigError] = [*_load_errors(file, resolved, exc)]
         raise (problems[0] if len(problems) == 1 else SuiteErrors(str(file), problems)) from exc
+    finally:
+        _IMPORTING.reset(importing)
     logger.debug("imported suite module %s as %s", file, name)
     return module
 

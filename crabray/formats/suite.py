@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from crabray.core import BenchmarkConfig, Task
 from crabray.core.errors import ConfigError
 from crabray.core.result import EpisodeRecord
+from crabray.core.words import counted
 
 
 class SuiteRef(BaseModel):
@@ -172,7 +173,7 @@ class SuiteErrors(ConfigError):
         # The tasks that did load when other files did not: they can still be checked.
         self.partial = partial
         lines = "\n".join(f"  - {e}" for e in errors)
-        super().__init__(f"{len(errors)} problem(s) in suite:\n{lines}", file=path)
+        super().__init__(f"{counted(len(errors), 'problem')} in suite:\n{lines}", file=path)
 
 
 def suite_name(path: Path) -> str:

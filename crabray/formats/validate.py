@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from crabray.actions.root import root_actions
 from crabray.core import Action, BenchmarkConfig, BoundAction, EnvironmentConfig, Task
-from crabray.core.errors import ConfigError
+from crabray.core.errors import ConfigError, MissingDependencyError
 from crabray.formats.suite import Suite, SuiteErrors
 
 EnvironmentCheck = Callable[[EnvironmentConfig], None]
@@ -125,6 +125,7 @@ def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = No
     """
     problems: list[ConfigError] = []
     checked: set[object] = set()
+    missing: dict[str, list[int]] = {}  # a missing package: [its problem's index, environments]
     for entry in suite.entries.values():
         source = _where(entry.task, suite.ref.path)
         try:
@@ -137,17 +138,41 @@ def validate_suite(suite: Suite, check_environment: EnvironmentCheck | None = No
         for env in entry.benchmark.task_environments(entry.task):
             # settings read from one file's table are checked (and reported) once
             key = env.settings_source or id(env)
-            if key not in checked:
-                checked.add(key)
-                problems += _environment_problems(env, check_environment, suite.ref.path)
+            if key in checked:
+                continue
+            checked.add(key)
+            found = _environment_problem(env, check_environment, suite.ref.path)
+            if found is None:
+                continue
+            problem, package = found
+            if package is None:
+                problems.append(problem)
+            elif package in missing:  # one missing package is one problem, said once
+                missing[package][1] += 1
+            else:
+                missing[package] = [len(problems), 1]
+                problems.append(problem)
+    for index, environments in missing.values():
+        if environments > 1:
+            problems[index] = _needed_by_more(problems[index], environments - 1)
     if problems:
         raise SuiteErrors(suite.ref.path, problems)
 
 
-def _environment_problems(
+def _needed_by_more(problem: ConfigError, others: int) -> ConfigError:
+    """``problem`` (a missing package) saying how many more environments need the package."""
+    if others == 1:
+        more = "1 other environment of the suite needs"
+    else:
+        more = f"{others} other environments of the suite need"
+    return ConfigError(f"{problem.reason} ({more} it too)", file=problem.file, field=problem.field)
+
+
+def _environment_problem(
     env: EnvironmentConfig, check: EnvironmentCheck, source: str
-) -> list[ConfigError]:
-    """Problems ``check`` finds in ``env``, reported where its settings were written.
+) -> tuple[ConfigError, str | None] | None:
+    """The problem ``check`` finds in ``env``, reported where its settings were written, and
+    the package it misses when it is a missing package (None otherwise); None without one.
 
     Settings a suite format read from a file of its own are reported against
     that file and table (``env.settings_source``), else against the environment.
@@ -155,14 +180,15 @@ def _environment_problems(
     try:
         check(env)
     except ConfigError as exc:
+        package = exc.missing if isinstance(exc, MissingDependencyError) else None
         origin = env.settings_source
         if origin is not None:
             setting = (exc.field or "").removeprefix("backend_settings").lstrip(".")
             where = ".".join(part for part in (origin.field, setting) if part)
-            return [ConfigError(exc.reason, file=origin.file, field=where)]
+            return ConfigError(exc.reason, file=origin.file, field=where), package
         where = f"environments[{env.name}]" + (f".{exc.field}" if exc.field else "")
-        return [ConfigError(exc.reason, file=source, field=where)]
-    return []
+        return ConfigError(exc.reason, file=source, field=where), package
+    return None
 
 
 def _where(task: Task, default: str) -> str:

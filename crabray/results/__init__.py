@@ -8,8 +8,9 @@
 
 Columns are described in the schemas' field metadata, from which the column
 tables of ``docs/results-schema.md`` are generated. This package depends only
-on ``crabray.core.result``, ``crabray.core.errors`` and ``crabray.core.redact``
-(the sink removes known secrets from what it writes).
+on ``crabray.core.result``, ``crabray.core.errors``, ``crabray.core.redact``
+(the sink removes known secrets from what it writes) and ``crabray.core.install``
+(the command that installs the site's missing extra).
 """
 
 from __future__ import annotations

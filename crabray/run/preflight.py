@@ -12,6 +12,12 @@ Where: on a local run (no ``--address``), in this process, before the local
 Ray instance starts (this host is its only node). On a cluster, as a small
 Ray task on every node that hosts the kind (``crabray.cluster.preflight``).
 
+The model server of each LLM agent is asked the same way, first: one
+request per distinct ``base_url`` (``crabray.agents.reachable``), here or
+from the nodes that host the run's sandboxes (where the agents run). A
+server that is down would otherwise cost every episode its client's retries
+before failing as an infrastructure error.
+
 It also says, before anything runs, which tasks the oracle agent cannot
 solve because they carry no reference solution.
 """
@@ -23,12 +29,14 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from crabray.agents import AgentSpec
+from crabray.agents.reachable import model_servers, unanswered_servers
 from crabray.backends import backend_class
-from crabray.cluster.preflight import preflight_on_nodes
+from crabray.cluster.preflight import model_servers_on_nodes, preflight_on_nodes
 from crabray.cluster.ray_runtime import connect
 from crabray.cluster.sandbox import SandboxSpec
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import CrabrayError, HostError
+from crabray.core.words import counted, plural
 from crabray.formats import Suite
 from crabray.formats.validate import tasks_without_solution
 
@@ -56,19 +64,56 @@ def preflight(
         HostError: Some sandbox cannot start; one line per environment, with its
             tasks and the fix.
     """
+    agents = list(agents)
     if any(agent.kind == "oracle" for agent in agents):
         _warn_missing_solutions(suite, sorted(envs))
     specs, tasks = _distinct(envs)
+    if address is not None:
+        connect(address)
+    _check_model_servers(model_servers(agents), specs, address)
     if address is None:
         problems = _check_here(specs)
     else:
-        connect(address)
         problems = [
             (problem.spec, f"on node {problem.node}: {problem.error}")
             for problem in preflight_on_nodes(specs)
         ]
     if problems:
         raise HostError(_message(problems, tasks))
+
+
+def _check_model_servers(
+    servers: dict[str, list[str]], specs: list[SandboxSpec], address: str | None
+) -> None:
+    """Ask each LLM agent's model server once, where the agents will run (here, or every
+    node hosting the run's sandboxes), before anything starts.
+
+    Raises:
+        HostError: A server did not answer; one line per server, naming its agents.
+    """
+    if not servers:
+        return
+    if address is None:
+        problems = list(unanswered_servers(servers).items())
+    else:
+        problems = [
+            (p.base_url, f"on node {p.node}: {p.error}")
+            for p in model_servers_on_nodes(specs, list(servers))
+        ]
+    if not problems:
+        return
+    lines = [f"{_agents(servers[url])} at {url}: {error}" for url, error in problems]
+    # One paragraph, as every error of the command line (crabray.cli.errors).
+    raise HostError(
+        "the model server this run's LLM agents need does not answer, so nothing ran: "
+        + "; ".join(lines)
+        + ". Start the server, or correct the agent's base_url in its agents file"
+    )
+
+
+def _agents(names: list[str]) -> str:
+    """``agent 'a'`` or ``agents 'a', 'b'``."""
+    return f"{plural(len(names), 'agent')} " + ", ".join(f"'{name}'" for name in names)
 
 
 def _distinct(
@@ -121,8 +166,7 @@ def _message(problems: list[tuple[SandboxSpec, str]], tasks: dict[str, list[str]
 def _tasks(task_ids: list[str]) -> str:
     named = ", ".join(task_ids[:_MAX_TASKS_NAMED])
     more = len(task_ids) - _MAX_TASKS_NAMED
-    noun = "task" if len(task_ids) == 1 else "tasks"
-    return f"{noun} {named}" + (f" and {more} more" if more > 0 else "")
+    return f"{plural(len(task_ids), 'task')} {named}" + (f" and {more} more" if more > 0 else "")
 
 
 def _warn_missing_solutions(suite: Suite, task_ids: list[str]) -> None:
@@ -130,9 +174,9 @@ def _warn_missing_solutions(suite: Suite, task_ids: list[str]) -> None:
     missing = tasks_without_solution(suite, task_ids)
     if missing:
         logger.warning(
-            "%d of %d tasks have no reference solution for the oracle to replay "
+            "%d of %s have no reference solution for the oracle to replay "
             "(`crabray tasks validate SUITE --oracle` lists them): %s",
             len(missing),
-            len(task_ids),
+            counted(len(task_ids), "task"),
             _tasks(missing).removeprefix("tasks ").removeprefix("task "),
         )

@@ -38,8 +38,9 @@ from crabray.cluster.sweep import SchedulerSettings, SweepItem
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError, CrabrayError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
-from crabray.core.result import EpisodeRecord
+from crabray.core.result import EpisodeRecord, TerminationReason
 from crabray.core.retry import RetryPolicy
+from crabray.core.words import counted
 from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite
 from crabray.formats.validate import validate_suite
 from crabray.results import (
@@ -106,7 +107,9 @@ class RunSummary(BaseModel):
 class RunInterrupted(KeyboardInterrupt):
     """The run was interrupted (Ctrl-C, SIGTERM) after it started; what finished is on disk.
 
-    A ``KeyboardInterrupt``, so whatever cleans up on one still does.
+    A ``KeyboardInterrupt``, so whatever cleans up on one still does. Interrupted
+    once every episode had its final row (as the run wound up), the run is
+    recorded as finished and ``complete`` says so.
     """
 
     def __init__(self, run_id: str, planned: int, finished: int, cancelled: int) -> None:
@@ -117,6 +120,11 @@ class RunInterrupted(KeyboardInterrupt):
         """Episodes of the run with a final result on disk, earlier attempts included."""
         self.cancelled = cancelled
         """Episodes stopped mid-way whose partial rows were written (a resume reruns them)."""
+
+    @property
+    def complete(self) -> bool:
+        """Every episode of the run has its final row: nothing is left to resume."""
+        return self.finished == self.planned and not self.cancelled
 
 
 StartCallback = Callable[[str, int, int], None]
@@ -157,8 +165,8 @@ def _run_suite(
     task_ids = select_tasks(suite, options.task_ids, options.tags, options.limit)
     if suite.unsupported and not options.task_ids:
         logger.warning(
-            "skipping %d task(s) this installation cannot run: %s",
-            len(suite.unsupported),
+            "skipping %s this installation cannot run: %s",
+            counted(len(suite.unsupported), "task"),
             "; ".join(suite.unsupported_reasons()),
         )
     check_output_dir(ResultsRoot.parse(options.out_dir).local())
@@ -232,7 +240,9 @@ def _run_locked(
     scheduler = None
     try:
         with _redacted_logs(redactor), _run_log(options.out_dir, run_id, redactor):
-            logger.info("run %s: %d episodes, %d to run", run_id, len(planned), len(items))
+            logger.info(
+                "run %s: %s, %d to run", run_id, counted(len(planned), "episode"), len(items)
+            )
             if items:
                 scheduler = Scheduler(
                     suite,
@@ -249,12 +259,15 @@ def _run_locked(
                     # A worker killed from outside leaves its sandbox (a disk, a cgroup).
                     cleanup_orphans(specs, here=is_local_instance(), left_by=LOST_WORKER)
                 sink.compact()
+        not_the_agents = causes_not_the_agents(options.out_dir, run_id)
     except KeyboardInterrupt as exc:
-        _record_state(options.out_dir, manifest, RunState.INTERRUPTED)
         so_far = scheduler.progress if scheduler is not None else progress
-        raise RunInterrupted(
-            run_id, len(planned), len(planned) - len(items) + so_far.done, so_far.cancelled
-        ) from exc
+        finished = len(planned) - len(items) + so_far.done
+        interrupted = RunInterrupted(run_id, len(planned), finished, so_far.cancelled)
+        # Interrupted as it wound up, with every episode's final row on disk: finished.
+        state = RunState.FINISHED if interrupted.complete else RunState.INTERRUPTED
+        _record_state(options.out_dir, manifest, state)
+        raise interrupted from exc
     except BaseException:
         _record_state(options.out_dir, manifest, RunState.FAILED)
         raise
@@ -269,7 +282,7 @@ def _run_locked(
         infra_failures=progress.infra_failures,
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
-        not_the_agents=causes_not_the_agents(options.out_dir, run_id),
+        not_the_agents=not_the_agents,
     )
 
 
@@ -399,19 +412,45 @@ def _check_backend_settings(env: EnvironmentConfig) -> None:
 
 
 def _writer(suite: Suite, sink: ResultSink) -> Callable[[list[EpisodeRecord]], None]:
-    """``sink.write``, adding the files the suite's format writes per episode (in the driver)."""
+    """``sink.write``, adding the files the suite's format writes per episode (in the
+    driver), then naming in the run's log each episode written that ended in an error."""
     hook = suite.record_files
-    if hook is None:
-        return sink.write
 
     def write(records: list[EpisodeRecord]) -> None:
-        for record in records:
-            entry = suite.entries.get(record.result.task_id)
-            if entry is not None:
-                record.artifacts.update(hook(entry, record))
+        if hook is not None:
+            for record in records:
+                entry = suite.entries.get(record.result.task_id)
+                if entry is not None:
+                    record.artifacts.update(hook(entry, record))
         sink.write(records)
+        for record in records:
+            _log_if_errored(record)
 
     return write
+
+
+def _log_if_errored(record: EpisodeRecord) -> None:
+    """Name an episode that ended in an error in the run's log (info: the file has it
+    whatever ``-v`` says): task, agent, outcome, whose doing it is, and the error.
+
+    The end of ``crabray run`` groups them by cause; the log keeps each one, with when
+    it happened, for whoever looks into the run later. An interrupted episode
+    (``cancelled``) is no error: a resume runs it again.
+    """
+    result = record.result
+    if result.error is None or result.termination_reason is TerminationReason.CANCELLED:
+        return
+    error = f"{result.error_type}: {result.error}" if result.error_type else result.error
+    logger.info(
+        "episode %s (agent %s, epoch %d, attempt %d) ended %s, the %s's: %s",
+        result.task_id,
+        result.agent,
+        result.epoch,
+        result.attempt,
+        result.termination_reason.value,
+        result.attribution.value,
+        error,
+    )
 
 
 def _task_environments(suite: Suite, task_ids: set[str]) -> dict[str, list[EnvironmentConfig]]:

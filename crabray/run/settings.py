@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from crabray.cluster.adaptive import Concurrency
 from crabray.core.errors import ConfigError
@@ -116,6 +117,22 @@ class RunSettings(SuiteOptions, EpisodeLimits):
         return EpisodeLimits.model_validate(
             self.model_dump(include=set(EpisodeLimits.model_fields))
         )
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str | None) -> str | None:
+        """A misspelt backend is one error, naming the field, with the closest kinds (not
+        one error per environment that would ask for it)."""
+        if value is None:
+            return value
+        from crabray.backends import known_backend
+
+        try:
+            return known_backend(value)
+        except ConfigError as exc:
+            raise PydanticCustomError(
+                "unknown_backend", "{reason}", {"reason": exc.reason}
+            ) from None
 
     @field_validator("out_dir", mode="before")
     @classmethod

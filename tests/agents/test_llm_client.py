@@ -102,7 +102,7 @@ def test_retries_exhausted_names_the_status_and_message(server: FakeChatServer) 
     server.add(*[error(502, "bad gateway today")] * 3)
     with client_for(server) as client, pytest.raises(ModelAPIError) as caught:
         client.complete("m", MESSAGES)
-    assert "HTTP 502 after 3 attempt(s): bad gateway today" in str(caught.value)
+    assert "HTTP 502 after 3 attempts: bad gateway today" in str(caught.value)
     assert caught.value.status == 502
     assert len(server.requests) == 3
 

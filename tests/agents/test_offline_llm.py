@@ -94,7 +94,9 @@ def test_the_demo_runs_with_the_offline_llm(mock_llm: str, tmp_path: Path) -> No
     run = ["run", "tasks/demo", "--agent-config", str(agents), "--agent", "mock-llm"]
     crabray(*run, "--out", str(out), check=True)
     board = crabray("leaderboard", str(out), check=True)
-    assert re.search(r"mock-llm\s+crabray-mock\s+11\s+1\.000", board.stdout), board.stdout
+    # n, ok, success: the table is as wide as the terminal (200 columns here).
+    assert re.search(r"mock-llm\s+crabray-mock\s+11\s+11\s+1\.000", board.stdout), board.stdout
+    assert "cost $" in board.stdout and "tok in" in board.stdout, board.stdout
 
     episodes = read_episodes(out).set_index("task_id")
     assert (episodes["termination_reason"] == "success").all()

@@ -90,3 +90,23 @@ def test_oracle_without_solution_and_evaluator_type_error_are_the_benchmarks(
     assert row["success_rate"] == 1.0
     assert row["benchmark_errors"] == 2
     assert row["infra_errors"] == 0
+
+
+def test_the_run_log_names_each_errored_episode(tmp_path: Path, bwrap: str) -> None:
+    """Issue 39: the run's log (``OUT/runs/RUN.log``) did not mention the episodes that
+    errored; each is named with its task, agent, attribution and error."""
+    suite = tmp_path / "faults.py"
+    suite.write_text(SUITE)
+    out = tmp_path / "out"
+    done = crabray("run", str(suite), "--agent", "oracle", "--out", str(out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    (log,) = (out / "runs").glob("*.log")
+    lines = log.read_text().splitlines()
+    for task, reason, error in (
+        ("no-solution", "agent_error", "NoSolutionError"),
+        ("bad-argument", "evaluator_error", "EvaluatorFaultError"),
+    ):
+        (line,) = [line for line in lines if f"episode {task} " in line]
+        assert "agent oracle" in line and "benchmark's" in line, line
+        assert reason in line and error in line, line
+    assert not [line for line in lines if "episode fine " in line], "a pass is no error"

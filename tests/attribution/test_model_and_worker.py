@@ -3,14 +3,17 @@ worker killed from outside. Neither is scored against the agent."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,42 +50,60 @@ TASK = textwrap.dedent(
 )
 
 
-def _dead_port() -> int:
-    """A port nothing listens on: a model server that was stopped."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+@contextlib.contextmanager
+def _server_that_goes_down() -> Iterator[int]:
+    """A model server that answers one request (the run's preflight asking whether it is
+    there) and then stops: it went down once the run had started. Yields its port."""
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+
+    def answer_once_then_stop() -> None:
+        server.handle_request()  # BaseHTTPRequestHandler answers any GET with 501
+        server.server_close()
+
+    thread = threading.Thread(target=answer_once_then_stop, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.server_close()
 
 
 def test_a_model_server_that_is_down_is_infrastructure_not_a_zero(
     tmp_path: Path, bwrap: str
 ) -> None:
+    """A server down before the run starts stops it in the preflight
+    (``tests/preflight``); one that goes down during the run is the infrastructure's."""
     suite = tmp_path / "one.py"
     suite.write_text(TASK.replace("SETTINGS", "{}"))
     agents = tmp_path / "agents.toml"
-    agents.write_text(
-        textwrap.dedent(
-            f"""
-            [[agents]]
-            name = "local-llm"
-            kind = "openai"
-            model = "mock"
-            base_url = "http://127.0.0.1:{_dead_port()}/v1"
-            retries = 1
-            """
-        )
-    )
     out = tmp_path / "out"
-    done = crabray(
-        "run", str(suite), "--agent-config", str(agents), "--agent", "local-llm", "--out", str(out)
-    )
+    with _server_that_goes_down() as port:
+        agents.write_text(
+            textwrap.dedent(
+                f"""
+                [[agents]]
+                name = "local-llm"
+                kind = "openai"
+                model = "mock"
+                base_url = "http://127.0.0.1:{port}/v1"
+                retries = 1
+                """
+            )
+        )
+        done = crabray(
+            "run", str(suite), "--agent-config", str(agents), "-a", "local-llm", "--out", str(out)
+        )
     assert done.returncode == 1, done.stdout + done.stderr
     (row,) = read_episodes(out).to_dict("records")
     assert row["termination_reason"] == "agent_error"
     assert row["error_type"] == "ModelUnreachableError"
     assert row["attribution"] == "infrastructure"
     assert row["attempt"] == 0, "the model client retried it; the episode is not run again"
-    assert "1 infrastructure errors" in done.stdout
+    assert "1 infrastructure error:" in done.stdout
+    # The command to resume it, as it is typed (issue 39: it held a literal "...").
+    resume = "resuming the run tries its infrastructure errors again: crabray run --resume "
+    assert f"{resume}{row['run_id']} --out {out}" in done.stdout, done.stdout
+    assert " ... " not in done.stdout
     assert "ConnectError" in done.stdout
     board = crabray("leaderboard", str(out), "--format", "json", check=True)
     (entry,) = json.loads(board.stdout)
@@ -164,7 +185,7 @@ def test_a_worker_killed_from_outside_is_infrastructure_and_retried(
     killed = [r for r in rows if r["attempt"] == 0]
     assert killed[0]["termination_reason"] == "env_error"
     assert "killed from outside" in killed[0]["error"]
-    assert "1 infrastructure failures, 1 retried" in stdout
+    assert "1 infrastructure failure, 1 retried" in stdout
     # The killed worker's sandbox (its disk, its cgroup) does not outlive the run.
     assert "left by a worker of this run that was killed from outside" in stderr
     assert [path.name for path in sandboxes.iterdir()] == []

@@ -66,7 +66,7 @@ def test_local_cluster_runs_a_sweep_and_stops_cleanly(tmp_path: Path) -> None:
         assert "11/11" in status.stdout, "the finished run is listed"
     finally:
         stopped = cli("cluster", "stop", env=env)
-    assert "stopped 3 node(s)" in stopped.stdout
+    assert "stopped 3 nodes" in stopped.stdout
     assert not any(group_alive(n["process_group"]) for n in nodes)
     assert json.loads((tmp_path / "nodes.json").read_text()) == []
     folders = [Path(n["temp_dir"]) for n in nodes if n["temp_dir"]]

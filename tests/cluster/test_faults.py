@@ -102,7 +102,7 @@ def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path, cluster: 
     assert doomed.node_id[:8] not in {r["node"].split("/")[-1] for r in final if r["attempt"]}
     episodes = read_episodes(out)
     assert len(episodes) == 12 and episodes.success.all()
-    assert "infrastructure failures" in stdout
+    assert "infrastructure failure" in stdout  # 1 failure, or N failures
 
 
 def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) -> None:

@@ -72,4 +72,4 @@ def test_a_worker_killed_by_its_episodes_command_is_a_sandbox_error(tmp_path: Pa
     assert episodes.loc["killer", "termination_reason"] == "sandbox_error"
     assert episodes.loc["killer", "attempt"] == 0, "a result, never retried"
     assert "died while its node lived" in episodes.loc["killer", "error"]
-    assert "infrastructure failures" not in done.stdout
+    assert "infrastructure failure" not in done.stdout

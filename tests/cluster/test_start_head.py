@@ -100,7 +100,7 @@ def test_workers_join_the_head_at_the_address_it_prints(tmp_path: Path) -> None:
         )
     finally:
         stopped = cli("cluster", "stop", env=env)
-    assert "stopped 2 node(s)" in stopped.stdout, stopped.stdout + stopped.stderr
+    assert "stopped 2 nodes" in stopped.stdout, stopped.stdout + stopped.stderr
     assert json.loads((tmp_path / "nodes.json").read_text()) == []
 
 

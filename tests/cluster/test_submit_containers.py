@@ -330,4 +330,4 @@ def test_status_lists_the_worker_and_stop_stops_each_machines_nodes(
     assert "local 0/2" in status
     for machine in (cluster.worker, cluster.head):
         stopped = _docker("exec", machine, "crabray", "cluster", "stop")
-        assert "stopped 1 node(s)" in stopped
+        assert "stopped 1 node" in stopped

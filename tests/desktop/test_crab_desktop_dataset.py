@@ -65,9 +65,7 @@ def test_a_dataset_without_benchmark_py_runs_its_ubuntu_tasks_on_crab_desktop(
     done = crabray("run", str(CRAB_V0), "--agent", "noop", "--out", str(out), timeout=1200)
     assert done.returncode == 0, done.stdout + done.stderr
     said = " ".join((done.stdout + done.stderr).split())
-    assert "skipping 2 task(s) this installation cannot run: 2 (open-maps, maps-then-note)" in (
-        said
-    )
+    assert "skipping 2 tasks this installation cannot run: 2 (open-maps, maps-then-note)" in said
     episodes = read_episodes(out)
     table = episodes[["agent", "task_id", "score", "termination_reason", "error"]].to_string()
     assert sorted(episodes.task_id) == ["note-created", "note-written"], table

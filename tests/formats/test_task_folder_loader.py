@@ -251,7 +251,7 @@ def test_cli_validate_lists_problems_and_takes_the_options(tmp_path: Path) -> No
     done = runner.invoke(app, ["tasks", "validate", str(suite), "--services", str(registry)])
     assert done.exit_code == 2
     assert f"{suite}/bad/Dockerfile: is missing" in done.output
-    assert "1 problem(s)" in done.output
+    assert "1 problem" in done.output
     (suite / "bad" / "Dockerfile").write_text("FROM debian:12\n")
     done = runner.invoke(
         app,

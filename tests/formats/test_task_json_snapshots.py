@@ -108,7 +108,7 @@ def test_the_cli_reports_a_bad_snapshot_setting_against_its_file_and_table(
     run = crabray("run", str(root), "--backend", "docker", "--agent", "oracle", "--out", out)
     assert run.returncode == 2, run.stderr
     assert f"{root / 'snapshots.toml'}: docker.default.imag:" in run.stderr
-    assert "did you mean 'image'?" in run.stderr and "1 problem(s)" in run.stderr
+    assert "did you mean 'image'?" in run.stderr and "1 problem" in run.stderr
 
     (root / "snapshots.toml").write_text('[local.default]\nroot_dirr = "/srv"\n')
     validate = crabray("tasks", "validate", str(root))

@@ -74,6 +74,15 @@ class Driver:
             assert time.monotonic() < deadline, f"no {text!r} yet: {self.output()}"
             time.sleep(0.2)
 
+    def wait_for_progress(self, text: str, within_sec: float = 240) -> None:
+        """Wait, polling often, until the run's progress lines (standard error off a
+        terminal: a line per finished episode) show ``text``."""
+        deadline = time.monotonic() + within_sec
+        while text not in self.stderr_path.read_text():
+            assert self.process.poll() is None, f"the run ended early: {self.output()}"
+            assert time.monotonic() < deadline, f"no {text!r} yet: {self.output()}"
+            time.sleep(0.01)
+
     def signal_group(self, signum: int) -> None:
         """Send ``signum`` to the whole group, as the terminal does on Ctrl-C."""
         os.killpg(self.process.pid, signum)

@@ -7,15 +7,17 @@ driver's whole process group, as a terminal sends Ctrl-C to its foreground job
 
 from __future__ import annotations
 
+import re
 import shlex
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from crabray.results import read_episodes, read_steps
-from tests.conftest import raw_episode_rows, write_sleepy_suite
+from tests.conftest import ROOT, raw_episode_rows, write_sleepy_suite
 from tests.interrupts.conftest import Driver, crabray_in, finished_rows, resume_command
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
@@ -72,6 +74,36 @@ def test_ctrl_c_then_resume_latest_alone_finishes_the_run(tmp_path: Path) -> Non
     assert f"{TASKS}/{TASKS}" in listed.stdout and "finished" in listed.stdout
 
 
+@pytest.mark.parametrize("delay_sec", [0.0, 0.1])
+def test_ctrl_c_once_every_episode_is_saved_says_the_run_finished(
+    tmp_path: Path, delay_sec: float
+) -> None:
+    """Ctrl-C as the last episode finishes (issue 39: it said "before any episode ran",
+    exited without the leaderboard while `runs list` said finished): the run is said to
+    have finished, its leaderboard is printed, and it is recorded as finished.
+
+    Right after the last progress line the signal lands while the run winds up (the
+    scheduler's end, the suite's services stopped); 0.1 s later, while Ray shuts down.
+    """
+    demo = str(ROOT / "tasks" / "demo")
+    driver = Driver(tmp_path, demo, "-a", "oracle", "-a", "noop", "--limit", "2")
+    driver.wait_for_progress("episodes 4/4, 2 ok")
+    time.sleep(delay_sec)
+    driver.signal_group(signal.SIGINT)
+    code, stdout, stderr = driver.finish()
+
+    assert code == 130, driver.output()
+    assert "Traceback" not in stderr, stderr
+    assert "before any episode ran" not in stdout, stdout
+    assert "resume with" not in stdout, "nothing is left to resume"
+    assert "the run had finished: all 4 episodes are saved" in stdout, stdout
+    board = stdout[stdout.index("leaderboard") :]
+    assert re.search(r"oracle\s+2\s+2\s+1\.000", board), stdout
+    assert re.search(r"noop\s+2\s+0\s+0\.000", board), stdout
+    listed = crabray_in(tmp_path, "runs", "list")
+    assert "4/4" in listed.stdout and "finished" in listed.stdout, listed.stdout
+
+
 def test_sigterm_stops_with_143_and_a_second_writer_is_refused(tmp_path: Path) -> None:
     suite = write_sleepy_suite(tmp_path / "slow.py", tasks=TASKS, sleep=4.0)
     out = tmp_path / "elsewhere"
@@ -111,7 +143,7 @@ def test_options_given_with_resume_must_match_the_run(tmp_path: Path) -> None:
     assert "was started with max_steps=3, not 5; pass the same --max-steps" in refused.stderr
     again = crabray_in(tmp_path, "run", "--resume", "latest", "--concurrency", "1")
     assert again.returncode == 0, again.stderr
-    assert "1 episodes were already finished" in again.stdout
+    assert "1 episode was already finished" in again.stdout
     empty = crabray_in(tmp_path / "results", "run", "--resume", "latest")
     assert empty.returncode == 2
     assert "no run to resume" in empty.stderr

@@ -113,3 +113,32 @@ def test_a_host_error_found_by_an_episode_stops_the_run_without_retries(
     assert set(episodes.termination_reason) == {"setup_error"}
     assert set(episodes.attempt) == {0}, "a host error is never retried"
     assert set(episodes.error_type) == {"SandboxHostError"}
+
+
+def test_a_model_server_that_is_down_stops_the_run_at_once(tmp_path: Path) -> None:
+    """Issue 39: an LLM agent whose server is down cost 23 s of retries per episode before
+    the run said so. The preflight asks the server once: exit 2 within seconds, nothing run."""
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port nothing listens on: a server that was stopped
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agents = tmp_path / "agents.toml"
+    base_url = f"http://127.0.0.1:{port}/v1"
+    agents.write_text(
+        f'[[agents]]\nname = "local-llm"\nkind = "openai"\nmodel = "m"\nbase_url = "{base_url}"\n'
+    )
+    out = tmp_path / "out"
+    started = time.monotonic()
+    run = ["run", "tasks/demo", "--agent-config", str(agents), "-a", "local-llm", "-a", "oracle"]
+    done = crabray(*run, "--limit", "2", "--out", str(out))
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    message = done.stderr[done.stderr.index("error:") :]
+    assert "agent 'local-llm'" in message and base_url in message, message
+    assert "does not answer, so nothing ran" in message and "base_url" in message, message
+    assert "ConnectError" in message, message
+    assert not (out / "runs").exists() or not list_runs(out), "no run was opened"
+    assert took < 20, f"the preflight took {took:.0f} s"

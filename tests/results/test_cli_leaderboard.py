@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from crabray.core.result import TerminationReason
 from crabray.results import LEADERBOARD_COLUMNS, ResultSink
-from tests.conftest import crabray
+from tests.conftest import ROOT, crabray
 
 OK, FAIL = TerminationReason.SUCCESS, TerminationReason.AGENT_FAIL
 
@@ -69,7 +70,7 @@ def test_markdown_and_terminal_table(out):
     assert md[4].startswith("| agent | model | episodes | successes | success_rate |")
     assert len(md) == 4 + 2 + 2  # alpha (its tasks as r2 re-ran them: r1's replaced) and bravo
     assert md[6].startswith("| alpha | m | 4 | 4 | 1.000 |")
-    table = crabray("leaderboard", str(out), check=True).stdout
+    table = _at_width(80, "leaderboard", str(out))
     assert "leaderboard" in table and "95% CI" in table and "pass@2" in table
     assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
 
@@ -175,11 +176,16 @@ def test_terminal_leaderboard_never_imports_pandas(out, options):
 
 
 def test_part_files_lacking_a_column_are_read_without_pandas(out):
-    """An older part file (no run_id, no node column) is read file by file, not scanned."""
+    """An older part file (no node column) is read file by file, not scanned; so is one that
+    holds run_id as a column (older still)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     for part in (out / "episodes" / "run_id=r1").glob("*.parquet"):
-        pq.write_table(pq.read_table(part).drop_columns(["run_id", "node"]), part)
+        pq.write_table(pq.read_table(part).drop_columns(["node"]), part)
+    for part in (out / "episodes" / "run_id=r2").glob("*.parquet"):
+        table = pq.read_table(part)
+        pq.write_table(table.append_column("run_id", pa.array(["r2"] * table.num_rows)), part)
     program = (
         "import sys; from crabray.results import read_episode_table\n"
         "rows = read_episode_table(sys.argv[1], columns=['run_id', 'agent', 'node'])\n"
@@ -189,3 +195,47 @@ def test_part_files_lacking_a_column_are_read_without_pandas(out):
     command = [sys.executable, "-c", program, str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=True)
     assert done.stdout.splitlines() == ["['r1', 'r2'] 12", "no pandas"]
+
+
+def _at_width(columns: int, *args: str) -> str:
+    """``crabray ARGS``'s standard output in a terminal ``columns`` characters wide."""
+    env = {**os.environ, "COLUMNS": str(columns), "NO_COLOR": "1"}
+    command = [sys.executable, "-m", "crabray", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _header(table: str) -> list[str]:
+    return next(line for line in table.splitlines() if line.split()[:1] == ["agent"]).split()
+
+
+def test_an_llm_agents_cost_and_tokens_are_shown_beside_a_long_model_name(tmp_path, make_record):
+    """An LLM agent with a dated model name (issue 39): cost at 80 columns, tokens at 160.
+
+    The model's name took the room cost needed: the table showed neither cost nor
+    tokens, and at 160 columns it still built an 80-column table.
+    """
+    usage = {"tokens_in": 781, "tokens_out": 60, "model_calls": 1, "cost_usd": 0.0025575}
+    records = [
+        make_record(
+            task,
+            run_id="r",
+            agent="mock-llm",
+            model="gpt-4o-2024-08-06",
+            grader_trusted=True,
+            score=1.0,
+            **usage,
+        )
+        for task in ("hello-file", "count-lines")
+    ]
+    ResultSink(tmp_path, "r").write(records)
+    for columns in (80, 160):
+        table = _at_width(columns, "leaderboard", str(tmp_path))
+        assert max(len(line.rstrip()) for line in table.splitlines()) <= columns
+        header = _header(table)
+        assert "gpt-4o-2024-08-06" in table
+        assert {"n", "success", "cost"} <= set(header), (columns, table)
+        assert "0.0051" in table, table  # the two episodes' cost
+    assert {"tok", "in", "out"} <= set(_header(table)), table
+    assert "1562" in table and "120" in table

@@ -22,6 +22,7 @@ from crabray.results import (
     STEPS_SCHEMA,
     ResultSink,
     attempts_so_far,
+    episodes_table,
     finished_keys,
     read_episode_table,
     read_episodes,
@@ -371,9 +372,64 @@ def test_raw_pandas_reading_as_documented(tmp_path, make_record):
     ResultSink(tmp_path, RUN).write([make_record("t1"), make_record("t2")])
     ResultSink(tmp_path, "run-b").write([make_record("t1", run_id="run-b")])
     (tmp_path / "episodes" / f"run_id={RUN}" / ".tmp-part-9-deadbeef.parquet").write_bytes(b"x")
-    raw = pd.read_parquet(tmp_path / "episodes", partitioning=None)
+    raw = pd.read_parquet(tmp_path / "episodes")
     assert sorted(raw["run_id"]) == ["run-a", "run-a", "run-b"]
-    assert len(pd.read_parquet(tmp_path / "episodes" / f"run_id={RUN}")) == 2
+    one = pd.read_parquet(tmp_path / "episodes", filters=[("run_id", "==", RUN)])
+    assert sorted(one["task_id"]) == ["t1", "t2"] and set(one["run_id"]) == {RUN}
+    steps = pd.read_parquet(tmp_path / "steps")
+    assert sorted(set(steps["run_id"])) == ["run-a", "run-b"]
+
+
+def _as_written_before(out: Path, run_id: str, records: list[Any]) -> None:
+    """Part files as crabray wrote them before: the run id a column of the files too."""
+    stem = f"part-1-{run_id[:8].ljust(8, '0')}"
+    for table, rows in (
+        ("steps", steps_table([step for record in records for step in record.steps])),
+        ("episodes", episodes_table([record.result for record in records])),
+    ):
+        folder = out / table / f"run_id={run_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(rows, folder / f"{stem}.parquet")
+
+
+def test_a_root_written_before_run_id_left_the_files_still_reads_and_resumes(tmp_path, make_record):
+    """Files holding run_id as a column (older crabray) read through crabray's readers; a
+    resumed run's compaction writes them without it, and pandas then reads the folder."""
+    old_run = [make_record("t1"), make_record("t2", reason=TerminationReason.ENV_ERROR)]
+    _as_written_before(tmp_path, RUN, old_run)
+    _as_written_before(tmp_path, "run-b", [make_record("t1", run_id="run-b")])
+    assert "run_id" in pq.read_schema(_files(tmp_path, "episodes")[0]).names
+    assert sorted(read_episodes(tmp_path)["run_id"]) == ["run-a", "run-a", "run-b"]
+    assert finished_keys(tmp_path, RUN) == {("agent-1", "t1", 0)}
+    assert attempts_so_far(tmp_path, RUN)[("agent-1", "t2", 0)] == 0
+    assert len(read_steps(tmp_path, RUN)) == 4
+
+    sink = ResultSink(tmp_path, RUN)  # the resumed run retries t2
+    sink.write([make_record("t2", attempt=1)])
+    sink.compact()
+
+    (merged,) = _files(tmp_path, "episodes")
+    assert "run_id" not in pq.read_schema(merged).names
+    assert "run_id" not in pq.read_schema(_files(tmp_path, "steps")[0]).names
+    kept = read_episodes(tmp_path, RUN)
+    assert list(kept["task_id"]) == ["t1", "t2"] and list(kept["attempt"]) == [0, 1]
+    assert finished_keys(tmp_path, RUN) == {("agent-1", "t1", 0), ("agent-1", "t2", 0)}
+    raw = pd.read_parquet(tmp_path / "episodes" / f"run_id={RUN}")
+    assert len(raw) == 3 and "run_id" not in raw.columns  # the folder names the run
+
+
+def test_new_part_files_hold_no_run_id_column(tmp_path, make_record):
+    """The run is the partition folder's name, as hive-partitioned readers expect."""
+    sink = ResultSink(tmp_path, RUN)
+    sink.write([make_record("t1")])
+    sink.write([make_record("t2")])
+    for table in ("episodes", "steps"):
+        assert all("run_id" not in pq.read_schema(f).names for f in _files(tmp_path, table))
+    sink.compact()
+    for table in ("episodes", "steps"):
+        (merged,) = _files(tmp_path, table)
+        assert "run_id" not in pq.read_schema(merged).names
+    assert list(read_episodes(tmp_path)["run_id"]) == [RUN, RUN]
 
 
 def _docs_hooks() -> ModuleType:
@@ -435,7 +491,8 @@ def test_a_part_file_without_run_id_or_with_narrower_types_reads_as_the_schema(
     ResultSink(tmp_path, "old").write([make_record("t1", run_id="old", n_steps=3)])
     ResultSink(tmp_path, "new").write([make_record("t2", run_id="new", n_steps=4)])
     (part,) = (tmp_path / "episodes" / "run_id=old").glob("*.parquet")
-    table = pq.read_table(part).drop_columns(["run_id"])
+    table = pq.read_table(part)
+    assert "run_id" not in table.column_names
     steps = table.schema.get_field_index("steps")
     table = table.set_column(steps, "steps", table.column("steps").cast("int32"))
     pq.write_table(table, part)

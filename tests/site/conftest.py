@@ -5,16 +5,25 @@ graph passed step by step, HTML in the task text and in the agent's output and
 conversation, several agents (one with a model and costs), tags, step counts
 whose text order differs from their numeric order (2, 10, 9, 1), and a run
 manifest naming the suite.
+
+It also holds the browser the browser tests drive (Debian's chromium, by Playwright,
+skipped with the package to install when absent) and ``element_text``, which reads an
+element of a built page as a browser shows its text.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import struct
 import zlib
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -262,3 +271,101 @@ def write_older_run(out: Path) -> None:
             crabray_version="test",
         ),
     )
+
+
+# The browser the site's browser tests drive: Debian's chromium, by Playwright.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _unavailable(reason: str) -> None:
+    message = f"{reason}: apt-get install chromium"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser tests cannot run in CI: {message}")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
+        _unavailable(f"{CHROMIUM} not found")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed (pip install -e '.[dev]')")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@dataclass
+class Console:
+    """Errors a page reported: console messages of type error and uncaught exceptions."""
+
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[tuple[Any, Console]]:
+    context = browser.new_context()
+    opened = context.new_page()
+    console = Console()
+    opened.on(
+        "console",
+        lambda message: console.errors.append(message.text) if message.type == "error" else None,
+    )
+    opened.on("pageerror", lambda error: console.errors.append(f"page error: {error}"))
+    yield opened, console
+    context.close()
+
+
+_VOID = frozenset(
+    {"area", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+)
+
+
+class _ElementText(HTMLParser):
+    """Collects the text inside the element whose ``id`` is given (unescaped, tags dropped)."""
+
+    def __init__(self, element_id: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.element_id = element_id
+        self.depth = 0
+        self.found = False
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in _VOID:
+            return
+        if self.depth:
+            self.depth += 1
+        elif not self.found and dict(attrs).get("id") == self.element_id:
+            self.found, self.depth = True, 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth and tag not in _VOID:
+            self.depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth:
+            self.parts.append(data)
+
+
+def element_text(html: str, element_id: str) -> str | None:
+    """The text of the element ``id="element_id"`` of a page, whitespace collapsed; None
+    when the page has no such element."""
+    parser = _ElementText(element_id)
+    parser.feed(html)
+    if not parser.found:
+        return None
+    return re.sub(r"\s+", " ", "".join(parser.parts)).strip()

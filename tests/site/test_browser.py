@@ -17,7 +17,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,65 +30,13 @@ from tests.site.conftest import (
     RUN_ID,
     SETUP_OUTPUT,
     SUITE_NAME,
+    Console,
     SiteDataset,
     episode,
     write_older_run,
 )
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SERVER_START_SEC = 60.0
-
-
-def _unavailable(reason: str) -> None:
-    message = f"{reason}: apt-get install chromium"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"browser tests cannot run in CI: {message}")
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not (Path(CHROMIUM).is_file() and os.access(CHROMIUM, os.X_OK)):
-        _unavailable(f"{CHROMIUM} not found")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed (pip install -e '.[dev]')")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
-
-
-@dataclass
-class Console:
-    """Errors a page reported: console messages of type error and uncaught exceptions."""
-
-    errors: list[str] = field(default_factory=list)
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[tuple[Any, Console]]:
-    context = browser.new_context()
-    opened = context.new_page()
-    console = Console()
-    opened.on(
-        "console",
-        lambda message: console.errors.append(message.text) if message.type == "error" else None,
-    )
-    opened.on("pageerror", lambda error: console.errors.append(f"page error: {error}"))
-    yield opened, console
-    context.close()
 
 
 @pytest.fixture
@@ -156,7 +103,7 @@ def test_episode_page_shows_steps_screenshot_and_graph(
         "() => { const i = document.querySelector('img.screenshot'); return i && i.complete; }"
     )
     assert screenshot.evaluate("image => image.naturalWidth") > 0
-    final = browser_page.locator("svg.graph").first
+    final = browser_page.locator("#grading svg.graph")
     assert final.locator("g.node").count() == 4
     assert final.locator("g.node.passed").count() == 3
     assert final.locator("g.node.passed rect").first.get_attribute("fill") == "#dcf5e3"
@@ -427,7 +374,9 @@ def test_filtering_and_searching_the_episodes(page: tuple[Any, Console], site: P
     agents = browser_page.locator("#filter-agent option").all_inner_texts()
     assert agents == ["all", "alpha", "beta", "gamma"]
     outcomes = browser_page.locator("#filter-outcome option").all_inner_texts()
-    assert outcomes == ["all", "agent_complete", "max_steps", "success"]
+    assert outcomes == ["all", "fail", "pass"]
+    endings = browser_page.locator("#filter-ended option").all_inner_texts()
+    assert endings == ["all", "agent_complete", "max_steps", "success"]
     browser_page.select_option("#filter-agent", "gamma")
     assert _shown_tasks(browser_page) == ["t-one gamma", "t-two gamma"]
     assert browser_page.inner_text("#filter-count") == "2 of 5 episodes shown"
@@ -451,7 +400,7 @@ def test_filtering_and_searching_the_episodes(page: tuple[Any, Console], site: P
     assert _shown_tasks(browser_page) == ["graph-task alpha"]
     browser_page.fill("#episode-search", "do t-two")
     assert _shown_tasks(browser_page) == ["t-two beta", "t-two gamma"]
-    browser_page.select_option("#filter-outcome", "max_steps")
+    browser_page.select_option("#filter-ended", "max_steps")
     assert _shown_tasks(browser_page) == ["t-two beta"]
     browser_page.select_option("#filter-attribution", "agent")
     assert _shown_tasks(browser_page) == ["t-two beta"]

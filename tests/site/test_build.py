@@ -12,6 +12,7 @@ from crabray.core.errors import ResultsError
 from crabray.core.result import CheckpointScore, TerminationReason
 from crabray.results import ResultSink
 from crabray.results.site import build_site
+from crabray.results.site._assets import EPISODE_SCRIPT
 from crabray.results.site._data import load, resolve_screenshot
 from crabray.results.site._graph import Graph, GraphFormatError, graph_svg, layers, parse_graph
 from crabray.results.site._plots import pareto_front, wilson_interval
@@ -54,7 +55,7 @@ def test_index_embeds_three_svg_plots_and_nothing_external(
 ) -> None:
     text = build_site(dataset.out, tmp_path / "site").read_text(encoding="utf-8")
     for figure_id in ("plot-success", "plot-cost", "plot-steps"):
-        figure = re.search(rf'<figure id="{figure_id}"><svg.*?</svg>', text, re.DOTALL)
+        figure = re.search(rf'<figure id="{figure_id}"[^>]*><svg.*?</svg>', text, re.DOTALL)
         assert figure, figure_id
     # Every id is unique although three matplotlib figures share glyphs.
     ids = re.findall(r'\bid="([^"]+)"', text)
@@ -83,10 +84,12 @@ def test_untrusted_text_is_escaped(dataset: SiteDataset, tmp_path: Path) -> None
     assert "&lt;/pre&gt;&lt;script&gt;window.__pwned = 3" in page
     assert '<span class="tag">&lt;hard&gt;</span>' in page
     assert "permission denied: &lt;a.txt&gt;" in page
-    # The only script on any page is the site's own; episode pages have none.
+    # The only script on any page is the site's own: the index's, and on episode pages the
+    # one that moves between episodes by key.
     assert (site / "index.html").read_text(encoding="utf-8").count("<script") == 1
     for path in (site / "episodes").glob("*.html"):
-        assert "<script" not in path.read_text(encoding="utf-8"), path
+        text = path.read_text(encoding="utf-8")
+        assert text.count("<script") == 1 and f"<script>{EPISODE_SCRIPT}</script>" in text, path
     assert INJECTED_DESCRIPTION not in page and INJECTED_MESSAGE not in page
 
 
@@ -122,11 +125,11 @@ def test_graph_progress_marks_passed_nodes_per_step(dataset: SiteDataset, tmp_pa
     build_site(dataset.out, site)
     page = _page(site, dataset.graph_episode_id)
     graphs = re.findall(r'<svg class="graph".*?</svg>', page, re.DOTALL)
-    assert len(graphs) == 4  # the final graph, then one after each step
+    assert len(graphs) == 4  # one after each step, then the final graph (the grading)
     passed = [re.findall(r'data-index="(\d)" data-passed="true"', svg) for svg in graphs]
-    assert passed == [["0", "1", "2"], ["0"], ["0", "1"], ["0", "1", "2"]]
-    assert "✓ path_exists(path=&#x27;a.txt&#x27;)" in graphs[0]
-    assert graphs[0].count("<polygon") == 4  # one arrowhead per edge
+    assert passed == [["0"], ["0", "1"], ["0", "1", "2"], ["0", "1", "2"]]
+    assert "✓ path_exists(path=&#x27;a.txt&#x27;)" in graphs[-1]
+    assert graphs[-1].count("<polygon") == 4  # one arrowhead per edge
     assert "3 of 4 evaluators passed" in page
 
 
@@ -234,7 +237,7 @@ def test_infra_failures_and_repeated_epochs_still_render(tmp_path: Path) -> None
     ]
     ResultSink(out, RUN_ID).write([broken, *repeated])
     text = build_site(out, tmp_path / "site").read_text(encoding="utf-8")
-    assert '<figure id="plot-success">' in text
+    assert '<figure id="plot-success" data-points=' in text
     assert "flaky" in text and "env_error" in text
     assert "The agent took no step." in _page(tmp_path / "site", broken.result.episode_id)
 

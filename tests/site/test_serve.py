@@ -56,6 +56,16 @@ def test_serves_episode_pages_and_screenshots(
     assert (status, kind, image) == (200, "image/png", png_bytes())
 
 
+def test_serves_the_side_by_side_page(server: ThreadingHTTPServer, dataset: SiteDataset) -> None:
+    status, kind, body = _get(server, "/side-by-side.html")
+    assert status == 200 and kind.startswith("text/html")
+    assert b'<iframe id="side-a"' in body and b'<iframe id="side-b"' in body
+    # The episode pages it frames are the served ones, which link back to it.
+    other = dataset.episode_ids[3]  # t-one by gamma, beside t-one by beta
+    page = _get(server, f"/episodes/{dataset.episode_ids[1]}.html")[2]
+    assert f"../side-by-side.html?a={dataset.episode_ids[1]}&amp;b={other}".encode() in page
+
+
 @pytest.mark.parametrize(
     "path",
     [

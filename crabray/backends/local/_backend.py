@@ -97,6 +97,7 @@ from crabray.backends.settings import parse_settings
 from crabray.backends.wipe import remove_path
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError, SandboxHostError
+from crabray.core.words import counted
 
 logger = logging.getLogger(__name__)
 
@@ -826,7 +827,8 @@ class LocalBackend(Backend):
             except OSError as exc:
                 logger.warning("could not remove abandoned sandbox %s: %s", sandbox, exc)
                 continue
-            logger.info("removed abandoned sandbox %s (killed %d processes)", sandbox, killed)
+            processes = counted(killed, "process", "processes")
+            logger.info("removed abandoned sandbox %s (killed %s)", sandbox, processes)
             removed.append(f"sandbox folder {sandbox}")
         return removed
 

@@ -24,6 +24,7 @@ from typing_extensions import override
 from crabray.backends.settings import BackendSettings
 from crabray.core.errors import ConfigError, SandboxError
 from crabray.core.retry import RetryPolicy
+from crabray.core.words import counted
 
 logger = logging.getLogger(__name__)
 
@@ -259,7 +260,7 @@ def connect(settings: SshSettings, key: paramiko.PKey | None, purpose: str) -> p
     reason = _without_secrets(str(last), settings) or type(last).__name__
     raise SandboxError(
         f"cannot reach {settings.address} for {purpose} "
-        f"after {policy.max_attempts} attempts: {reason}"
+        f"after {counted(policy.max_attempts, 'attempt')}: {reason}"
     )
 
 

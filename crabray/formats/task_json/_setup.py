@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from crabray.core.commands import command_failure
 from crabray.core.errors import CrabrayError
+from crabray.core.words import counted
 from crabray.formats.task_json._registry import LocalPath, TaskContext, setup_function
 
 DEFAULT_TIMEOUT_SEC = 300.0
@@ -86,7 +87,7 @@ def download_files(ctx: TaskContext, files: list[DownloadItem]) -> str:
     """
     for item in files:
         ctx.env.put_file(item.path, ctx.read_local(item.url))
-    return f"placed {len(files)} files"
+    return f"placed {counted(len(files), 'file')}"
 
 
 DEFAULT_SCRIPT_FOLDER = "/home/user/Desktop"

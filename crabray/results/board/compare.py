@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from crabray.core.errors import ResultsError
+from crabray.core.words import counted
 from crabray.results._numpy import strings, to_arrow, to_numpy
 from crabray.results.board._aggregate import combine
 from crabray.results.board.arrow_board import (
@@ -221,7 +222,7 @@ def _summary(run_a: str, run_b: str, tasks: pa.Table, counts: dict[str, int]) ->
         if both.any()
         else "no task graded in both"
     )
-    return f"{run_a} -> {run_b}: {int(both.sum())} tasks in both, {rates}; " + ", ".join(
+    return f"{run_a} -> {run_b}: {counted(int(both.sum()), 'task')} in both, {rates}; " + ", ".join(
         f"{label} {counts[label]}" for label in CHANGES
     )
 

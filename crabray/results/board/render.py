@@ -4,9 +4,10 @@ Files keep everything: ``md`` rounds floats for reading (by the rules of
 ``crabray.results.board.cells``, which the site follows too), ``csv`` and ``json``
 keep full precision for machines, and all three keep every column under its
 full name. The terminal gets a chosen subset: a leaderboard has more columns
-than fit 80 characters, so ``to_rich_table`` shows the most telling ones (who,
-how many, success rate with its interval, score, ...) in priority order until
-the width is used up, under short headers.
+than fit a terminal's width (80 characters by default), so ``to_rich_table``
+shows the most telling ones (who, how many, success rate with its interval,
+score, ..., cost) in priority order until the width is used up, under short
+headers.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ _SHORT_HEADERS = {
 }
 """Terminal headers: the full column names do not fit an 80-column terminal."""
 
+_NO_ERRORS = "errors, all zero"
+"""Where error counts that are 0 in every row stand in ``_TERMINAL_PRIORITY``."""
+
 # Statistic columns in the order the terminal gives them room; identity columns
 # (agent, model, the breakdown column, task_id, change) always come first.
 _TERMINAL_PRIORITY = (
@@ -86,11 +90,17 @@ _TERMINAL_PRIORITY = (
     "successes",
     # The grade's trust: ahead of pass^k and usage, behind the columns an 80-column
     # table has always shown (the run's summary names unverified passes in any case).
+    # Shown only when some pass is not verified (``_says_something``).
     "verified_success_rate",
     "unverified_passes",
     "unknown_trust_passes",
     "pass^",
+    # What an LLM agent's episodes cost, ahead of the other figures (an 80-column
+    # table beside a dated model name has room for the cost, a wider one for tokens).
     "cost_usd",
+    "tokens_in",
+    "tokens_out",
+    _NO_ERRORS,
     "cost_per_success",
     "mean_steps",
     "score_se",
@@ -101,13 +111,14 @@ _TERMINAL_PRIORITY = (
     "episodes_b",
     "mean_wall_time_sec",
     "model_calls",
-    "tokens_in",
-    "tokens_out",
 )
+_ERROR_COLUMNS = ("benchmark_errors", "infra_errors")
+"""Counts of errors: a column of zeros says only "none", so it gives its place to the
+usage columns and is shown where ``_NO_ERRORS`` stands, when there is room."""
 _USAGE_COLUMNS = ("cost_usd", "cost_per_success", "model_calls", "tokens_in", "tokens_out")
-_QUIET_WHEN_ZERO = (*_USAGE_COLUMNS, "unknown_trust_passes")
+_QUIET_WHEN_ZERO = (*_USAGE_COLUMNS, "unverified_passes", "unknown_trust_passes")
 """Columns the terminal leaves out when every row is 0: scripted agents' usage, and the
-passes of unknown trust once every row records its grader's trust."""
+counts of passes not verified when every pass is."""
 _PASS = re.compile(r"^pass([@^])(\d+)$")
 _COLUMN_GAP = 3  # rich SIMPLE_HEAD: padding either side plus the (blank) divider
 _EDGES = 2
@@ -202,12 +213,17 @@ def render(table: Frame, fmt: Literal["md", "csv", "json"]) -> str:
     raise ResultsError(f"unknown leaderboard format {fmt!r}; use 'md', 'csv' or 'json'")
 
 
-def _priority(column: str, max_k: int) -> float:
-    """Where a statistic column stands in the terminal's order; identity columns are -1."""
+def _priority(column: str, max_k: int, no_errors: set[str]) -> float:
+    """Where a statistic column stands in the terminal's order; identity columns are -1.
+
+    ``no_errors``: the error columns that are 0 in every row, which stand lower.
+    """
     match = _PASS.match(column)
     if match:
         # Only the largest k reaches the terminal: pass@1 is the success rate again.
         return _TERMINAL_PRIORITY.index(f"pass{match[1]}") if int(match[2]) == max_k else math.inf
+    if column in no_errors:
+        return _TERMINAL_PRIORITY.index(_NO_ERRORS) + _ERROR_COLUMNS.index(column) / 10
     if column in _TERMINAL_PRIORITY:
         return _TERMINAL_PRIORITY.index(column)
     if column.startswith("success_ci_"):
@@ -215,16 +231,31 @@ def _priority(column: str, max_k: int) -> float:
     return -1
 
 
+def _says_something(grid: _Grid, name: str) -> bool:
+    """Whether a column tells the terminal's reader anything: it has a value, it is not a
+    quiet column of zeros, and it is not the verified rate equal to the success rate in
+    every row (every pass verified, or ``--verified-only``: the success column says it)."""
+    values = grid.columns[name]
+    if all(is_missing(value) for value in values):
+        return False
+    if name in _QUIET_WHEN_ZERO and all(is_missing(value) or value == 0 for value in values):
+        return False
+    if name == "verified_success_rate" and "success_rate" in grid.columns:
+        pairs = zip(values, grid.columns["success_rate"], strict=True)
+        return any(_differ(verified, rate) for verified, rate in pairs)
+    return True
+
+
+def _differ(a: Any, b: Any) -> bool:
+    """Two cells of rates differ: one is missing and the other not, or their values do."""
+    if is_missing(a) or is_missing(b):
+        return is_missing(a) != is_missing(b)
+    return not math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+
+
 def _view(grid: _Grid, max_width: int) -> _Grid:
     """``terminal_view`` of a grid (see there), the merged ``success_ci`` included."""
-    shown = [
-        name
-        for name, values in grid.columns.items()
-        if any(not is_missing(value) for value in values)
-        and not (
-            name in _QUIET_WHEN_ZERO and all(is_missing(value) or value == 0 for value in values)
-        )
-    ]
+    shown = [name for name in grid.columns if _says_something(grid, name)]
     view = grid.select(shown)
     if {"success_ci_low", "success_ci_high", "success_rate"} <= set(shown):
         bounds = zip(grid.columns["success_ci_low"], grid.columns["success_ci_high"], strict=True)
@@ -235,16 +266,19 @@ def _view(grid: _Grid, max_width: int) -> _Grid:
         view = view.select(names)
     ks = [int(m[2]) for m in map(_PASS.match, view.names) if m]
     max_k = max(ks, default=0)
-    ranked = sorted(
-        (c for c in view.names if _priority(c, max_k) != math.inf),
-        key=lambda c: _priority(c, max_k),
-    )
+    no_errors = {
+        name
+        for name in _ERROR_COLUMNS
+        if name in view.columns and all(is_missing(v) or v == 0 for v in view.columns[name])
+    }
+    rank = {name: _priority(name, max_k, no_errors) for name in view.names}
+    ranked = sorted((c for c in view.names if rank[c] != math.inf), key=rank.__getitem__)
     width = _EDGES - _COLUMN_GAP
     chosen: set[str] = set()
     for column in ranked:
         header = _SHORT_HEADERS.get(column, column)
         needed = max([len(header), *(len(format_cell(column, v)) for v in view.columns[column])])
-        if _priority(column, max_k) >= 0 and width + _COLUMN_GAP + needed > max_width:
+        if rank[column] >= 0 and width + _COLUMN_GAP + needed > max_width:
             continue
         width += _COLUMN_GAP + needed
         chosen.add(column)
@@ -255,12 +289,14 @@ def terminal_view(table: pd.DataFrame, max_width: int = TERMINAL_WIDTH) -> pd.Da
     """The columns of ``table`` worth showing in a terminal of ``max_width`` characters.
 
     Columns with no value at all (``model`` for scripted agents), usage columns
-    that are all zero (tokens and cost of scripted agents) and passes of unknown
-    trust when there are none are left out; the
+    that are all zero (tokens and cost of scripted agents), counts of unverified
+    passes and of passes of unknown trust when there are none, and the verified
+    success rate when it equals the success rate in every row are left out; the
     interval bounds are merged into one ``success_ci`` text column (``0.49-0.94``);
     of the pass@k columns only the largest k stays. Identity columns (agent,
     model, breakdown values, task ids) always stay; statistics are added in
-    priority order while the table still fits.
+    priority order while the table still fits, error counts that are zero in
+    every row after cost and tokens.
 
     Args:
         table: A frame from ``leaderboard``, ``breakdown`` or ``compare_runs``.

@@ -6,12 +6,14 @@
                                     breakdowns, every episode
     SITE/run-<RUN>.html             the same for one run (the run picker's links)
     SITE/compare.html               two runs compared per task (with two runs or more)
-    SITE/episodes/<episode_id>.html the task, the result, the model conversation, every step,
-                                    the evaluator graph
+    SITE/episodes/<episode_id>.html the verdict, whose doing it is and the cause first; then
+                                    the model conversation beside every step, the evaluator
+                                    graph, the metadata
+    SITE/side-by-side.html          two episode pages next to each other (?a=<id>&b=<id>)
     SITE/files/<screenshot path>    screenshots, copied from the output directory
 
 Pages come from Jinja2 templates with autoescaping (``templates/``). They are
-self-contained: styles, the one script and the plots (SVG) are inline, and
+self-contained: styles, the site's scripts and the plots (SVG) are inline, and
 nothing is loaded from the network, so the folder can be opened from disk,
 archived or published as it is. All task text and agent output is escaped: it
 is untrusted input. Nothing but the dataset and run manifests' suite names is
@@ -28,12 +30,14 @@ import shutil
 from pathlib import Path
 
 from crabray.core.errors import ResultsError
+from crabray.results.site._audit import AUDIT_PAGE, audit_reports, render_audit
 from crabray.results.site._data import (
     MAX_LISTED_EPISODES,
     SiteData,
     existing_screenshot,
     load,
 )
+from crabray.results.site._episode import SIDE_BY_SIDE_PAGE, render_episode, render_side_by_side
 from crabray.results.site._pages import (
     COMPARE_PAGE,
     EPISODES_DIR,
@@ -41,7 +45,6 @@ from crabray.results.site._pages import (
     LOGS_DIR,
     episode_page_name,
     render_compare,
-    render_episode,
     render_index,
     run_log_url,
     run_page_name,
@@ -157,6 +160,10 @@ def build_site(
         (site / run_page_name(run_id_shown)).write_text(page, encoding="utf-8")
     if len(data.runs) > 1:
         (site / COMPARE_PAGE).write_text(render_compare(data), encoding="utf-8")
+    (site / SIDE_BY_SIDE_PAGE).write_text(render_side_by_side(data), encoding="utf-8")
+    audits = audit_reports(out)
+    if audits:
+        (site / AUDIT_PAGE).write_text(render_audit(audits, data.title), encoding="utf-8")
     index = site / "index.html"
     index.write_text(render_index(data), encoding="utf-8")
     copied = sum(1 for src in copier.done.values() if src is not None)

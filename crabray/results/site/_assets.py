@@ -1,12 +1,15 @@
-"""The site's stylesheet and script, inlined into the pages so a page needs no other file.
+"""The site's stylesheet and scripts, inlined into the pages so a page needs no other file.
 
-The script sorts tables, draws the two-run comparison from the page's JSON
-data block, and on pages served by ``crabray view`` polls ``live.json``: when
-the dataset's version changes it fetches the page again and swaps every
-``data-live-section`` in place (sort order kept), so the reader keeps their
-place. The script is the only one any page runs. Pages allow it by its SHA-256 hash
-in their Content-Security-Policy, so a ``<script>`` that slipped through
-escaping (task text and agent output are untrusted) would still not execute.
+The index, run and comparison pages' script sorts tables, draws the two-run
+comparison from the page's JSON data block, filters the episode list, moves
+through it by key (``_navigation``), and on pages served by ``crabray view``
+polls ``live.json``: when the dataset's version changes it fetches the page
+again and swaps every ``data-live-section`` in place (sort order kept), so the
+reader keeps their place. Episode pages and the side-by-side page run the
+smaller ``EPISODE_SCRIPT`` (keys; the two frames). These two are the only
+scripts any page runs. Pages allow them by their SHA-256 hashes in their
+Content-Security-Policy, so a ``<script>`` that slipped through escaping (task
+text and agent output are untrusted) would still not execute.
 """
 
 from __future__ import annotations
@@ -14,10 +17,14 @@ from __future__ import annotations
 import base64
 import hashlib
 
+from crabray.results.site._navigation import EPISODE_SCRIPT, LIST_SCRIPT
+
+__all__ = ["CONTENT_SECURITY_POLICY", "CSS", "EPISODE_SCRIPT", "FRAMING_POLICY", "SCRIPT"]
+
 CSS = """
 :root { color-scheme: light; --fg: #1d232b; --muted: #5c6670; --line: #d8dde3;
   --bg-alt: #f4f6f8; --ok: #1a7f37; --ok-bg: #dcf5e3; --bad: #b42318; --bad-bg: #fde7e4;
-  --accent: #0b5cad; }
+  --accent: #0b5cad; --error: #6a3d9a; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg);
   margin: 0 auto; padding: 1.2rem 1.5rem 3rem; }
@@ -40,7 +47,7 @@ table.sortable th[aria-sort="ascending"]::after { content: " \\25B2"; color: var
 table.sortable th[aria-sort="descending"]::after { content: " \\25BC"; color: var(--fg); }
 .ok { color: var(--ok); font-weight: 600; }
 .bad { color: var(--bad); font-weight: 600; }
-.warn { color: #6a3d9a; font-weight: 600; }
+.warn { color: var(--error); font-weight: 600; }
 .plots { display: flex; flex-wrap: wrap; gap: 1rem; }
 figure { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: .5rem;
   background: #fff; }
@@ -119,14 +126,55 @@ details.logs { border: 1px solid var(--line); border-radius: 6px; padding: .3rem
 details.logs > summary { cursor: pointer; font-weight: 600; }
 details.output > summary { cursor: pointer; }
 dl.facts dd { overflow-wrap: anywhere; }
+.why { border: 1px solid var(--line); border-left: 6px solid var(--muted); border-radius: 6px;
+  padding: .5rem 1rem .3rem; margin: .6rem 0 .8rem; }
+.why.outcome-pass { border-left-color: var(--ok); }
+.why.outcome-fail { border-left-color: var(--bad); }
+.why.outcome-error { border-left-color: var(--error); }
+.why-head { display: flex; flex-wrap: wrap; gap: .2rem .7rem; align-items: baseline; }
+.why-head p { margin: .1rem 0; }
+.badge { display: inline-block; color: #fff; font-weight: 700; text-transform: uppercase;
+  letter-spacing: .05em; border-radius: 4px; padding: .1rem .55rem; font-size: .9em; }
+.badge-pass { background: var(--ok); }
+.badge-fail { background: var(--bad); }
+.badge-error { background: var(--error); }
+.attribution-name { font-weight: 600; border: 1px solid var(--line); border-radius: 3px;
+  padding: 0 .35rem; }
+#cause { display: grid; grid-template-columns: repeat(auto-fit, minmax(24rem, 1fr));
+  gap: 0 1.4rem; margin-top: .3rem; }
+#cause > div { min-width: 0; }
+#cause p { margin: .15rem 0 .4rem; }
+#cause pre { max-height: 16em; overflow: auto; margin-bottom: .4rem; }
+#cause p.said { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 4.4em;
+  overflow: auto; }
+#cause .tail-note { font-size: .85em; }
+#peers { margin: 0 0 .8rem; }
+#peers .label { display: inline; margin-right: .3rem; }
+pre.description { max-height: 10em; overflow: auto; }
+#keys, #walk { font-size: .85em; }
+kbd { border: 1px solid var(--line); border-bottom-width: 2px; border-radius: 3px;
+  padding: 0 .3rem; font: .85em ui-monospace, monospace; background: var(--bg-alt); }
+details.metadata { margin-top: 2rem; }
+details.metadata > summary { cursor: pointer; font-size: 1.2rem; font-weight: 600; }
+#episodes tr.current td { background: #fff3bf; }
+#episodes tr.current td:first-child { box-shadow: inset 4px 0 0 var(--accent); }
+#episodes input.pick { margin: 0 .4rem 0 0; vertical-align: middle; }
+.side-nav { display: flex; flex-wrap: wrap; gap: .3rem 1rem; align-items: baseline; }
+#side-by-side { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: .6rem; }
+#side-by-side iframe { width: 100%; height: calc(100vh - 4.5rem); border: 1px solid var(--line);
+  border-radius: 6px; background: #fff; }
+#side-by-side[hidden] { display: none; }
+body.framing { padding: .6rem .8rem; }
+body.framing nav { margin-bottom: .5rem; }
 """
 
 FILTER_SCRIPT = """
 (function () {
   "use strict";
-  // The episode list's search box and filters: rows carry data-task, data-agent,
-  // data-outcome, data-attribution and data-search (lower-cased text: task, agent,
-  // error, instruction); a row shows when it matches every filter and every word searched.
+  // The episode list's search box and filters: rows carry data-outcome, data-attribution,
+  // data-agent, data-task, data-tag (a JSON list: a filter with data-multi matches any of
+  // its values), data-ended and data-search (lower-cased text: task, agent, error,
+  // instruction); a row shows when it matches every filter and every word searched.
   var form = document.getElementById("episode-filter");
   if (!form) { return; }
   var search = document.getElementById("episode-search");
@@ -135,11 +183,21 @@ FILTER_SCRIPT = """
     var table = document.getElementById("episodes");
     return table ? Array.prototype.slice.call(table.tBodies[0].rows) : [];
   }
+  function values(row, select) {
+    var raw = row.getAttribute("data-" + select.getAttribute("data-filter")) || "";
+    if (!select.hasAttribute("data-multi")) { return [raw]; }
+    try {
+      var list = JSON.parse(raw || "[]");
+      return Array.isArray(list) ? list.map(String) : [];
+    } catch (error) { return []; }
+  }
   function fillChoices() {
     var all = rows();
     selects.forEach(function (select) {
-      var name = select.getAttribute("data-filter"), chosen = select.value, seen = {};
-      all.forEach(function (row) { seen[row.getAttribute("data-" + name) || ""] = true; });
+      var chosen = select.value, seen = {};
+      all.forEach(function (row) {
+        values(row, select).forEach(function (value) { seen[value] = true; });
+      });
       if (chosen) { seen[chosen] = true; }
       while (select.options.length > 1) { select.remove(1); }
       Object.keys(seen).sort().forEach(function (value) {
@@ -155,8 +213,7 @@ FILTER_SCRIPT = """
       var text = row.getAttribute("data-search") || "";
       var match = words.every(function (word) { return text.indexOf(word) >= 0; }) &&
         selects.every(function (select) {
-          return select.value === "" ||
-            (row.getAttribute("data-" + select.getAttribute("data-filter")) || "") === select.value;
+          return select.value === "" || values(row, select).indexOf(select.value) >= 0;
         });
       row.hidden = !match;
       if (match) { shown += 1; }
@@ -387,6 +444,7 @@ SCRIPT = (
 })();
 """
     + FILTER_SCRIPT
+    + LIST_SCRIPT
 )
 
 
@@ -398,7 +456,7 @@ def _csp_hash(source: str) -> str:
 CONTENT_SECURITY_POLICY = "; ".join(
     (
         "default-src 'none'",
-        f"script-src {_csp_hash(SCRIPT)}",
+        f"script-src {_csp_hash(SCRIPT)} {_csp_hash(EPISODE_SCRIPT)}",
         # matplotlib's SVG and our own carry style attributes.
         "style-src 'unsafe-inline'",
         # Screenshots are files beside the page; file: covers opening the site from disk.
@@ -409,4 +467,7 @@ CONTENT_SECURITY_POLICY = "; ".join(
         "form-action 'none'",
     )
 )
-"""What a page may load: nothing from the network, and only the script above."""
+"""What a page may load: nothing from the network, and only the two scripts above."""
+FRAMING_POLICY = CONTENT_SECURITY_POLICY + "; frame-src 'self' file:"
+"""The side-by-side page's policy: the same, and it may frame the site's own pages (file:
+when the site is opened from disk)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -16,6 +17,8 @@ import pandas as pd
 import pyarrow as pa
 
 from crabray.core.errors import ResultsError
+from crabray.core.result import Attribution
+from crabray.results.board._columns import DEFAULT_BY
 from crabray.results.board.selection import LATEST_KEY, latest_mask
 from crabray.results.store._layout import (
     TABLES,
@@ -53,7 +56,9 @@ class RunInfo:
             do not say).
         created_at: When the run started, as text ("" without a manifest).
         episodes: Episodes recorded so far.
-        successes: Of which solved.
+        successes: Of the graded ones, solved (the run's leaderboard's ``successes``).
+        graded: Of which graded: attributed to the agent (the leaderboard's ``episodes``);
+            the others are benchmark or infrastructure errors.
     """
 
     run_id: str
@@ -63,6 +68,7 @@ class RunInfo:
     created_at: str
     episodes: int
     successes: int
+    graded: int = 0
 
 
 @dataclass
@@ -74,11 +80,14 @@ class SiteData:
         run_id: The run shown, or None for every run.
         episodes: Deduplicated episode rows (``read_episodes``).
         steps: The kept episodes' steps, grouped by episode id, in step order.
-        board: ``leaderboard(episodes)``.
+        board: ``leaderboard(episodes, by)``: what every number of the page comes from.
         max_listed: Episodes listed (and given pages) at most: the most recent.
         runs: Every run shown, newest first.
         title: The site's title: the suite's name, or the one given.
         description: The line under the title: the suite's path, or the one given.
+        by: What makes a leaderboard row: agent and model, and suite on a page of
+            several runs (``crabray leaderboard``'s rows); the breakdowns and plots
+            group by it too.
     """
 
     out_dir: Path
@@ -92,6 +101,7 @@ class SiteData:
     description: str = ""
     every: pd.DataFrame | None = None
     scope: str = ""
+    by: tuple[str, ...] = DEFAULT_BY
     _neighbours: dict[str, tuple[str | None, str | None]] = field(default_factory=dict, repr=False)
 
     @property
@@ -203,9 +213,13 @@ def _manifests(out: Path, run_ids: list[str]) -> dict[str, RunManifest]:
 
 def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[RunInfo]:
     """Every run with episodes or a manifest, newest first (run ids sort by start time)."""
-    grouped = episodes.assign(solved=episodes["success"].astype(bool)).groupby("run_id")
+    graded = episodes["attribution"] == Attribution.AGENT.value
+    grouped = episodes.assign(
+        graded=graded, solved=graded & episodes["success"].astype(bool)
+    ).groupby("run_id")
     sizes = {str(run): int(size) for run, size in grouped.size().items()}
     solved = {str(run): int(count) for run, count in grouped["solved"].sum().items()}
+    agents = {str(run): int(count) for run, count in grouped["graded"].sum().items()}
     run_ids = sorted({*manifests, *sizes}, reverse=True)
     infos = []
     for run in run_ids:
@@ -219,6 +233,7 @@ def _runs(episodes: pd.DataFrame, manifests: dict[str, RunManifest]) -> list[Run
                 created_at=f"{manifest.created_at:%Y-%m-%d %H:%M} UTC" if manifest else "",
                 episodes=sizes.get(run, 0),
                 successes=solved.get(run, 0),
+                graded=agents.get(run, 0),
             )
         )
     return infos
@@ -348,6 +363,7 @@ def load(
         description=default_description if description is None else description,
         every=every,
         scope=_scope(included, scope),
+        by=by,
     )
 
 
@@ -365,20 +381,21 @@ def _named(run: RunInfo) -> str:
     return f"{run.run_id} ({suite or 'no manifest'}{created})"
 
 
-def breakdowns(episodes: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def breakdowns(episodes: pd.DataFrame, by: Sequence[str] = DEFAULT_BY) -> dict[str, pd.DataFrame]:
     """Per-tag and per-termination-reason tables, titled for the index page.
 
-    Uses ``crabray.results.board.leaderboard.breakdown`` when it exists; otherwise
-    the per-tag table is the leaderboard of each tag's episodes and the
-    per-reason table counts episodes per reason and agent.
+    Uses ``crabray.results.board.leaderboard.breakdown`` when it exists, for each
+    ``by`` group (the page's leaderboard rows); otherwise the per-tag table is the
+    leaderboard of each tag's episodes and the per-reason table counts episodes per
+    reason and agent.
     """
     if episodes.empty:
         return {}
     breakdown = getattr(leaderboard_module, "breakdown", None)
     if breakdown is not None:
         return {
-            "by tag": breakdown(episodes, "tag"),
-            "by termination reason": breakdown(episodes, "termination_reason"),
+            "by tag": breakdown(episodes, "tag", by),
+            "by termination reason": breakdown(episodes, "termination_reason", by),
         }
     tagged = episodes.explode("tags").dropna(subset=["tags"])
     per_tag = [

@@ -21,7 +21,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from crabray.results.board.cells import format_cell, is_missing, plain
-from crabray.results.site._assets import CONTENT_SECURITY_POLICY, CSS, SCRIPT
+from crabray.results.site._assets import CONTENT_SECURITY_POLICY, CSS, EPISODE_SCRIPT, SCRIPT
 
 _HEADERS = {
     "agent": "Agent",
@@ -190,6 +190,7 @@ ENVIRONMENT = jinja2.Environment(
 ENVIRONMENT.globals.update(
     CSS=Markup(CSS),
     SCRIPT=Markup(SCRIPT),
+    EPISODE_SCRIPT=Markup(EPISODE_SCRIPT),
     CSP=CONTENT_SECURITY_POLICY,
 )
 ENVIRONMENT.filters["human"] = human

@@ -1,9 +1,13 @@
 """The task x agent matrix of the index page, and the per-task scores two runs are compared by.
 
 A cell is every episode of one task by one (agent, model): its mean score over
-graded episodes (infrastructure failures are listed but not scored), coloured
-from red (0) to green (1), with the episodes listed in a drill-down the cell
-links to (an anchor the page shows with CSS ``:target``, so it works from disk).
+graded episodes (benchmark and infrastructure errors are listed but not scored,
+as the leaderboard counts them), coloured from red (0) to green (1), with the
+episodes listed in a drill-down the cell links to (an anchor the page shows
+with CSS ``:target``, so it works from disk). A task is a task of one suite:
+when the page shows several suites, a row is one suite's task (two suites may
+both have a task ``setup``), so a column's cells of one suite add up to that
+suite's leaderboard row.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pandas as pd
 
 from crabray.core.result import Attribution
 from crabray.results.board.cells import is_missing
-from crabray.results.site._plots import group_label
+from crabray.results.site._plots import agent_rows, group_label
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,16 @@ class MatrixCell:
     detail: str
     colour: str
     episodes: list[EpisodeLink] = field(default_factory=list)
+    suite: str = ""
+    """The suite the task is of."""
+    task_id: str = ""
+    """The task's id (``task`` is its label, which names the suite when the page has several)."""
+    solved: int = 0
+    """Graded episodes that passed: the leaderboard's ``successes``, for this task."""
+    graded: int = 0
+    """Episodes attributed to the agent: the leaderboard's ``episodes``, for this task."""
+    benchmark_errors: int = 0
+    infra_errors: int = 0
 
 
 @dataclass
@@ -59,11 +73,6 @@ class Matrix:
 NOT_THE_AGENTS_COLOUR = "hsl(270, 30%, 88%)"
 """A cell without a verdict on the agent, only benchmark or infrastructure errors: never the
 red of an agent's 0."""
-
-
-def agent_rows(episodes: pd.DataFrame) -> pd.Series:
-    """True for rows attributed to the agent: the only ones scored."""
-    return episodes["attribution"] == Attribution.AGENT.value
 
 
 def score_colour(score: float | None) -> str:
@@ -81,8 +90,10 @@ def _cell(
     solved = int(graded["success"].astype(bool).sum())
     detail = f"{solved} of {len(graded)} solved"
     kinds = ((Attribution.BENCHMARK, "benchmark"), (Attribution.INFRASTRUCTURE, "infra"))
+    errors = []
     for whom, label in kinds:
         count = int((rows["attribution"] == whom.value).sum())
+        errors.append(count)
         if count:
             detail += f", {count} {label} error{'s' if count > 1 else ''}"
     episodes = [
@@ -121,11 +132,17 @@ def _cell(
         detail=detail,
         colour=colour,
         episodes=episodes,
+        suite=str(rows["suite"].iloc[0]),
+        task_id=str(rows["task_id"].iloc[0]),
+        solved=solved,
+        graded=len(graded),
+        benchmark_errors=errors[0],
+        infra_errors=errors[1],
     )
 
 
 def matrix(episodes: pd.DataFrame, link: Callable[[str], str | None]) -> Matrix:
-    """The task x (agent, model) matrix of ``episodes``.
+    """The task x (agent, model) matrix of ``episodes``: a row per task of each suite.
 
     Args:
         episodes: Deduplicated episode rows.
@@ -134,14 +151,19 @@ def matrix(episodes: pd.DataFrame, link: Callable[[str], str | None]) -> Matrix:
     frame = episodes.assign(
         group=[group_label(a, m) for a, m in zip(episodes["agent"], episodes["model"], strict=True)]
     )
-    tasks = sorted(str(task) for task in frame["task_id"].unique())
+    suites = frame["suite"].nunique(dropna=False) > 1
+    keys = sorted({(str(s), str(t)) for s, t in zip(frame["suite"], frame["task_id"], strict=True)})
+    tasks = [f"{task} · {suite}" if suites else task for suite, task in keys]
     groups = sorted(str(group) for group in frame["group"].unique())
-    by_key = {(str(t), str(g)): rows for (t, g), rows in frame.groupby(["task_id", "group"])}
+    by_key = {
+        (str(s), str(t), str(g)): rows
+        for (s, t, g), rows in frame.groupby(["suite", "task_id", "group"], dropna=False)
+    }
     cells: list[list[MatrixCell | None]] = []
-    for row_index, task in enumerate(tasks):
+    for row_index, ((suite, task_id), task) in enumerate(zip(keys, tasks, strict=True)):
         row: list[MatrixCell | None] = []
         for column_index, group in enumerate(groups):
-            rows = by_key.get((task, group))
+            rows = by_key.get((suite, task_id, group))
             anchor = f"cell-{row_index}-{column_index}"
             row.append(None if rows is None else _cell(anchor, task, group, rows, link))
         cells.append(row)

@@ -5,7 +5,8 @@
     index.html             every run shown: matrix, leaderboard, plots, breakdowns, episodes
     run-<RUN>.html         the same for one run (what the run picker links to)
     compare.html           two runs side by side, per task (chosen in the page)
-    episodes/<id>.html     the task, the result, the conversation, every step, the graph
+
+Episode pages and the side-by-side page are ``_episode``'s.
 
 Rendering is pure: it takes ``SiteData`` and returns strings, so the static
 builder and the ``crabray view`` server produce the very same pages.
@@ -14,28 +15,24 @@ builder and the ``crabray view`` server produce the very same pages.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 from urllib.parse import quote
 
 import pandas as pd
 from markupsafe import Markup
 
-from crabray.results.board.cells import format_cell, is_missing
-from crabray.results.board.trust import UNTRUSTED, row_trust, trust_text
+from crabray.results.board.cells import is_missing
 from crabray.results.site import _plots
-from crabray.results.site._conversation import (
-    ConversationFormatError,
-    parse_conversation,
-    pretty_json,
-)
 from crabray.results.site._data import SiteData, breakdowns
-from crabray.results.site._graph import Graph, GraphFormatError, graph_svg, parse_graph
-from crabray.results.site._html import cell_text, render, table
+from crabray.results.site._html import render, table
 from crabray.results.site._matrix import matrix, run_scores
+from crabray.results.site._why import outcome_of
+from crabray.results.store.audit import AUDITS_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -67,44 +64,23 @@ _EPISODE_COLUMNS = (
     "wall_time_sec",
     "finished_at",
 )
-_TASK_FIELDS = (
-    ("task id", "task_id"),
-    ("suite", "suite"),
-    ("agent", "agent"),
-    ("model", "model"),
-    ("run", "run_id"),
-    ("epoch", "epoch"),
-    ("attempt", "attempt"),
-    ("episode id", "episode_id"),
-)
-_RESULT_FIELDS = (
-    ("ended by", "termination_reason"),
-    ("attributed to", "attribution"),
-    ("success", "success"),
-    ("score", "score"),
-    ("completeness", "completeness"),
-    ("steps", "steps"),
-    ("action errors", "action_errors"),
-    ("tokens in", "tokens_in"),
-    ("tokens out", "tokens_out"),
-    ("model calls", "model_calls"),
-    ("model latency (s)", "model_latency_sec"),
-    ("cost", "cost_usd"),
-    ("wall time (s)", "wall_time_sec"),
-    ("setup time (s)", "setup_time_sec"),
-    ("started", "started_at"),
-    ("finished", "finished_at"),
-    ("node", "node"),
-    ("error type", "error_type"),
-)
 _PLOTS = (
-    ("plot-success", "Success rate per agent and model; bars are 95% Wilson intervals."),
+    (
+        "plot-success",
+        "Success rate of each leaderboard row; bars are its 95% interval (benchmark and "
+        "infrastructure errors are in no rate).",
+    ),
     (
         "plot-cost",
-        "Mean cost per episode against success rate; red points form the Pareto front "
-        "(no other configuration is both cheaper and more successful).",
+        "Each leaderboard row's mean cost per graded episode (its cost over its episodes) "
+        "against its success rate; red points form the Pareto front (no other configuration "
+        "is both cheaper and more successful).",
     ),
-    ("plot-steps", "Steps taken per episode, per agent and model."),
+    (
+        "plot-steps",
+        "Steps taken per graded episode, per leaderboard row (benchmark and infrastructure "
+        "errors left out).",
+    ),
 )
 
 
@@ -138,23 +114,20 @@ class Live:
     version: str
 
 
-def _value(row: pd.Series, name: str) -> Any:
-    return row[name] if name in row.index else None
-
-
 FILTERS = (
-    ("task", "task_id", "task"),
-    ("agent", "agent", "agent"),
-    ("outcome", "termination_reason", "outcome"),
-    ("attribution", "attribution", "attributed to"),
+    ("outcome", "outcome"),
+    ("attribution", "attributed to"),
+    ("agent", "agent"),
+    ("task", "task"),
+    ("tag", "tag"),
+    ("ended", "ended by"),
 )
-"""The episode list's filters: (data attribute, column, label). The page's script fills each
-filter's choices from its rows' attribute, so episodes that land live are choices too."""
-SCORER_NODE = "graded_by_scorer"
-"""The label of ``crabray.core.task.graded_by_scorer``, the one node of a scorer-graded task's
-graph (results read only the result model of core, so the label is written here)."""
-FOLD_LINES = 12
-"""A call's result longer than this many lines is folded (a command's stdout and stderr)."""
+"""The episode list's filters: (data attribute, label). The page's script fills each
+filter's choices from its rows' attribute, so episodes that land live are choices too.
+``outcome`` is pass, fail or error (``outcome_of``); ``tag`` holds a JSON list (an
+episode has several tags: the filter matches any of them)."""
+MULTI_VALUED = frozenset({"tag"})
+"""Filters whose row attribute is a JSON list of values rather than one value."""
 _SEARCHED = ("task_id", "agent", "model", "termination_reason", "error", "description")
 """What the episode list's search box looks in."""
 SEARCHED_CHARS = 1000
@@ -170,14 +143,24 @@ def filter_data(listed: pd.DataFrame) -> list[dict[str, str]]:
     """
     rows = []
     for record in listed.to_dict("records"):
-        texts = {
-            name: _text(record.get(name)) for name in {*_SEARCHED, *(c for _, c, _ in FILTERS)}
-        }
-        texts["attribution"] = texts["attribution"] or "agent"
-        attributes = {attribute: texts[column] for attribute, column, _ in FILTERS}
+        texts = {name: _text(record.get(name)) for name in _SEARCHED}
+        attribution = _text(record.get("attribution")) or "agent"
+        reason = _text(record.get("termination_reason"))
+        tags: Any = record.get("tags")
         searched = (texts[name][:SEARCHED_CHARS] for name in _SEARCHED)
-        attributes["search"] = " ".join(searched).lower()
-        rows.append(attributes)
+        rows.append(
+            {
+                "outcome": outcome_of(reason, bool(record.get("success")), attribution),
+                "attribution": attribution,
+                "agent": texts["agent"],
+                "task": texts["task_id"],
+                "tag": json.dumps(
+                    [] if tags is None or is_missing(tags) else [str(t) for t in tags]
+                ),
+                "ended": reason,
+                "search": " ".join(searched).lower(),
+            }
+        )
     return rows
 
 
@@ -186,15 +169,22 @@ def _text(value: Any) -> str:
 
 
 def _figures(data: SiteData) -> list[dict[str, Any]]:
+    """The page's plots, each drawn from its leaderboard's rows (or their graded episodes),
+    with the numbers drawn (``data-points``, JSON) kept beside the figure."""
     drawn = (
         _plots.success_plot(data.board),
-        _plots.cost_plot(data.episodes),
-        _plots.steps_histogram(data.episodes),
+        _plots.cost_plot(data.board),
+        _plots.steps_histogram(data.episodes, data.by),
     )
     return [
-        {"id": figure_id, "svg": Markup(svg), "caption": caption}
-        for (figure_id, caption), svg in zip(_PLOTS, drawn, strict=True)
-        if svg is not None
+        {
+            "id": figure_id,
+            "svg": Markup(plot.svg),
+            "caption": caption,
+            "points": json.dumps(plot.points, sort_keys=True),
+        }
+        for (figure_id, caption), plot in zip(_PLOTS, drawn, strict=True)
+        if plot is not None
     ]
 
 
@@ -224,7 +214,8 @@ def render_index(data: SiteData, live: Live | None = None, run_log: str | None =
         "live": live.url if live else None,
         "version": live.version if live else "",
         "run_log": run_log,
-        "filters": [(attribute, label) for attribute, _, label in FILTERS],
+        "audited": (data.out_dir / AUDITS_DIR).is_dir(),
+        "filters": [(attribute, label, attribute in MULTI_VALUED) for attribute, label in FILTERS],
     }
     if not data.episodes.empty:
         listed = data.listed
@@ -244,7 +235,7 @@ def render_index(data: SiteData, live: Live | None = None, run_log: str | None =
             figures=_figures(data),
             breakdowns=[
                 (title, table(frame, table_id="breakdown-" + re.sub(r"[^a-z0-9]+", "-", title)))
-                for title, frame in breakdowns(data.episodes).items()
+                for title, frame in breakdowns(data.episodes, data.by).items()
             ],
             listing=table(
                 listed[columns],
@@ -274,186 +265,3 @@ def render_compare(data: SiteData) -> str:
 def render_message(heading: str, detail: str = "") -> str:
     """A plain page with a heading and an optional preformatted detail (errors, not found)."""
     return render("message.html", heading=heading, detail=detail, live=None, version="")
-
-
-def graded_by_scorer(graph: Graph | None) -> bool:
-    """Whether the graph is only the stand-in node of a task graded by its scorer.
-
-    Such a node never passes: "0 of 1 evaluators passed" would contradict a
-    solved episode, so the page shows the scorer's score instead of the graph.
-    """
-    return graph is not None and graph.labels == [SCORER_NODE]
-
-
-def _graph_view(graph: Graph | None, passed: Any, caption: str) -> dict[str, Any] | None:
-    if graph is None or graded_by_scorer(graph):
-        return None
-    indices = {int(index) for index in passed} if not is_missing(passed) else set()
-    return {
-        "caption": caption,
-        "done": len(indices),
-        "total": len(graph.labels),
-        "svg": Markup(graph_svg(graph, indices)),
-        "nodes": [
-            {"label": label, "passed": index in indices} for index, label in enumerate(graph.labels)
-        ],
-    }
-
-
-def _steps_view(
-    steps: pd.DataFrame, graph: Graph | None, screenshots: ScreenshotSource
-) -> list[dict[str, Any]]:
-    views = []
-    for number, calls in [] if steps.empty else steps.groupby("step", sort=True):
-        first = calls.iloc[0]
-        shot = _value(first, "screenshot_path")
-        src = screenshots(str(shot)) if not is_missing(shot) and shot else None
-        observation = _value(first, "observation")
-        shown = int(cast(int, number)) + 1
-        views.append(
-            {
-                "number": shown,
-                "screenshot": src,
-                "screenshot_missing": None if src is not None or is_missing(shot) else shot or None,
-                "observation": None if is_missing(observation) else observation,
-                "calls": [_call_view(call) for call in calls.to_dict("records")],
-                "graph": _graph_view(
-                    graph, _value(calls.iloc[-1], "graph_passed"), f"after step {shown}"
-                ),
-            }
-        )
-    return views
-
-
-def _call_view(call: dict[Hashable, Any]) -> dict[str, Any]:
-    message = call.get("agent_message")
-    error = call.get("error")
-    duration: Any = call.get("duration_sec")
-    env = call.get("env")
-    result = str(call.get("result") or "")
-    return {
-        "message": None if is_missing(message) or message == "" else message,
-        "action": call["action"],
-        "env": None if is_missing(env) else env,
-        "arguments": pretty_json(str(call.get("arguments_json") or "{}")),
-        "error": None if is_missing(error) else error,
-        "result": result,
-        "result_lines": result.count("\n") + 1,
-        "duration": None if is_missing(duration) else f"{float(duration):.2f} s",
-    }
-
-
-def _checkpoints(checkpoints: Any) -> dict[str, Any] | None:
-    if is_missing(checkpoints) or not len(checkpoints):
-        return None
-    rows = [{"result": p["result"], "total": p["total"]} for p in checkpoints]
-    return {
-        "rows": rows,
-        "earned": sum(int(p["result"]) for p in rows),
-        "total": sum(int(p["total"]) for p in rows),
-    }
-
-
-def _grade(row: pd.Series, attribution: str) -> dict[str, str] | None:
-    """The line that says whether the grade is verified, and why not (None when the
-    episode has no grade on the agent): what the leaderboard counted it as."""
-    if attribution != "agent":
-        return None
-    trust = row_trust(_value(row, "grader_trusted"))
-    reason = _value(row, "grader_untrusted_reason")
-    text = trust_text(trust, None if is_missing(reason) else str(reason))
-    return {"css": "warn" if trust == UNTRUSTED else "muted", "text": f"grade {text}"}
-
-
-def _verdict(row: pd.Series, attribution: str, by_scorer: bool) -> dict[str, str]:
-    """The line that says how the episode ended: solved or not, its score, what ended it.
-
-    Success and score are the grade; the termination reason only says what stopped the
-    episode (``agent_complete`` is the agent saying it is done, right or not).
-    """
-    reason = str(row["termination_reason"])
-    if attribution != "agent":
-        return {
-            "css": "warn",
-            "text": f"{attribution} error, not the agent's (not scored); ended by {reason}",
-        }
-    solved = bool(row["success"])
-    graded = "graded by the task's scorer after the agent finished, " if by_scorer else ""
-    return {
-        "css": "ok" if solved else "bad",
-        "text": f"{'solved' if solved else 'not solved'} ({graded}score "
-        f"{float(row['score']):.2f}); ended by {reason}",
-    }
-
-
-def _raw_conversation(conversation_json: Any) -> str | None:
-    """The conversation as stored, indented: what was sent to the model and what came back."""
-    if is_missing(conversation_json) or not conversation_json:
-        return None
-    return pretty_json(str(conversation_json))
-
-
-def render_episode(data: SiteData, episode_id: str, screenshots: ScreenshotSource) -> str | None:
-    """The page of one episode; None if the dataset has no such episode.
-
-    Args:
-        data: The dataset.
-        episode_id: The episode's id.
-        screenshots: Gives each screenshot's image URL (the static site copies the
-            file; the server serves it).
-    """
-    row = data.episode(episode_id)
-    if row is None:
-        return None
-    steps = data.steps_of(episode_id)
-    graph_note = None
-    try:
-        graph = parse_graph(_value(row, "graph_json"))
-    except GraphFormatError as exc:
-        logger.warning("episode %s: cannot draw its evaluator graph: %s", episode_id, exc)
-        graph, graph_note = None, str(exc)
-    conversation_note = None
-    try:
-        conversation = parse_conversation(_value(row, "conversation_json"))
-    except ConversationFormatError as exc:
-        logger.warning("episode %s: cannot show its conversation: %s", episode_id, exc)
-        conversation, conversation_note = [], str(exc)
-    tags = _value(row, "tags")
-    final_passed = steps.iloc[-1]["graph_passed"] if len(steps) else []
-    error = _value(row, "error")
-    model = _value(row, "model")
-    before, after = data.neighbours(episode_id)
-    attribution = _value(row, "attribution") or "agent"
-    return render(
-        "episode.html",
-        site_title=data.title,
-        task_id=row["task_id"],
-        agent=row["agent"],
-        model=None if is_missing(model) else model,
-        run_id=row["run_id"],
-        epoch=row["epoch"],
-        description=_value(row, "description") or "",
-        tags=[] if is_missing(tags) else list(tags),
-        task_facts=[(label, format_cell(name, _value(row, name))) for label, name in _TASK_FIELDS],
-        verdict=_verdict(row, attribution, graded_by_scorer(graph)),
-        grade=_grade(row, attribution),
-        attribution=attribution,
-        previous=None if before is None else episode_page_name(before),
-        next=None if after is None else episode_page_name(after),
-        result_facts=[
-            (label, cell_text(name, _value(row, name))) for label, name in _RESULT_FIELDS
-        ],
-        error=None if is_missing(error) else error,
-        checkpoints=_checkpoints(_value(row, "checkpoints")),
-        graph_note=graph_note,
-        final_graph=_graph_view(graph, final_passed, "final evaluator graph"),
-        conversation=conversation,
-        conversation_note=conversation_note,
-        raw_conversation=_raw_conversation(_value(row, "conversation_json")),
-        setup_output=_text(_value(row, "setup_output")) or None,
-        setup_failed=row["termination_reason"] == "setup_error",
-        steps=_steps_view(steps, graph, screenshots),
-        FOLD_LINES=FOLD_LINES,
-        live=None,
-        version="",
-    )

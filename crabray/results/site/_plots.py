@@ -1,5 +1,12 @@
 """The index page's plots, drawn with matplotlib and embedded as inline SVG.
 
+Every plot shows what the page's leaderboard counts, by its rule: the success
+and cost plots are drawn from the leaderboard's own rows (one per agent, model
+and, on the index, suite; benchmark and infrastructure errors in no rate), and
+the steps histogram from the graded episodes of the same groups. Each plot
+comes with the numbers it was drawn from (``Plot.points``), which the page
+keeps beside the figure, so the two can be checked against the table.
+
 Output is deterministic (fixed SVG hash salt, no creation date), so building
 the site twice from the same data gives identical files. Figures are made
 without pyplot (no global figure registry, no GUI backend), and rendering is
@@ -14,12 +21,16 @@ import logging
 import math
 import re
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from crabray.core.errors import MissingDependencyError
-from crabray.results.board.cells import usd
+from crabray.core.install import extra_install_command
+from crabray.core.result import Attribution
+from crabray.results.board.cells import is_missing, plain, usd
 
 try:
     import matplotlib
@@ -30,10 +41,10 @@ except ModuleNotFoundError as exc:  # the optional [site] extra
         raise
     raise MissingDependencyError(
         "the site (crabray leaderboard --html, crabray view) needs the missing package "
-        "'matplotlib'; install it with: pip install 'crabray[site]'",
+        f"'matplotlib'; install it with: {extra_install_command('site')}",
         name="site",
         missing="matplotlib",
-        install_hint="pip install 'crabray[site]'",
+        install_hint=extra_install_command("site"),
     ) from exc
 
 if TYPE_CHECKING:
@@ -75,11 +86,60 @@ def wilson_interval(successes: int, trials: int, z: float = Z_95) -> tuple[float
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+IDENTITY = ("agent", "model", "suite")
+"""The columns a leaderboard row (and a plotted group) can be identified by."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A drawn plot and the numbers it was drawn from.
+
+    Attributes:
+        svg: The figure as an inline ``<svg>`` element.
+        points: One entry per drawn group: its identity (``agent``, ``model`` and
+            ``suite`` when the leaderboard has a row per suite), its ``label`` on
+            the plot, and the values drawn. NaN is given as None (JSON has no NaN).
+    """
+
+    svg: str
+    points: list[dict[str, Any]] = field(default_factory=list)
+
+
 def group_label(agent: object, model: object) -> str:
     """How an (agent, model) group is named on plots: ``agent / model``, or the agent alone."""
     if model is None or (isinstance(model, float) and math.isnan(model)) or model == "":
         return str(agent)
     return f"{agent} / {model}"
+
+
+def agent_rows(episodes: pd.DataFrame) -> pd.Series:
+    """True for rows attributed to the agent: the only ones graded (the leaderboard's rule)."""
+    return episodes["attribution"] == Attribution.AGENT.value
+
+
+def _json(value: Any) -> Any:
+    """A cell as JSON holds it: numpy scalars as Python numbers, NaN and NA as None."""
+    value = plain(value)
+    return None if is_missing(value) else value
+
+
+def row_labels(frame: pd.DataFrame) -> list[str]:
+    """Each row's label on a plot: ``agent / model``, then ``· suite`` when rows differ in it."""
+    labels = [group_label(a, m) for a, m in zip(frame["agent"], frame["model"], strict=True)]
+    if "suite" in frame.columns and frame["suite"].nunique(dropna=False) > 1:
+        labels = [f"{label} · {suite}" for label, suite in zip(labels, frame["suite"], strict=True)]
+    return labels
+
+
+def _identities(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each row's identity (its ``IDENTITY`` columns) and label, the start of its point."""
+    keys = [key for key in IDENTITY if key in frame.columns]
+    return [
+        {**{key: _json(value) for key, value in zip(keys, values, strict=True)}, "label": label}
+        for values, label in zip(
+            frame[keys].itertuples(index=False, name=None), row_labels(frame), strict=True
+        )
+    ]
 
 
 def _to_inline_svg(figure: Figure, prefix: str) -> str:
@@ -103,20 +163,18 @@ def _error(length: float) -> float:
     return 0.0 if math.isnan(length) else max(length, 0.0)
 
 
-def success_plot(table: pd.DataFrame) -> str | None:
-    """Success rate per (agent, model) with its 95% interval as error bars.
+def success_plot(table: pd.DataFrame) -> Plot | None:
+    """Success rate per leaderboard row with its 95% interval as error bars.
 
     Uses the leaderboard's ``success_ci_low``/``success_ci_high`` when it has
     them, else computes Wilson intervals from ``successes`` and ``episodes``.
-    Groups without a graded episode (only infrastructure failures, so no
-    rate) are left out. None when no group has a rate.
+    Groups without a graded episode (only benchmark or infrastructure errors,
+    so no rate) are left out. None when no group has a rate.
     """
     table = table[table["success_rate"].notna()]
     if table.empty:
         return None
-    labels = [group_label(a, m) for a, m in zip(table["agent"], table["model"], strict=True)]
-    if "suite" in table.columns and table["suite"].nunique(dropna=False) > 1:
-        labels = [f"{label} · {suite}" for label, suite in zip(labels, table["suite"], strict=True)]
+    labels = row_labels(table)
     rates = [float(rate) for rate in table["success_rate"]]
     if "success_ci_low" in table and "success_ci_high" in table:
         bounds = list(zip(table["success_ci_low"], table["success_ci_high"], strict=True))
@@ -127,6 +185,10 @@ def success_plot(table: pd.DataFrame) -> str | None:
         ]
     low = [_error(rate - float(lo)) for rate, (lo, _) in zip(rates, bounds, strict=True)]
     high = [_error(float(hi) - rate) for rate, (_, hi) in zip(rates, bounds, strict=True)]
+    points = [
+        {**identity, "success_rate": rate, "ci_low": _json(lo), "ci_high": _json(hi)}
+        for identity, rate, (lo, hi) in zip(_identities(table), rates, bounds, strict=True)
+    ]
     positions = list(range(len(labels)))[::-1]  # best (first row) at the top
     with _lock, matplotlib.rc_context(_RC):
         figure = Figure(figsize=(5.6, 0.9 + 0.38 * len(labels)))
@@ -139,7 +201,7 @@ def success_plot(table: pd.DataFrame) -> str | None:
         axes.set_ylim(-0.7, len(labels) - 0.3)
         axes.set_xlabel("success rate (95% Wilson interval)")
         axes.grid(axis="x", alpha=0.3)
-        return _to_inline_svg(figure, "success")
+        return Plot(_to_inline_svg(figure, "success"), points)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -161,23 +223,33 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def cost_plot(episodes: pd.DataFrame) -> str | None:
-    """Mean cost per episode against success rate per (agent, model); the Pareto front in red.
+def cost_plot(table: pd.DataFrame) -> Plot | None:
+    """Mean cost per graded episode against success rate per leaderboard row; the Pareto
+    front in red.
 
-    None when there are no episodes or no ``cost_usd`` column.
+    Both numbers are the row's: its ``success_rate``, and its ``cost_usd`` (the cost
+    of its graded episodes) over its ``episodes``; rows without a graded episode are
+    left out. None when no row has a rate, or the table has no ``cost_usd`` column.
     """
-    if episodes.empty or "cost_usd" not in episodes:
+    if "cost_usd" not in table:
         return None
-    groups = (
-        episodes.assign(success=episodes["success"].astype(bool))
-        .groupby(["agent", "model"], dropna=False, sort=True)
-        .agg(cost=("cost_usd", "mean"), rate=("success", "mean"))
-        .reset_index()
-    )
-    points = [(float(c), float(r)) for c, r in zip(groups["cost"], groups["rate"], strict=True)]
-    labels = [group_label(a, m) for a, m in zip(groups["agent"], groups["model"], strict=True)]
+    table = table[table["success_rate"].notna() & (table["episodes"] > 0)]
+    if table.empty:
+        return None
+    costs = [
+        float(cost) / int(n) for cost, n in zip(table["cost_usd"], table["episodes"], strict=True)
+    ]
+    rates = [float(rate) for rate in table["success_rate"]]
+    points = list(zip(costs, rates, strict=True))
+    labels = row_labels(table)
     front = pareto_front(points)
     on_front = set(front)
+    drawn = [
+        {**identity, "mean_cost_usd": cost, "success_rate": rate, "pareto_front": index in on_front}
+        for index, (identity, (cost, rate)) in enumerate(
+            zip(_identities(table), points, strict=True)
+        )
+    ]
     with _lock, matplotlib.rc_context(_RC):
         figure = Figure(figsize=(5.6, 3.6))
         axes = figure.add_subplot()
@@ -217,27 +289,45 @@ def cost_plot(episodes: pd.DataFrame) -> str | None:
         axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"${usd(value)}"))
         axes.grid(alpha=0.3)
         axes.legend(loc="lower right", fontsize=8)
-        return _to_inline_svg(figure, "cost")
+        return Plot(_to_inline_svg(figure, "cost"), drawn)
 
 
-def steps_histogram(episodes: pd.DataFrame) -> str | None:
-    """How many steps episodes took, one outline per (agent, model). None without episodes."""
-    if episodes.empty:
+def steps_histogram(episodes: pd.DataFrame, by: Sequence[str] = ("agent", "model")) -> Plot | None:
+    """How many steps graded episodes took, one outline per ``by`` group (the leaderboard's).
+
+    Benchmark and infrastructure errors are left out, as from the leaderboard's
+    ``mean_steps``: each outline holds its row's ``episodes``. None without a graded
+    episode.
+    """
+    graded = episodes[agent_rows(episodes)] if len(episodes) else episodes
+    if graded.empty:
         return None
-    steps = episodes["steps"].astype(int)
-    top = int(steps.max())
+    keys = list(by)
+    top = int(graded["steps"].astype(int).max())
     bins = [value - 0.5 for value in range(0, top + 2)]
+    groups = [group for _, group in graded.groupby(keys, dropna=False, sort=True)]
+    firsts = pd.DataFrame([group[keys].iloc[0] for group in groups]).reset_index(drop=True)
+    identities = _identities(firsts)
+    points = [
+        {
+            **identity,
+            "episodes_by_steps": {
+                str(value): int(count)
+                for value, count in group["steps"].astype(int).value_counts().sort_index().items()
+            },
+        }
+        for identity, group in zip(identities, groups, strict=True)
+    ]
     with _lock, matplotlib.rc_context(_RC):
         figure = Figure(figsize=(5.6, 3.4))
         axes = figure.add_subplot()
-        grouped = episodes.groupby(["agent", "model"], dropna=False, sort=True)
-        for (agent, model), group in grouped:
+        for identity, group in zip(identities, groups, strict=True):
             axes.hist(
                 group["steps"].astype(int),
                 bins=bins,
                 histtype="step",
                 linewidth=1.6,
-                label=group_label(agent, model),
+                label=identity["label"],
             )
         axes.set_xlabel("steps per episode")
         axes.set_ylabel("episodes")
@@ -246,4 +336,4 @@ def steps_histogram(episodes: pd.DataFrame) -> str | None:
             if isinstance(locator, MaxNLocator):  # the default AutoLocator is one
                 locator.set_params(integer=True)
         axes.legend(fontsize=8)
-        return _to_inline_svg(figure, "steps")
+        return Plot(_to_inline_svg(figure, "steps"), points)

@@ -31,6 +31,7 @@ from crabray.results.site._data import (
     load,
     resolve_screenshot,
 )
+from crabray.results.site._episode import SIDE_BY_SIDE_PAGE, render_episode, render_side_by_side
 from crabray.results.site._pages import (
     COMPARE_PAGE,
     EPISODES_DIR,
@@ -39,7 +40,6 @@ from crabray.results.site._pages import (
     Live,
     episode_page_name,
     render_compare,
-    render_episode,
     render_index,
     render_message,
     run_log_url,
@@ -144,6 +144,14 @@ class LiveSite:
                 self._pages["compare"] = render_compare(data)
             return self._pages["compare"]
 
+    def side_by_side(self) -> str:
+        """The page that frames two episode pages next to each other."""
+        with self._lock:
+            data = self._current()
+            if "side-by-side" not in self._pages:
+                self._pages["side-by-side"] = render_side_by_side(data)
+            return self._pages["side-by-side"]
+
     def live(self) -> str:
         """``live.json``: the dataset's version (changes with every write) and episode count."""
         with self._lock:
@@ -186,8 +194,8 @@ class LiveSite:
 
 def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        """Routes ``/``, ``/index.html``, ``/episodes/<page>``, ``/files/<screenshot>`` and
-        ``/logs/<run>.log``."""
+        """Routes ``/``, ``/index.html``, ``/episodes/<page>``, ``/side-by-side.html``,
+        ``/files/<screenshot>`` and ``/logs/<run>.log``."""
 
         server_version = "crabray-view"
 
@@ -200,6 +208,8 @@ def _handler(site: LiveSite) -> type[BaseHTTPRequestHandler]:
                     self._send(HTTPStatus.OK, site.live().encode(), "application/json")
                 elif path == f"/{COMPARE_PAGE}":
                     self._page_or_404(site.compare())
+                elif path == f"/{SIDE_BY_SIDE_PAGE}":
+                    self._page_or_404(site.side_by_side())
                 elif path.startswith("/run-") and "/" not in path[1:]:
                     self._page_or_404(site.run_page(path[1:]))
                 elif path.startswith(f"/{EPISODES_DIR}/"):

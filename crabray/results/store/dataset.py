@@ -29,7 +29,13 @@ from crabray.results.store._fs import Location, resolve
 from crabray.results.store._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results.store._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results.store._parts import CATEGORICAL_COLUMNS, DICTIONARY, read_file_by_file
-from crabray.results.store.schema import EPISODE_KEY, EPISODES_SCHEMA, STEP_KEY, STEPS_SCHEMA
+from crabray.results.store.schema import (
+    EPISODE_KEY,
+    EPISODES_SCHEMA,
+    PARTITION_COLUMN,
+    STEP_KEY,
+    STEPS_SCHEMA,
+)
 
 if TYPE_CHECKING:  # pandas is imported by whoever makes a frame, not by importing this
     import pandas as pd
@@ -166,7 +172,7 @@ def read_part_files(
 def _partitioning() -> ds.Partitioning:
     import pyarrow.dataset as ds
 
-    return ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+    return ds.partitioning(pa.schema([(PARTITION_COLUMN, pa.string())]), flavor="hive")
 
 
 def use_system_allocator() -> None:
@@ -188,9 +194,9 @@ def _run_partitioning(paths: list[str]) -> ds.Partitioning:
         {posixpath.basename(posixpath.dirname(path)).removeprefix("run_id=") for path in paths}
     )
     return ds.partitioning(
-        pa.schema([("run_id", DICTIONARY)]),
+        pa.schema([(PARTITION_COLUMN, DICTIONARY)]),
         flavor="hive",
-        dictionaries={"run_id": pa.array(runs, pa.string())},
+        dictionaries={PARTITION_COLUMN: pa.array(runs, pa.string())},
     )
 
 
@@ -233,31 +239,40 @@ def _as_written(path: str, schema: pa.Schema) -> Iterator[pa.RecordBatch] | None
     """The batches of a part file holding exactly ``schema``'s columns, or None to scan it.
 
     What the sink writes, read with ``pyarrow.parquet``: a run's compaction
-    then does not import ``pyarrow.dataset``, nor pandas with it.
+    then does not import ``pyarrow.dataset``, nor pandas with it. An older file
+    that also holds the partition column (``run_id``) is read without it when
+    ``schema`` lacks it (the file schema a compaction writes).
     """
     try:
         part = pq.ParquetFile(path)
     except (pa.ArrowException, OSError):
         return None
-    if [(f.name, f.type) for f in part.schema_arrow] != [(f.name, f.type) for f in schema]:
+    written = [
+        (f.name, f.type)
+        for f in part.schema_arrow
+        if f.name != PARTITION_COLUMN or PARTITION_COLUMN in schema.names
+    ]
+    if written != [(f.name, f.type) for f in schema]:
         return None
     return (
         pa.RecordBatch.from_arrays(batch.columns, schema=schema)
-        for batch in part.iter_batches(use_threads=False)
+        for batch in part.iter_batches(columns=list(schema.names), use_threads=False)
     )
 
 
 def _scanned(path: str, schema: pa.Schema, filesystem: pafs.FileSystem) -> Iterator[pa.RecordBatch]:
-    """A part file's batches cast to ``schema`` by a scan (its partition fills ``run_id``)."""
+    """A part file's batches cast to ``schema`` by a scan (its partition fills ``run_id``
+    when ``schema`` has it)."""
     import pyarrow.dataset as ds
 
+    partitioned = PARTITION_COLUMN in schema.names
     dataset = ds.dataset(
         [path],
         schema=schema,
         format="parquet",
         filesystem=filesystem,
-        partitioning=_partitioning(),
-        partition_base_dir=posixpath.dirname(posixpath.dirname(path)),
+        partitioning=_partitioning() if partitioned else None,
+        partition_base_dir=posixpath.dirname(posixpath.dirname(path)) if partitioned else None,
     )
     batches = dataset.to_batches(columns=list(schema.names), use_threads=False)
     if "attribution" not in schema.names:

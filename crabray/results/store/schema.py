@@ -28,7 +28,8 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 # Meanings of the fields whose model declares no description.
 _EXTRA_DESCRIPTIONS: dict[str, str] = {
-    "run_id": "Id of the run the row belongs to (also the hive partition value).",
+    "run_id": "Id of the run the row belongs to: the hive partition value, the name of the "
+    "folder `run_id=<RUN>` that holds the file (older files hold it as a column too).",
     "suite": "Path or name of the suite the task came from.",
     "task_id": "Id of the task within its suite.",
     "tags": "Tags of the task, for slicing results.",
@@ -148,6 +149,22 @@ STEPS_SCHEMA = pa.schema(
     ],
     metadata={"description": "One row per agent action call (crabray StepRecord)."},
 )
+
+PARTITION_COLUMN = "run_id"
+"""The column whose value is the folder a part file is in (``run_id=<RUN>/``), not a column
+of the file: every hive-partitioned reader (pandas, pyarrow, polars, DuckDB) then reads a
+table's folder as it is, taking the column from the folder's name."""
+
+
+def file_schema(schema: pa.Schema) -> pa.Schema:
+    """The columns a part file of ``schema``'s table holds: all but ``PARTITION_COLUMN``.
+
+    A file that held it as well (as older files do) made pandas and
+    ``pyarrow.parquet`` refuse the folder (its type as a column and as a
+    partition differ); crabray's readers read both kinds of file.
+    """
+    return schema.remove(schema.get_field_index(PARTITION_COLUMN))
+
 
 EPISODE_KEY = ("run_id", "agent", "task_id", "epoch")
 """Columns that identify an episode across its attempts."""

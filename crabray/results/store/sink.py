@@ -32,9 +32,11 @@ from crabray.results.store.dataset import iter_part_batches
 from crabray.results.store.root import ResultsRoot
 from crabray.results.store.schema import (
     EPISODES_SCHEMA,
+    PARTITION_COLUMN,
     STEP_KEY,
     STEPS_SCHEMA,
     episodes_table,
+    file_schema,
     steps_table,
 )
 
@@ -52,7 +54,12 @@ _GATHER_BATCHES = 256
 
 
 def _write_parquet(path: Path, table: pa.Table) -> None:
-    """Commit ``table`` as the Parquet part file ``path`` atomically."""
+    """Commit ``table`` as the Parquet part file ``path`` atomically, without its run id.
+
+    The run is the partition folder's name (``PARTITION_COLUMN``), as hive-partitioned
+    readers expect; the column in the file too would make pandas refuse the folder.
+    """
+    table = table.drop_columns([PARTITION_COLUMN])
 
     def write(handle: BinaryIO) -> None:
         pq.write_table(table, handle, compression=_PART_COMPRESSION)
@@ -172,14 +179,16 @@ class ResultSink:
         Steps are compacted before episodes. The merged file is committed
         before the parts it replaces are deleted, so a crash in between only
         leaves duplicate rows, which readers (and the next compaction) drop.
-        Rows are kept otherwise unchanged, superseded attempts included.
+        Rows are kept otherwise unchanged, superseded attempts included; the merged
+        file holds no run id column (older parts that held one lose it: the run is
+        the partition folder's name).
 
         Raises:
             ResultsError: A part file is unreadable (named in the message), or the
                 merged file could not be written.
         """
-        self._compact("steps", STEPS_SCHEMA, list(STEP_KEY))
-        self._compact("episodes", EPISODES_SCHEMA, ["episode_id"])
+        self._compact("steps", file_schema(STEPS_SCHEMA), list(STEP_KEY))
+        self._compact("episodes", file_schema(EPISODES_SCHEMA), ["episode_id"])
 
     def _compact(self, table: Table, schema: pa.Schema, identity: list[str]) -> None:
         """Stream the partition's parts into one file, the first row of each identity kept.

@@ -334,6 +334,7 @@ def test_public_api() -> None:
             "available_backends",
             "backend_class",
             "create_backend",
+            "known_backend",
             "register_backend",
         ]
     )

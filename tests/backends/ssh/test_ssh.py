@@ -468,5 +468,5 @@ def test_a_secret_backend_setting_stays_out_of_the_manifest_and_a_resume_asks_fo
 
     resumed = crabray("run", "--resume", "latest", *flags, "--out", str(out), timeout=600)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert "1 episodes were already finished" in resumed.stdout
+    assert "1 episode was already finished" in resumed.stdout
     assert secret not in manifest.read_text()
