@@ -24,7 +24,7 @@ def test_site_has_the_audit_page(tmp_path: Path) -> None:
     page = (site / "audit.html").read_text(encoding="utf-8")
     assert "1 of 2</strong> tasks exploitable" in page
     assert "passed 1 of 1 episode without acting" in page
-    assert 'falls</span> flaw-do-nothing</th>' in page
+    assert "falls</span> flaw-do-nothing</th>" in page
     assert '<tr class="clean"><th scope="row">clean-reverse</th>' in page
     index = (site / "index.html").read_text(encoding="utf-8")
     assert 'href="audit.html"' in index
