@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,12 +172,15 @@ def write_sleepy_suite(path: Path, tasks: int, sleep: float, limit: float | None
 
 
 @contextlib.contextmanager
-def serve_mock_llm(suite: str, cwd: Path, env: dict[str, str], log: Path) -> Iterator[str]:
-    """``crabray llm serve SUITE`` on a free port, as docs/offline-llm.md starts it: a model
-    that replays the suite's solutions. Yields its base URL; stopped on exit."""
+def serve_mock_llm(
+    suite: str, cwd: Path, env: dict[str, str], log: Path, flags: Sequence[str] = ()
+) -> Iterator[str]:
+    """``crabray llm serve SUITE [FLAGS]`` on a free port, as docs/offline-llm.md starts it: a
+    model that replays the suite's solutions. Yields its base URL; stopped on exit (SIGTERM,
+    after which ``log`` ends with its counts)."""
     with log.open("w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "crabray", "llm", "serve", suite, "--port", "0"],
+            [sys.executable, "-m", "crabray", "llm", "serve", suite, "--port", "0", *flags],
             cwd=cwd,
             env={**env, "PYTHONUNBUFFERED": "1"},
             stdout=out,

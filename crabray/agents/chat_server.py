@@ -14,6 +14,12 @@ run against it goes through the real agent, HTTP client, pricing, limits and
 result rows exactly as a run against a hosted model does. A task it has no
 solution for gets a ``fail`` call saying so: an agent's failure, as a real
 model's would be.
+
+Given ``ProviderLimits`` (``crabray llm serve --max-concurrent --rpm --tpm
+--latency --error-rate``), the server also behaves like a hosted provider under
+load: 429s with ``Retry-After`` past its limits, slow replies, random 500s
+(``provider_limits`` says which, in what order). Whatever its limits, it counts
+what it did and shows it on ``GET /stats`` (``ProviderStats`` as JSON).
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from crabray.agents.base import ActionCall
+from crabray.agents.provider_limits import ProviderLimits, ProviderSimulator, Refusal
 
 logger = logging.getLogger(__name__)
 
 COMPLETIONS_PATH = "/v1/chat/completions"
+STATS_PATH = "/stats"
 CHARS_PER_TOKEN = 4
 """How usage is estimated: about four characters of JSON per token."""
 
@@ -119,20 +127,41 @@ def estimate_tokens(value: Any) -> int:
     return max(1, math.ceil(len(json.dumps(value, ensure_ascii=False)) / CHARS_PER_TOKEN))
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    """A thread per request, and a listen backlog for a crowd: the standard library's is 5,
+    so a burst of a hundred clients would see refused or stalled connections instead of 429s."""
+
+    daemon_threads = True
+    request_queue_size = 1024
+
+
 class ChatServer:
     """Serves ``responder``'s replies over HTTP on ``host:port`` (port 0: any free port).
 
     Use it as a context manager to serve from a background thread, or call
-    ``serve_forever`` to serve in the foreground.
+    ``serve_forever`` to serve in the foreground. Every request is answered in
+    a thread of its own, so ``limits`` on concurrency mean what they say.
+
+    Args:
+        responder: Decides every reply.
+        host: Address to listen on.
+        port: Port to listen on (0: any free port).
+        limits: A provider's limits to simulate (None: none, every request answered at once).
 
     Raises:
         OSError: The address cannot be bound (port taken, host unknown).
     """
 
-    def __init__(self, responder: Responder, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        responder: Responder,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        limits: ProviderLimits | None = None,
+    ) -> None:
         self.responder = responder
-        self.httpd = ThreadingHTTPServer((host, port), _handler(self))
-        self.httpd.daemon_threads = True
+        self.provider = ProviderSimulator(limits)
+        self.httpd = _HTTPServer((host, port), _handler(self))
         self._thread: threading.Thread | None = None
 
     @property
@@ -142,7 +171,33 @@ class ChatServer:
         return f"http://{host!s}:{port}/v1"
 
     def answer(self, request: ChatRequest) -> ChatReply:
-        """The reply to one request; a responder's bug becomes a 500 naming it."""
+        """The reply to one request, within the provider's limits, counted in its stats."""
+        refusal = self.provider.admit()
+        if refusal is not None:
+            return _rate_limited(refusal)
+        reply = error_reply(500, "mock server error: no reply")
+        try:
+            reply = self._limited_answer(request)
+        finally:
+            self.provider.finish(reply.status, _usage(reply))
+        return reply
+
+    def _limited_answer(self, request: ChatRequest) -> ChatReply:
+        """An admitted request's reply: an injected failure, a tpm refusal or the responder's."""
+        if self.provider.fails():
+            self.provider.delay()
+            self.provider.note_injected_error()
+            return error_reply(500, "mock provider error (injected: --error-rate)")
+        reply = self._respond(request)
+        if reply.status < 400:
+            refusal = self.provider.take_tokens(sum(_usage(reply)))
+            if refusal is not None:
+                return _rate_limited(refusal)
+        self.provider.delay()
+        return reply
+
+    def _respond(self, request: ChatRequest) -> ChatReply:
+        """The responder's reply; a responder's bug becomes a 500 naming it."""
         try:
             return self.responder(request)
         except Exception as exc:
@@ -154,9 +209,10 @@ class ChatServer:
         self.httpd.serve_forever(poll_interval=0.05)
 
     def shutdown(self) -> None:
-        """Stop serving and release the socket."""
+        """Stop serving and release the socket; log what was served."""
         self.httpd.shutdown()
         self.httpd.server_close()
+        logger.info("chat server at %s stopped: %s", self.base_url, self.provider.stats().summary())
 
     def __enter__(self) -> ChatServer:
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
@@ -188,6 +244,8 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             if self.path.rstrip("/") == "/v1/models":
                 models = {"object": "list", "data": [{"id": "mock", "object": "model"}]}
                 self._send(ChatReply(models))
+            elif self.path.rstrip("/") == STATS_PATH:
+                self._send(ChatReply(server.provider.stats().model_dump(mode="json")))
             else:
                 self._send(error_reply(404, f"no route GET {self.path}"))
 
@@ -207,6 +265,23 @@ def _handler(server: ChatServer) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s %s", self.address_string(), format % args)
 
     return Handler
+
+
+def _rate_limited(refusal: Refusal) -> ChatReply:
+    """A 429 as hosted APIs send it: an error body and when to retry, in seconds."""
+    headers = {"Retry-After": str(refusal.retry_after_sec)}
+    body = {"error": {"message": refusal.message, "type": "rate_limit_exceeded", "code": 429}}
+    return ChatReply(body, status=429, headers=headers)
+
+
+def _usage(reply: ChatReply) -> tuple[int, int]:
+    """A reply's ``(prompt, completion)`` tokens, as its ``usage`` reports them (0 if none)."""
+    usage = reply.body.get("usage")
+    if not isinstance(usage, dict):
+        return 0, 0
+    counts = (usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    prompt_tokens, completion_tokens = (c if isinstance(c, int) else 0 for c in counts)
+    return prompt_tokens, completion_tokens
 
 
 class ReplayModel:
