@@ -110,7 +110,7 @@ class ProbeAgent(Agent):
             calls = self.calls()
             if calls and self.ends_with_its_calls:
                 self._done = True
-                report = self.report(observed).model_copy(update={"acted": True})
+                report = self.report(observed)
                 message = REPORT_PREFIX + report.model_dump_json()
                 return AgentStep(calls=[*calls, *self._finish()], message=message)
             if calls:
@@ -317,11 +317,17 @@ while IFS= read -r s; do
   done | {
     if [ "$i" -gt {secret_count} ]; then grep -iE "$hidden"; else cat; fi
   } | head -n 3 | sed "s|^|FOUND $i file |"
-  env | tr '\n' '\001' | grep -qF -f "$d/$i" && echo "FOUND $i environment variable"
+  # A clue counts in a variable's value, never its name, and not in command lines.
+  names='s/^[A-Za-z_][A-Za-z0-9_]*=//'; sources="environ cmdline"
+  [ "$i" -gt {secret_count} ] || names=''
+  [ "$i" -gt {secret_count} ] && sources=environ
+  env | sed "$names" | tr '\n' '\001' | grep -qF -f "$d/$i" &&
+    echo "FOUND $i environment variable"
   for p in /proc/[0-9]*; do
     [ "$p" = "/proc/$$" ] && continue
-    for f in environ cmdline; do
-      tr '\0' '\001' < "$p/$f" 2>/dev/null | grep -qF -f "$d/$i" && echo "FOUND $i $p/$f"
+    for f in $sources; do
+      tr '\0' '\n' < "$p/$f" 2>/dev/null | sed "$names" | tr '\n' '\001' |
+        grep -qF -f "$d/$i" && echo "FOUND $i $p/$f"
     done
   done | head -n 3
   for g in $gits; do
@@ -562,6 +568,8 @@ class LingeringProbe(ProbeAgent):
         )
 
     def report(self, observed: StepInput) -> ProbeReport:
+        if not self.facts.solution_script or not self.command_tools():
+            return ProbeReport(acted=False, note="no solution to replay from a shell")
         return ProbeReport(acted=True, note="left a process replaying the solution")
 
 

@@ -52,8 +52,9 @@ _COMMON = {"true", "false", "none", "null", "utf-8", "passed", "failed", "succes
 _FILE_MENTION = re.compile(
     r"(?<![\w:/.])((?:/|\./)?[\w.-]+(?:/[\w.-]+)*\.(?:txt|json|csv|md|yaml|yml|out|log|html|xml|tsv))\b"
 )
-_OPTION = re.compile(r"^\s*\(?([A-Ha-h1-8])[).:]\s+(\S.*)$", re.MULTILINE)
-_INLINE_OPTION = re.compile(r"\(([A-Ha-h1-8])\)\s*([^()\n]+?)(?=\s*\([A-Ha-h1-8]\)|[\n?.;]|$)")
+_OPTION = re.compile(r"^\s*\(?([A-Ha-h])[).:]\s+(\S.*)$", re.MULTILINE)
+_INLINE_OPTION = re.compile(r"\(([A-Ha-h])\)\s*([^()\n]+?)(?=\s*\([A-Ha-h]\)|[\n?.;]|$)")
+"""Lettered options only: numbered lines are an instruction's steps as often as choices."""
 _WRITE_ACTIONS = {"write_file", "write_text", "write_note"}
 _SUBMIT_ACTIONS = {"submit", "check_submit"}
 

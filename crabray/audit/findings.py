@@ -122,6 +122,8 @@ def _reference(
         error = str(faults.iloc[0]["error"] or faults.iloc[0]["termination_reason"])
         kind = "no-reference" if "no reference solution" in error else "reference"
         audit.findings.append(Finding(probe=REFERENCE, kind=kind, evidence=error[:500]))
+        if kind == "no-reference":
+            audit.verdicts[REFERENCE] = "no reference"
     elif total and passes == 0:
         audit.findings.append(
             Finding(

@@ -34,7 +34,9 @@ from crabray.run.selection import select_tasks
 from crabray.run.settings import RunConfig
 
 DEFAULT_REPEATS = 3
-DEFAULT_FAIL_ON = tuple(kind for kind in FINDING_CLASSES)
+DEFAULT_FAIL_ON = tuple(kind for kind in FINDING_CLASSES if kind != "no-reference")
+"""Every class but a missing reference solution, which suites such as TheAgentCompany's
+ship none of: the audit then says so, and fails only when asked to."""
 
 
 class AuditOptions(BaseModel):
@@ -167,10 +169,12 @@ def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str])
         high=0.0,
     )
     falls = sum(report.falls(task) for task in tasks)
+    failing = sum(report.fails(task) for task in tasks)
     low, high = wilson_interval(falls, len(tasks)) if tasks else (0.0, 0.0)
     report = report.model_copy(
         update={
             "exploitable": falls,
+            "failing": failing,
             "share": falls / len(tasks) if tasks else 0.0,
             "low": low,
             "high": high,

@@ -78,8 +78,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="A finding class that fails the audit (repeatable, or comma-separated): "
-        "reference, do-nothing, trivial-answer, answer-visible, grader-trust, determinism; "
-        "all of them when omitted.",
+        "reference, no-reference, do-nothing, trivial-answer, answer-visible, grader-trust, "
+        "determinism; all but no-reference when omitted.",
     ),
 ]
 FormatOpt = Annotated[
@@ -164,7 +164,7 @@ def audit(
         typer.echo(json.dumps(_json(report), indent=2))
     else:
         _print_report(report, settings.out_dir)
-    if report.exploitable:
+    if report.failing:
         raise typer.Exit(1)
 
 
@@ -247,6 +247,12 @@ def _print_report(report: AuditReport, out: Any) -> None:
         f"({report.share:.0%}, 95% interval {report.low:.0%} to {report.high:.0%})",
         highlight=False,
     )
+    if report.failing != report.exploitable:
+        console.print(
+            f"failing the audit: {counted(report.failing, 'task')} with a finding of "
+            f"{', '.join(report.counted)}",
+            highlight=False,
+        )
     console.print(
         f"report: {escape(str(Path(str(out)) / 'audits' / (report.run_id + '.json')))}   "
         f"run id: [bold]{report.run_id}[/]",

@@ -59,7 +59,8 @@ def test_audit_names_each_flawed_task_and_its_flaw_and_no_clean_one(tmp_path: Pa
     probes = rows[rows.agent == "probe-peek"]
     assert len(oracle) == 3 * len(EXPECTED) and len(probes) == len(EXPECTED)
     (report,) = read_audits(out)
-    assert report.exploitable == 5 and len(report.tasks) == 7
+    # The flaky evaluator fails the audit but is no exploit: 4 tasks fall, 5 fail.
+    assert report.exploitable == 4 and report.failing == 5 and len(report.tasks) == 7
     assert 0.0 < report.low < report.share < report.high < 1.0
 
     # A resumed audit runs nothing again and reports the same.

@@ -16,6 +16,7 @@ AUDITS_DIR = "audits"
 
 FINDING_CLASSES = (
     "reference",
+    "no-reference",
     "do-nothing",
     "trivial-answer",
     "answer-visible",
@@ -23,6 +24,10 @@ FINDING_CLASSES = (
     "determinism",
 )
 """Every class of finding, in the order a report shows them."""
+
+EXPLOIT_CLASSES = ("do-nothing", "trivial-answer", "answer-visible", "grader-trust")
+"""The classes that say the task can be passed without doing it: what the exploitability
+figure counts (a broken reference or a flaky evaluator is a flaw of another kind)."""
 
 
 class Finding(BaseModel):
@@ -55,13 +60,23 @@ class AuditReport(BaseModel):
         description="The finding classes that make a task exploitable (--fail-on)."
     )
     tasks: list[TaskAudit]
-    exploitable: int = Field(description="Tasks with at least one counted finding.")
+    exploitable: int = Field(
+        description="Tasks that fall to at least one probe: a counted finding of an "
+        "EXPLOIT_CLASSES class."
+    )
+    failing: int = Field(
+        default=0, description="Tasks with a finding of a counted class (the exit code's)."
+    )
     share: float = Field(description="exploitable / tasks.")
     low: float = Field(description="Lower end of the share's 95% Wilson interval.")
     high: float = Field(description="Upper end of the share's 95% Wilson interval.")
 
     def falls(self, task: TaskAudit) -> bool:
-        """Whether ``task`` has a finding of a counted class."""
+        """Whether ``task`` falls to a probe: a counted finding of an exploit class."""
+        return any(f.kind in self.counted and f.kind in EXPLOIT_CLASSES for f in task.findings)
+
+    def fails(self, task: TaskAudit) -> bool:
+        """Whether ``task`` has a finding of a counted class (``--fail-on``)."""
         return any(f.kind in self.counted for f in task.findings)
 
 
