@@ -42,6 +42,7 @@ EPISODE_COLUMNS = [
     "grader_trusted",
     "grader_untrusted_reason",
     "graph_json",
+    "score",
 ]
 STEP_COLUMNS = ["task_id", "agent", "epoch", "step", "agent_message", "graph_passed", "result"]
 _MARKERS = ("FAKED ", "PLANTED ", "TAMPERED ")
@@ -236,6 +237,8 @@ def _fell(row: Any, last_passed: dict[tuple[str, str, int], list[int]]) -> str:
         nodes = []
     passed = set(last_passed.get((row["task_id"], row["agent"], int(row["epoch"])), []))
     fell = [str(label) for i, label in enumerate(nodes) if i not in passed]
+    if fell == ["graded_by_scorer"]:
+        return f"the task's own grader (its scorer) gave {float(row['score']):.2f} of 1"
     return "not passed: " + (", ".join(fell)[:300] if fell else str(row["termination_reason"]))
 
 

@@ -65,6 +65,10 @@ def audit_agents(options: AuditOptions) -> list[AgentSpec]:
     Raises:
         ConfigError: A probe that is not a registered probe, or a finding class unknown.
     """
+    if options.run.suite is None:
+        raise ConfigError("no suite: give SUITE", field="SUITE")
+    # Loaded first: a probe its module registers is then known here as in the workers.
+    suite = load_checked_suite(options.run.resolve(options.run.suite))
     known = probe_kinds()
     chosen = known if options.probes is None else options.probes
     unknown = [name for name in chosen if name not in known]
@@ -73,9 +77,6 @@ def audit_agents(options: AuditOptions) -> list[AgentSpec]:
             f"not a probe: {', '.join(unknown)}; known probes: {', '.join(known)}",
             field="--probe",
         )
-    if options.run.suite is None:
-        raise ConfigError("no suite: give SUITE", field="SUITE")
-    suite = load_checked_suite(options.run.resolve(options.run.suite))
     task_ids = select_tasks(suite, options.run.task_ids, options.run.tags, options.run.limit)
     facts = {
         task_id: task_facts(suite.entries[task_id].task).model_dump(exclude_defaults=True)

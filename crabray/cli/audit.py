@@ -225,15 +225,7 @@ def _json(report: AuditReport) -> list[dict[str, Any]]:
 
 def _print_report(report: AuditReport, out: Any) -> None:
     """The table of verdicts per task, each finding below it, then the suite's figure."""
-    table = Table(title=f"audit of {escape(report.suite)} (k = {report.repeats})")
-    table.add_column("task", overflow="fold")
-    shown = [_short(name) for name in report.probes]
-    for name in shown:
-        table.add_column(name, overflow="fold")
-    for task in report.tasks:
-        cells = [_cell(task.verdicts.get(name, "")) for name in report.probes]
-        table.add_row(escape(safe_text(task.task_id)), *cells)
-    console.print(table)
+    console.print(_verdicts_table(report))
     for task in report.tasks:
         for finding in task.findings:
             aside = "" if finding.kind in report.counted else " (not counted)"
@@ -258,6 +250,35 @@ def _print_report(report: AuditReport, out: Any) -> None:
         f"run id: [bold]{report.run_id}[/]",
         highlight=False,
     )
+
+
+def _verdicts_table(report: AuditReport) -> Table:
+    """A column per probe where the terminal has room for them (about 9 characters each);
+    else the oracle, noop, and the probes that passed the task or found its answer."""
+    title = f"audit of {escape(report.suite)} (k = {report.repeats})"
+    table = Table(title=title)
+    table.add_column("task", overflow="fold")
+    if console.width >= 30 + 9 * len(report.probes):
+        for name in report.probes:
+            table.add_column(_short(name), overflow="fold")
+        for task in report.tasks:
+            cells = [_cell(task.verdicts.get(name, "")) for name in report.probes]
+            table.add_row(escape(safe_text(task.task_id)), *cells)
+        return table
+    baselines = [name for name in report.probes if not name.startswith("probe-")]
+    for name in baselines:
+        table.add_column(name, no_wrap=True)
+    table.add_column("probes that moved the grade", overflow="fold")
+    for task in report.tasks:
+        moved = [
+            f"{_short(name)} ({verdict})" if verdict not in ("pass", "found") else _short(name)
+            for name in report.probes
+            if name not in baselines
+            and (verdict := task.verdicts.get(name, "")).startswith(("pass", "found"))
+        ]
+        cells = [escape(task.verdicts.get(name, "")) for name in baselines]
+        table.add_row(escape(safe_text(task.task_id)), *cells, escape(", ".join(moved) or "none"))
+    return table
 
 
 def _short(name: str) -> str:

@@ -71,6 +71,13 @@ def test_audit_names_each_flawed_task_and_its_flaw_and_no_clean_one(tmp_path: Pa
     }
     assert len(read_episodes(out, columns=["task_id"])) == len(rows)
 
+    # At 80 columns the table names, per task, the probes that moved its grade.
+    narrow = crabray("audit", "--resume", "latest", "--out", str(out), env={"COLUMNS": "80"})
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines())
+    assert "probes that moved" in narrow.stdout
+    (row,) = [line for line in narrow.stdout.splitlines() if "│ flaw-answer-visible " in line]
+    assert "pass 3/3" in row and "peek" in row
+
 
 def test_audit_table_and_fail_on(tmp_path: Path) -> None:
     """--fail-on counts only the classes named: the table still shows every finding."""
