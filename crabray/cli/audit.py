@@ -62,7 +62,8 @@ RepeatsOpt = Annotated[
         "-k",
         min=1,
         help="Episodes of the oracle and of noop per task: a reference that passes fewer "
-        "than k of k, or noop passing any, is a finding. [default: 3; a resumed audit's own]",
+        "than k of k, or noop passing any, is a finding (3 by default; on --resume, the audit's "
+        "own).",
     ),
 ]
 ProbeOpt = Annotated[
@@ -149,6 +150,11 @@ def audit(
         "limit": limit,
     }
     settings = merge_overrides(RunConfig(), given)
+    if settings.address is not None and settings.address.startswith(("http://", "https://")):
+        raise CrabrayError(
+            "an audit joins a cluster from one of its nodes (--address HOST:PORT); it is not "
+            "submitted to a head's job API"
+        )
     if settings.resume is not None:
         from crabray.run.resume import resume_config
 

@@ -131,6 +131,7 @@ def test_audit_table_shows_findings_and_the_share(tmp_path: Path) -> None:
     [
         (["--probe", "probe-nothing"], "not a probe: probe-nothing"),
         (["--fail-on", "cheating"], "unknown finding class cheating"),
+        (["--address", "http://127.0.0.1:8265"], "not submitted to a head's job API"),
     ],
 )
 def test_audit_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
