@@ -102,7 +102,7 @@ def _judge(
         audit.verdicts[agent] = f"pass {passes}/{total}" if passes else f"fail {total}/{total}"
         if passes:
             audit.findings.append(
-                Finding(probe=agent, kind="do-nothing", evidence=_passed(counted, passes, total))
+                Finding(probe=agent, kind="do-nothing", evidence=_passed(passes, total))
             )
         _flaky(audit, agent, passes, total)
     else:
@@ -223,7 +223,7 @@ def _distrusted(trusted: Any) -> bool:
     return trusted is not None and not pd.isna(trusted) and not bool(trusted)
 
 
-def _passed(rows: pd.DataFrame, passes: int, total: int) -> str:
+def _passed(passes: int, total: int) -> str:
     return f"passed {passes} of {counted(total, 'episode')} without acting"
 
 

@@ -26,7 +26,7 @@ from crabray.audit.findings import (
 from crabray.cluster.scheduler import ProgressCallback
 from crabray.core.errors import ConfigError
 from crabray.results.board.stats import wilson_interval
-from crabray.results.store.audit import FINDING_CLASSES, AuditReport, write_audit
+from crabray.results.store.audit import FINDING_CLASSES, AuditReport, fails, falls, write_audit
 from crabray.results.store.dataset import read_episodes, read_steps
 from crabray.results.store.runs import read_manifest
 from crabray.run.runner import RunOptions, StartCallback, load_checked_suite, run_suite
@@ -145,18 +145,17 @@ def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str])
     """The report of an audit run, from its rows; written to ``OUT/audits/RUN.json``."""
     episodes = read_episodes(run.out_dir, run_id, EPISODE_COLUMNS)
     steps = read_steps(run.out_dir, run_id, STEP_COLUMNS)
-    order = [agent.name for agent in run.agents]
-    finding_of = {
-        agent.name: agent_class(agent.kind).finding  # type: ignore[attr-defined]
+    probes = {
+        agent.name: cls
         for agent in run.agents
-        if agent.name not in (REFERENCE, BASELINE)
+        if issubclass(cls := agent_class(agent.kind), ProbeAgent)
     }
-    guarded = frozenset(
-        agent.name
-        for agent in run.agents
-        if getattr(agent_class(agent.kind), "harness_guards", False)
-    )
+    finding_of = {name: cls.finding for name, cls in probes.items()}
+    guarded = frozenset(name for name, cls in probes.items() if cls.harness_guards)
+    order = [agent.name for agent in run.agents]
     tasks = task_audits(episodes, steps, finding_of, order, guarded)
+    fell = sum(falls(task, counted) for task in tasks)
+    low, high = wilson_interval(fell, len(tasks)) if tasks else (0.0, 0.0)
     report = AuditReport(
         run_id=run_id,
         suite=run.suite,
@@ -164,22 +163,11 @@ def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str])
         probes=order,
         counted=counted,
         tasks=tasks,
-        exploitable=0,
-        share=0.0,
-        low=0.0,
-        high=0.0,
-    )
-    falls = sum(report.falls(task) for task in tasks)
-    failing = sum(report.fails(task) for task in tasks)
-    low, high = wilson_interval(falls, len(tasks)) if tasks else (0.0, 0.0)
-    report = report.model_copy(
-        update={
-            "exploitable": falls,
-            "failing": failing,
-            "share": falls / len(tasks) if tasks else 0.0,
-            "low": low,
-            "high": high,
-        }
+        exploitable=fell,
+        failing=sum(fails(task, counted) for task in tasks),
+        share=fell / len(tasks) if tasks else 0.0,
+        low=low,
+        high=high,
     )
     write_audit(run.out_dir, report)
     return report

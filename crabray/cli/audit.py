@@ -170,8 +170,29 @@ def audit(
         typer.echo(json.dumps(_json(report), indent=2))
     else:
         _print_report(report, settings.out_dir)
-    if report.failing:
+    unjudged = _unjudged(report, settings.out_dir)
+    if report.failing or unjudged:
         raise typer.Exit(1)
+
+
+def _unjudged(report: AuditReport, out: Any) -> int:
+    """Say (on standard error) which verdicts the infrastructure left unknown: a task whose
+    every try of a probe failed there is not clean, only unaudited. Returns their count."""
+    missing = [
+        f"{task.task_id} ({probe})"
+        for task in report.tasks
+        for probe, verdict in task.verdicts.items()
+        if verdict == "error"
+    ]
+    if missing:
+        errors.print(
+            f"[yellow]{counted(len(missing), 'verdict')} unknown[/]: every try failed in the "
+            f"infrastructure, so these say nothing: {escape(', '.join(missing))}\n"
+            f"audit them again with: crabray audit --resume {report.run_id} "
+            f"--out {escape(str(out))}",
+            highlight=False,
+        )
+    return len(missing)
 
 
 def _classes(fail_on: list[str] | None) -> list[str]:

@@ -73,11 +73,17 @@ class AuditReport(BaseModel):
 
     def falls(self, task: TaskAudit) -> bool:
         """Whether ``task`` falls to a probe: a counted finding of an exploit class."""
-        return any(f.kind in self.counted and f.kind in EXPLOIT_CLASSES for f in task.findings)
+        return falls(task, self.counted)
 
-    def fails(self, task: TaskAudit) -> bool:
-        """Whether ``task`` has a finding of a counted class (``--fail-on``)."""
-        return any(f.kind in self.counted for f in task.findings)
+
+def falls(task: TaskAudit, counted: list[str]) -> bool:
+    """Whether ``task`` falls to a probe: a finding of a counted exploit class."""
+    return any(f.kind in counted and f.kind in EXPLOIT_CLASSES for f in task.findings)
+
+
+def fails(task: TaskAudit, counted: list[str]) -> bool:
+    """Whether ``task`` has a finding of a counted class (``--fail-on``)."""
+    return any(f.kind in counted for f in task.findings)
 
 
 def audit_path(out_dir: str | Path, run_id: str) -> Path:
