@@ -337,9 +337,11 @@ class _Interrupts:
         signal.signal(signal.SIGTERM, self.previous)
         if not isinstance(exc, KeyboardInterrupt):
             return
-        from crabray.run.runner import RunInterrupted
+        from crabray.run.runner import RunInterrupted, interrupted_after
 
         name = signal.Signals(self.signum).name
+        if self.summary is None and self.run_id is not None and not isinstance(exc, RunInterrupted):
+            exc = interrupted_after(self.out, self.run_id)
         if isinstance(exc, RunInterrupted) and exc.complete:
             self._finished(name, exc.run_id, exc.planned, None)
         if self.summary is not None:
@@ -358,14 +360,6 @@ class _Interrupts:
                 highlight=False,
             )
             run_id: str | None = exc.run_id
-        elif self.run_id is not None:  # between the start and the first episode, or the end
-            console.print(
-                f"[yellow]interrupted ({name})[/] during run {self.run_id}; "
-                + escape(f"{_prog()} runs list{_where(self.out)}")
-                + " says how many of its episodes are saved",
-                highlight=False,
-            )
-            run_id = self.run_id
         else:
             console.print(f"[yellow]interrupted ({name})[/] before any episode ran")
             run_id = self.resume
