@@ -308,6 +308,8 @@ class _Interrupts:
         self.signum = signal.SIGINT
         self.run_id: str | None = None
         """The run, once it has started (``watch``)."""
+        self.planned = 0
+        """Its episodes, once it has started."""
         self.summary: RunSummary | None = None
         """What the run did, once it has finished."""
 
@@ -315,7 +317,7 @@ class _Interrupts:
         """``on_start``, also noting the run's id: an interrupt after it names the run."""
 
         def started(run_id: str, planned: int, to_run: int) -> None:
-            self.run_id = run_id
+            self.run_id, self.planned = run_id, planned
             on_start(run_id, planned, to_run)
 
         return started
@@ -341,7 +343,7 @@ class _Interrupts:
 
         name = signal.Signals(self.signum).name
         if self.summary is None and self.run_id is not None and not isinstance(exc, RunInterrupted):
-            exc = interrupted_after(self.out, self.run_id)
+            exc = interrupted_after(self.out, self.run_id, self.planned)
         if isinstance(exc, RunInterrupted) and exc.complete:
             self._finished(name, exc.run_id, exc.planned, None)
         if self.summary is not None:

@@ -127,12 +127,12 @@ class RunInterrupted(KeyboardInterrupt):
         return self.finished == self.planned and not self.cancelled
 
 
-def interrupted_after(out_dir: str | Path, run_id: str) -> RunInterrupted:
+def interrupted_after(out_dir: str | Path, run_id: str, planned: int) -> RunInterrupted:
     """An interrupt that came after the run's own handler let go (as its lock was released
     or its summary made), read from disk: a run whose every episode is saved is recorded
     finished, so that nothing is said to be left to resume; any other, interrupted."""
     manifest = read_manifest(out_dir, run_id)
-    interrupted = RunInterrupted(run_id, manifest.planned, len(finished_keys(out_dir, run_id)), 0)
+    interrupted = RunInterrupted(run_id, planned, len(finished_keys(out_dir, run_id)), 0)
     state = RunState.FINISHED if interrupted.complete else RunState.INTERRUPTED
     if manifest.state != state:
         _record_state(out_dir, manifest, state)

@@ -31,13 +31,13 @@ def _running_run(out: Path, planned: int, saved: int) -> None:
 
 def test_every_episode_saved_is_a_finished_run(tmp_path: Path) -> None:
     _running_run(tmp_path, planned=4, saved=4)
-    interrupted = interrupted_after(tmp_path, RUN)
+    interrupted = interrupted_after(tmp_path, RUN, 4)
     assert interrupted.complete and (interrupted.finished, interrupted.planned) == (4, 4)
     assert read_manifest(tmp_path, RUN).state == RunState.FINISHED
 
 
 def test_episodes_left_leave_the_run_interrupted(tmp_path: Path) -> None:
     _running_run(tmp_path, planned=4, saved=3)
-    interrupted = interrupted_after(tmp_path, RUN)
+    interrupted = interrupted_after(tmp_path, RUN, 4)
     assert not interrupted.complete and interrupted.finished == 3
     assert read_manifest(tmp_path, RUN).state == RunState.INTERRUPTED
