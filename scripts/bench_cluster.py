@@ -5,7 +5,7 @@ action that sleeps ``--sleep`` seconds in its sandbox, so that node slots, not
 this machine's cores, bound the throughput) on 1, 2, 3 and 4 worker nodes
 (``--nodes``) of ``--slots`` sandboxes each, every count on a fresh cluster
 started in its own process by crabray's own node start
-(``crabray.cluster.nodes``, what ``crabray cluster local`` runs). It prints, per
+(``crabray.cluster.runtime.nodes``, what ``crabray cluster local`` runs). It prints, per
 node count:
 
 * episodes/s at full speed (from the moment every slot had finished its first
@@ -194,7 +194,7 @@ def scale_sweep(
     import ray
 
     from crabray.agents import agent_spec
-    from crabray.cluster.nodes import NodeConfig, start_node, start_workers, stop_nodes
+    from crabray.cluster.runtime.nodes import NodeConfig, start_node, start_workers, stop_nodes
     from crabray.results import read_episodes, read_steps
     from crabray.run import RunOptions, run_suite
 

@@ -122,7 +122,7 @@ def main() -> None:
         args.tasks, args.repeats = 10, 1
     logging.basicConfig(level=logging.WARNING)
 
-    from crabray.cluster.ray_runtime import connect
+    from crabray.cluster.runtime.ray_runtime import connect
 
     with tempfile.TemporaryDirectory(prefix="crabray-bench-") as tmp:
         root = Path(tmp)

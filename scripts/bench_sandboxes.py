@@ -595,7 +595,7 @@ def bench_episodes(
     """
     import ray
 
-    from crabray.cluster.ray_runtime import connect
+    from crabray.cluster.runtime.ray_runtime import connect
 
     kinds = {KIND_OF.get(label, label) for label in labels}
     results: list[Throughput] = []

@@ -105,7 +105,7 @@ def gcs_part(
     """Alive and unplaceable actors on a real 3-node cluster: GCS memory, rates, latencies."""
     import ray
 
-    from crabray.cluster.nodes import NodeConfig, start_node, start_workers, stop_nodes
+    from crabray.cluster.runtime.nodes import NodeConfig, start_node, start_workers, stop_nodes
 
     with tempfile.TemporaryDirectory(prefix="crabray-sim-") as tmp:
         state = Path(tmp) / "nodes.json"
@@ -258,7 +258,7 @@ def _median_ms(call: Any, times: int) -> float:
 
 def _episode_call(index: int) -> Any:
     from crabray.agents import agent_spec
-    from crabray.cluster.episode_call import EpisodeCall
+    from crabray.cluster.actors.episode_call import EpisodeCall
     from crabray.episode import EpisodeLimits, EpisodeSettings
     from crabray.formats.suite import SuiteRef
 
@@ -279,7 +279,7 @@ def _episode_call(index: int) -> Any:
 
 
 def _packed_call_size() -> int:
-    from crabray.cluster.episode_call import pack
+    from crabray.cluster.actors.episode_call import pack
 
     return len(pack(_episode_call(0)))
 
@@ -287,8 +287,8 @@ def _packed_call_size() -> int:
 def driver_part(count: int) -> None:
     """The driver's own records per episode in flight, and a wake-up's walks over them."""
     from crabray.agents import agent_spec
-    from crabray.cluster.episode_call import pack
-    from crabray.cluster.sweep import InFlight, SweepItem
+    from crabray.cluster.actors.episode_call import pack
+    from crabray.cluster.actors.inflight import InFlight, SweepItem
 
     agent = agent_spec("oracle")
     tracemalloc.start()

@@ -162,7 +162,7 @@ def test_a_run_and_its_resume_never_import_pandas(tmp_path: Path) -> None:
 def test_an_actor_worker_loads_no_chat_client_until_an_llm_agent_is_made() -> None:
     """httpx and the chat client are about 60 ms of every worker's start, for LLM agents only."""
     program = (
-        "import sys, crabray.cluster.actors, crabray.episode\n"
+        "import sys, crabray.cluster.actors.environment, crabray.episode\n"
         "from crabray.agents import AgentSpec, create_agent\n"
         "create_agent(AgentSpec(name='o', kind='oracle'))\n"
         "before = sorted({'httpx', 'crabray.agents.llm_client'} & set(sys.modules))\n"

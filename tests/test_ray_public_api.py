@@ -22,12 +22,12 @@ ALLOWED = {
     # Slots in use per node: Ray has no public per-node "available resources"
     # without its dashboard (ray.util.state needs it; crabray's nodes run
     # without one). ray.available_resources() is cluster-wide only.
-    ("crabray/cluster/status.py", "ray.state"),
+    ("crabray/cluster/sweep/status.py", "ray.state"),
     # The autoscaler monitor of a local instance, found by its script's path to be killed
     # before ray.shutdown (which would wait a second for it): Ray has neither an option to
     # start a local instance without it nor a public handle on its process. If a Ray
     # release moves the script, nothing is killed and the shutdown takes its second again.
-    ("crabray/cluster/ray_runtime.py", "_private/"),
+    ("crabray/cluster/runtime/ray_runtime.py", "_private/"),
 }
 
 

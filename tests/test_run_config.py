@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from crabray.cli import app
-from crabray.cluster.scheduler import SchedulerSettings
+from crabray.cluster.sweep.settings import SchedulerSettings
 from crabray.core.errors import ConfigError
 from crabray.results import list_runs, read_episodes, read_manifest
 from crabray.run import RunConfig, RunSettings, load_run_config, merge_overrides

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crabray.cli.submit import remote_out
-from crabray.cluster.submit import MAX_UPLOAD_BYTES, check_upload_size, is_job_address
+from crabray.cluster.runtime.submit import MAX_UPLOAD_BYTES, check_upload_size, is_job_address
 from crabray.core.errors import CrabrayError, ResultsError
 from crabray.results import list_runs, pack_run, read_episodes, unpack_run
 from tests.conftest import crabray

@@ -86,6 +86,16 @@ class AgentUsage(BaseModel):
     tokens_out: int = 0
     model_calls: int = 0
     model_latency_sec: float = 0.0
+    model_latencies_sec: list[float] = Field(
+        default_factory=list, description="Each call's latency, in order (waits left out)."
+    )
+    model_retries: int = Field(default=0, description="Requests sent again after a failure.")
+    model_rate_limited: int = Field(default=0, description="Requests answered 429.")
+    model_wait_sec: float = Field(
+        default=0.0,
+        description="Seconds waited for the model limiter's grants and before retries, "
+        "which the episode leaves out of its time limit; grows while a call waits.",
+    )
     cost_usd: float = 0.0
     conversation: list[ConversationMessage] = Field(default_factory=list)
 

@@ -41,6 +41,16 @@ AgentKind = Literal["openai", "openai-planner", "openai-per-env", "oracle", "noo
 BUILTIN_KINDS = ("oracle", "noop")
 LLM_KINDS = ("openai", "openai-planner", "openai-per-env")
 
+DEFAULT_MAX_CONNECTIONS = 32
+"""Calls in flight to one endpoint, for a whole run: the ceiling of the adaptive limit, which
+starts lower (``crabray.agents.model_limits.START_CONNECTIONS``). Hosted APIs take tens of
+concurrent calls from one account on their lower tiers; a local server (vLLM) gains little
+past its own batch size."""
+
+DEFAULT_RPM = 500
+"""Requests per minute to one endpoint, for a whole run: what the lower paid tiers of hosted
+APIs allow for their main models (set it higher for a server of your own; 0 for none)."""
+
 
 class LLMSettings(BaseModel):
     """How an LLM agent talks to its model: what ``AgentSpec.settings`` holds for LLM kinds."""
@@ -76,6 +86,31 @@ class LLMSettings(BaseModel):
     planner_model: str | None = Field(
         default=None, description="Model of the planner (planner kinds); the agent's model if None."
     )
+    max_connections: int = Field(
+        default=DEFAULT_MAX_CONNECTIONS,
+        ge=0,
+        description="Most calls to this endpoint in flight at once, for the whole run across "
+        "every node (agents sharing the endpoint share it, the tightest wins); 0: no cap.",
+    )
+    rpm: int = Field(
+        default=DEFAULT_RPM,
+        ge=0,
+        description="Requests per minute to this endpoint for the whole run; 0: no limit.",
+    )
+    tpm: int = Field(
+        default=0,
+        ge=0,
+        description="Tokens per minute to this endpoint for the whole run; 0: none.",
+    )
+    adaptive: bool = Field(
+        default=True,
+        description="Shrink the calls in flight on 429s, server errors and rising latency, "
+        "grow them back while calls succeed, within max_connections.",
+    )
+    limiter_run: str | None = Field(
+        default=None,
+        description="The run whose limiter actors serve this agent's calls (set by crabray).",
+    )
 
     def cost_usd(self, tokens_in: int, tokens_out: int) -> float:
         """The price of one call from the configured price table."""
@@ -108,6 +143,8 @@ class AgentConfig(LLMSettings):
             raise ValueError("give key_env or api_key, not both")
         if self.config_file is not None:
             raise ValueError("config_file is set by crabray, not in the agents file")
+        if self.limiter_run is not None:
+            raise ValueError("limiter_run is set by crabray, not in the agents file")
         return self
 
     def to_spec(self, source: Path) -> AgentSpec:

@@ -25,7 +25,14 @@ from typing import Any
 
 from crabray.agents.base import ActionCall, AgentSpec, AgentUsage, CallResult, Observation
 from crabray.agents.config import LLMSettings, llm_settings, resolve_api_key
-from crabray.agents.llm_client import MODEL_API_RETRY, ChatClient, ChatResponse, ClientConfig
+from crabray.agents.llm_client import (
+    MODEL_API_RETRY,
+    CallTally,
+    ChatClient,
+    ChatResponse,
+    ClientConfig,
+)
+from crabray.agents.model_gate import gate_for
 from crabray.core.result import ConversationMessage, ToolCallRecord
 
 logger = logging.getLogger(__name__)
@@ -174,6 +181,11 @@ class ModelCaller:
             )
         return self._client
 
+    def _waited(self, seconds: float) -> None:
+        """Count a wait for the model's limiter or before a retry: the episode leaves it out
+        of its time limit (read live, from another thread, by its watchdog)."""
+        self.usage.model_wait_sec += seconds
+
     def ask(
         self, dialogue: Dialogue, tools: list[dict[str, Any]] | None, model: str | None = None
     ) -> ChatResponse:
@@ -183,17 +195,26 @@ class ModelCaller:
             ModelAPIError: The request failed (``AuthenticationError`` for a refused key).
         """
         name = model or self.spec.model or ""
-        response = self.client().complete(
-            name,
-            dialogue.messages(),
-            tools=tools,
-            temperature=self.settings.temperature,
-            max_tokens=self.settings.max_tokens_per_call,
-        )
+        tally = CallTally()
+        try:
+            response = self.client().complete(
+                name,
+                dialogue.messages(),
+                tools=tools,
+                temperature=self.settings.temperature,
+                max_tokens=self.settings.max_tokens_per_call,
+                gate=gate_for(self.settings, name),
+                on_wait=self._waited,
+                tally=tally,
+            )
+        finally:  # a call that failed still made its requests and met its 429s
+            self.usage.model_retries += max(tally.attempts - 1, 0)
+            self.usage.model_rate_limited += tally.rate_limited
         self.usage.model_calls += 1
         self.usage.tokens_in += response.prompt_tokens
         self.usage.tokens_out += response.completion_tokens
         self.usage.model_latency_sec += response.latency_sec
+        self.usage.model_latencies_sec.append(round(response.latency_sec, 4))
         cost = self.settings.cost_usd(response.prompt_tokens, response.completion_tokens)
         self.usage.cost_usd += cost
         sent = dialogue.unrecorded()

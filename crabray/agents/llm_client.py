@@ -17,11 +17,13 @@ import email.utils
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from crabray.agents.model_limits import Gate, Outcome, WaitCallback
 from crabray.core.errors import AuthenticationError, ModelAPIError, ModelUnreachableError
 from crabray.core.retry import RetryPolicy
 from crabray.core.words import counted
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 _AUTH_STATUSES = (401, 403)
 _SERVER_MESSAGE_CHARS = 500
 
+
+_LEASE_MARGIN_SEC = 30.0
+"""How much longer than a request's own timeouts a limiter keeps its place without a word."""
 
 MODEL_API_RETRY = RetryPolicy(max_attempts=5, jitter_fraction=0.25)
 """The client's default: four retries, waits from 1 s doubling up to 30 s, a quarter jitter."""
@@ -81,6 +86,26 @@ class ClientConfig(BaseModel):
         return self.retry.backoff_sec(attempt)
 
 
+@dataclass
+class CallTally:
+    """What one ``complete`` call cost in tries, 429s and waits, kept also when it fails."""
+
+    attempts: int = 0
+    rate_limited: int = 0
+    wait_sec: float = 0.0
+
+
+def _waited(tally: CallTally, on_wait: WaitCallback | None) -> WaitCallback:
+    """A callback adding a wait to ``tally`` and telling ``on_wait``."""
+
+    def waited(seconds: float) -> None:
+        tally.wait_sec += seconds
+        if on_wait is not None:
+            on_wait(seconds)
+
+    return waited
+
+
 class ToolCall(BaseModel):
     """One function call the model asked for, arguments as the raw JSON text it produced."""
 
@@ -98,9 +123,15 @@ class ChatResponse(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_sec: float = Field(
-        default=0.0, description="From the first attempt to the answer, retries and waits included."
+        default=0.0,
+        description="From the first attempt to the answer, retries included, waits not "
+        "(for a limiter's grant, before a retry): the model's own time.",
     )
     attempts: int = Field(default=1, description="Requests sent, the successful one included.")
+    rate_limited: int = Field(default=0, description="Requests answered 429 before this one.")
+    wait_sec: float = Field(
+        default=0.0, description="Seconds waited for a limiter's grants and before retries."
+    )
 
     def assistant_message(self) -> dict[str, Any]:
         """The reply as an ``assistant`` message, to append to the conversation."""
@@ -162,8 +193,16 @@ class ChatClient:
         tools: list[dict[str, Any]] | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        *,
+        gate: Gate | None = None,
+        on_wait: WaitCallback | None = None,
+        tally: CallTally | None = None,
     ) -> ChatResponse:
         """Ask the model for the next message.
+
+        With a ``gate`` (the endpoint's limiter), every request, retries included,
+        waits for a grant first and reports how it ended: a 429 makes the limiter
+        back off before the retry is granted.
 
         Args:
             model: The model name the server knows.
@@ -171,6 +210,9 @@ class ChatClient:
             tools: OpenAI tool schemas; omitted from the request when empty.
             temperature: Sampling temperature; the server's default when None.
             max_tokens: Most tokens to generate; the server's default when None.
+            gate: The endpoint's limiter; None sends at once.
+            on_wait: Told each stretch of seconds waited (for a grant or before a retry).
+            tally: Filled with the tries, 429s and waits, also when the call fails.
 
         Returns:
             The first choice, its token usage and the time it took.
@@ -188,35 +230,75 @@ class ChatClient:
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         policy = self.config.retry
+        tally = tally if tally is not None else CallTally()
+        lease = self.config.timeout_sec + self.config.connect_timeout_sec + _LEASE_MARGIN_SEC
+        estimate = _estimate_tokens(body, max_tokens)
         started = time.monotonic()
         for attempt in range(policy.max_attempts):
             last = attempt == policy.max_attempts - 1
+            ticket = None
+            if gate is not None:
+                ticket = gate.acquire(estimate, lease, _waited(tally, on_wait))
+            tally.attempts += 1
+            sent = time.monotonic()
             try:
                 response = self._http.post("chat/completions", json=body)
             except httpx.TransportError as exc:
+                if gate is not None and ticket is not None:
+                    gate.release(ticket, Outcome.SERVER_ERROR)
                 problem = f"{type(exc).__name__}: {exc}"
                 if last or not self.config.retry_connection_errors:
                     raise ModelUnreachableError(
                         self._describe(f"request failed: {problem}")
                     ) from exc
-                self._wait(attempt, None, problem)
+                self._wait(attempt, None, problem, tally, on_wait)
                 continue
-            if response.status_code < 400:
+            except BaseException:
+                if gate is not None and ticket is not None:
+                    gate.release(ticket, Outcome.OTHER)
+                raise
+            took = time.monotonic() - sent
+            status = response.status_code
+            retry_after = _retry_after_sec(response) if status >= 400 else None
+            if status == 429:
+                tally.rate_limited += 1
+            if gate is not None and ticket is not None:
+                self._report(gate, ticket, response, took, retry_after)
+            if status < 400:
                 reply = self._parse(response, model)
-                reply.latency_sec = time.monotonic() - started
+                reply.wait_sec = tally.wait_sec
+                reply.latency_sec = max(time.monotonic() - started - tally.wait_sec, 0.0)
                 reply.attempts = attempt + 1
+                reply.rate_limited = tally.rate_limited
                 logger.debug(
-                    "%s answered in %.2f s (%s, %d+%d tokens)",
+                    "%s answered in %.2f s (%s, %d+%d tokens, %.2f s waited)",
                     model,
                     reply.latency_sec,
                     counted(reply.attempts, "attempt"),
                     reply.prompt_tokens,
                     reply.completion_tokens,
+                    reply.wait_sec,
                 )
                 return reply
             self._raise_unless_retryable(response, last)
-            self._wait(attempt, _retry_after_sec(response), f"HTTP {response.status_code}")
+            self._wait(attempt, retry_after, f"HTTP {status}", tally, on_wait)
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    @staticmethod
+    def _report(
+        gate: Gate, ticket: int, response: httpx.Response, took: float, retry_after: float | None
+    ) -> None:
+        """Tell the limiter how a granted request ended, so that it adapts."""
+        status = response.status_code
+        if status < 400:
+            usage = _usage_tokens(response)
+            gate.release(ticket, Outcome.OK, latency_sec=took, tokens=usage)
+        elif status == 429:
+            gate.release(ticket, Outcome.RATE_LIMITED, retry_after_sec=retry_after)
+        elif status >= 500:
+            gate.release(ticket, Outcome.SERVER_ERROR)
+        else:
+            gate.release(ticket, Outcome.OTHER)
 
     def _raise_unless_retryable(self, response: httpx.Response, last: bool) -> None:
         status = response.status_code
@@ -239,9 +321,18 @@ class ChatClient:
                 status=status,
             )
 
-    def _wait(self, attempt: int, retry_after_sec: float | None, problem: str) -> None:
-        """Wait after try ``attempt`` (from 0) failed, before the next one."""
+    def _wait(
+        self,
+        attempt: int,
+        retry_after_sec: float | None,
+        problem: str,
+        tally: CallTally,
+        on_wait: WaitCallback | None,
+    ) -> None:
+        """Wait after try ``attempt`` (from 0) failed, before the next one; the wait is
+        counted (told first: the episode's watchdog reads it while this thread sleeps)."""
         delay = self.config.wait_sec(attempt + 1, retry_after_sec)
+        _waited(tally, on_wait)(delay)
         logger.warning(
             "model API at %s: %s; retry %d of %d in %.1f s",
             self.config.base_url,
@@ -310,6 +401,21 @@ class ChatClient:
 
     def _describe(self, problem: str) -> str:
         return f"model API at {self.config.base_url}: {problem}"
+
+
+def _estimate_tokens(body: dict[str, Any], max_tokens: int | None) -> int:
+    """A request's tokens as a ``tpm`` limit counts them before the answer says: its text at
+    about four characters a token, and the most it may generate."""
+    return len(json.dumps(body, default=str)) // 4 + (max_tokens or 0)
+
+
+def _usage_tokens(response: httpx.Response) -> int | None:
+    """The tokens an answer says it used (prompt and completion), if it says."""
+    try:
+        usage = response.json().get("usage") or {}
+        return int(usage.get("prompt_tokens") or 0) + int(usage.get("completion_tokens") or 0)
+    except (ValueError, AttributeError, TypeError):
+        return None
 
 
 def _retry_after_sec(response: httpx.Response) -> float | None:

@@ -23,7 +23,7 @@ from crabray.audit.findings import (
     STEP_COLUMNS,
     task_audits,
 )
-from crabray.cluster.scheduler import ProgressCallback
+from crabray.cluster.sweep.scheduler import ProgressCallback
 from crabray.core.errors import ConfigError
 from crabray.results.board.stats import wilson_interval
 from crabray.results.store.audit import FINDING_CLASSES, AuditReport, fails, falls, write_audit

@@ -136,7 +136,7 @@ class Backend(ABC):
 
     Declared once, on the class; the registry files the class under it
     (:func:`crabray.backends.register_backend`) and node placement counts
-    slots by it (:mod:`crabray.cluster.placement`)."""
+    slots by it (:mod:`crabray.cluster.runtime.placement`)."""
 
     settings_model: ClassVar[type[BackendSettings] | None] = None
     """The model of the backend's ``backend_settings``; ``None`` accepts any settings.

@@ -208,7 +208,7 @@ def _run(options: Any, *, quiet: bool) -> AuditReport:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from crabray.audit import run_audit
-    from crabray.cluster.ray_runtime import disconnect
+    from crabray.cluster.runtime.ray_runtime import disconnect
 
     progress = Progress(
         "[progress.description]{task.description}",

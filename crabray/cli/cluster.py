@@ -48,7 +48,7 @@ StateOpt = Annotated[
 
 
 def _state(path: Path | None) -> Path:
-    from crabray.cluster.nodes import DEFAULT_STATE_FILE
+    from crabray.cluster.runtime.nodes import DEFAULT_STATE_FILE
 
     return path or DEFAULT_STATE_FILE
 
@@ -93,7 +93,7 @@ def start_head(
     It reports success only once Ray's Job Submission API and the head's job agent
     answer (within a minute); otherwise it stops the head and fails, saying which.
     """
-    from crabray.cluster.nodes import (
+    from crabray.cluster.runtime.nodes import (
         DashboardPorts,
         has_dashboard,
         node_config,
@@ -157,7 +157,7 @@ def start_worker(
     state_file: StateOpt = None,
 ) -> None:
     """Start a worker node on this machine and join it to the cluster at ADDRESS."""
-    from crabray.cluster.nodes import node_config, start_node
+    from crabray.cluster.runtime.nodes import node_config, start_node
 
     node = start_node(
         node_config(hosts, labels, config, num_cpus),
@@ -191,7 +191,7 @@ def local(
     The head hosts no sandboxes; each of the other nodes hosts HOSTS, so
     episodes spread over several nodes as they would on a real cluster.
     """
-    from crabray.cluster.nodes import NodeConfig, node_config, start_node, start_workers
+    from crabray.cluster.runtime.nodes import NodeConfig, node_config, start_node, start_workers
 
     chosen = port or _free_port()
     head = start_node(
@@ -229,8 +229,8 @@ def status(
     state_file: StateOpt = None,
 ) -> None:
     """List the cluster's nodes with their sandbox slots in use, and runs in progress."""
-    from crabray.cluster.submit import is_job_address
-    from crabray.cluster.token_auth import use_token_auth
+    from crabray.cluster.runtime.submit import is_job_address
+    from crabray.cluster.runtime.token_auth import use_token_auth
 
     if is_job_address(address):
         _status_through_job(str(address))
@@ -239,8 +239,8 @@ def status(
     use_token_auth(
         address, _state(state_file)
     )  # before Ray is imported: Ray reads RAY_AUTH_MODE then
-    from crabray.cluster.ray_runtime import connect
-    from crabray.cluster.status import node_statuses, run_statuses
+    from crabray.cluster.runtime.ray_runtime import connect
+    from crabray.cluster.sweep.status import node_statuses, run_statuses
 
     connect(address)
     nodes, runs = node_statuses(), run_statuses()
@@ -279,7 +279,7 @@ def _status_through_job(address: str) -> None:
     """
     import secrets
 
-    from crabray.cluster.submit import delete, job_client, job_output
+    from crabray.cluster.runtime.submit import delete, job_client, job_output
 
     client = job_client(address)
     begin = f"crabray-status-{secrets.token_hex(4)}"
@@ -308,7 +308,7 @@ def _status_through_job(address: str) -> None:
 )
 def stop(state_file: StateOpt = None) -> None:
     """Stop the nodes crabray started on this machine (and no other Ray instance)."""
-    from crabray.cluster.nodes import stop_nodes
+    from crabray.cluster.runtime.nodes import stop_nodes
 
     stopped = stop_nodes(_state(state_file))
     console.print(
@@ -318,7 +318,7 @@ def stop(state_file: StateOpt = None) -> None:
 
 def _started_head(state_file: Path) -> str:
     """The address of the head node crabray started on this machine, for commands given none."""
-    from crabray.cluster.nodes import started_nodes
+    from crabray.cluster.runtime.nodes import started_nodes
 
     heads = [node.address for node in started_nodes(state_file) if node.role == "head"]
     if not heads:

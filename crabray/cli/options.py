@@ -179,6 +179,23 @@ MaxAttemptsOpt = Annotated[
     int | None,
     _setting_option("max_attempts", min=1, help="Tries per episode when the infrastructure fails."),
 ]
+MaxCostOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-cost-usd",
+        min=0.000001,
+        help="The run's budget in USD over every agent (their price tables): once spent, no "
+        "new episode starts; a resume with a higher one goes on.",
+    ),
+]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="The run's budget in model tokens over every agent; as --max-cost-usd.",
+    ),
+]
 TaskOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -101,7 +101,7 @@ def copy_run(
     Raises:
         CrabrayError: The job that packs the run failed, or its output is not a run.
     """
-    from crabray.cluster.submit import delete, job_output
+    from crabray.cluster.runtime.submit import delete, job_output
     from crabray.results import apply_changes
 
     since_arg = "" if since is None else f" --since {since!r}"
@@ -163,7 +163,7 @@ class ResultsMirror:
         return copied
 
     def _loop(self) -> None:
-        from crabray.cluster.submit import job_client
+        from crabray.cluster.runtime.submit import job_client
 
         try:
             client = job_client(self._address)  # its own: the follower polls with the other

@@ -28,7 +28,9 @@ from crabray.cli.options import (
     LimitOpt,
     LocalSlotsOpt,
     MaxAttemptsOpt,
+    MaxCostOpt,
     MaxStepsOpt,
+    MaxTokensOpt,
     ModelOpt,
     OldFormatOpt,
     OutOpt,
@@ -57,6 +59,7 @@ from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
+    from crabray.run.budget import BudgetReached
     from crabray.run.outcomes import Cause
     from crabray.run.runner import RunOptions, RunSummary, StartCallback
 
@@ -97,6 +100,8 @@ def run(
     max_steps: MaxStepsOpt = None,
     time_limit_sec: TimeLimitOpt = None,
     max_attempts: MaxAttemptsOpt = None,
+    max_cost_usd: MaxCostOpt = None,
+    max_tokens: MaxTokensOpt = None,
     task: TaskOpt = None,
     tag: TagOpt = None,
     limit: LimitOpt = None,
@@ -118,7 +123,7 @@ def run(
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.agents import select_agents
     from crabray.agents.config import with_model
-    from crabray.cluster.token_auth import use_token_auth
+    from crabray.cluster.runtime.token_auth import use_token_auth
     from crabray.run.settings import RunConfig, load_run_config, merge_overrides
 
     given = {
@@ -139,6 +144,8 @@ def run(
         "max_steps": max_steps,
         "time_limit_sec": time_limit_sec,
         "max_attempts": max_attempts,
+        "max_cost_usd": max_cost_usd,
+        "max_tokens": max_tokens,
         "task_ids": task or None,
         "tags": tag or None,
         "limit": limit,
@@ -169,7 +176,7 @@ def run(
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
-    from crabray.cluster.ray_runtime import disconnect
+    from crabray.cluster.runtime.ray_runtime import disconnect
     from crabray.run.runner import RunOptions, run_suite
 
     options = RunOptions(
@@ -204,8 +211,39 @@ def run(
             f"{summary.retries} retried[/]"
         )
     code = show_end(summary.run_id, summary.not_the_agents)
+    if summary.budget_reached is not None:
+        _print_budget_stop(summary, summary.budget_reached, options.out_dir)
+        code = BUDGET_EXIT
     if code:
         raise typer.Exit(code)
+
+
+BUDGET_EXIT = 3
+"""``crabray run``'s exit code when its budget stopped it before every episode ran."""
+
+
+def _print_budget_stop(summary: RunSummary, reached: BudgetReached, out: Path | str) -> None:
+    """Say which budget stopped the run, how far it got, and the command that goes on."""
+    finished = summary.skipped + summary.ran
+    console.print(
+        f"[yellow]stopped by its budget[/]: {reached.describe()}; "
+        f"{finished} of {counted(summary.planned, 'episode')} "
+        f"{plural(finished, 'is', 'are')} finished and saved",
+        highlight=False,
+    )
+    print_copyable(
+        f"go on with as much again: {escape(_resume_command(out, summary.run_id))} "
+        f"{reached.flag} {_as_much_again(reached)}"
+    )
+
+
+def _as_much_again(reached: BudgetReached) -> str:
+    """A budget that allows the run what it spent plus the budget again (cents rounded up)."""
+    import math
+
+    if reached.flag == "--max-tokens":
+        return str(reached.spent.tokens + int(reached.limit))
+    return f"{math.ceil((reached.spent.cost_usd + reached.limit) * 100) / 100:.2f}"
 
 
 def _print_end(
@@ -217,9 +255,12 @@ def _print_end(
     Returns:
         The run's exit code (``print_causes``'s).
     """
+    from crabray.agents.config import LLM_KINDS
     from crabray.cli.outcomes import print_causes
 
     print_leaderboard(options.out_dir, run_id, "table", verified_only=verified_only)
+    if any(agent.kind in LLM_KINDS for agent in options.agents):
+        _print_models(options.out_dir, run_id)
     console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{run_id}[/]")
     submitted = options.suite_origin is not None  # its machine prints its own, for its copy
     if not submitted:
@@ -227,6 +268,42 @@ def _print_end(
     _print_unverified(options.out_dir, run_id, verified_only)
     resume = None if submitted else _resume_command(options.out_dir, run_id)
     return print_causes(causes, options.out_dir, run_id, _prog(), resume)
+
+
+def _print_models(out: Path | str, run_id: str) -> None:
+    """A line per model the run's agents called: calls, 429s, retries, latency, tokens,
+    cost and the time calls waited for the model limiter (every attempt counted)."""
+    from rich.table import Table
+
+    from crabray.results.board.models import model_usage
+
+    usages = model_usage(out, run_id)
+    if not usages:
+        return
+    table = Table(title="models", title_justify="left", box=None, pad_edge=False)
+    for header in ("model", "calls", "429s", "/100", "retries", "p50 s", "p95 s", "waited s"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for column in ("tok in", "tok out", "cost $"):
+        table.add_column(column, justify="right")
+    for usage in usages:
+        table.add_row(
+            escape(usage.model),
+            str(usage.calls),
+            str(usage.rate_limited),
+            f"{usage.rate_limited_per_100:.1f}",
+            str(usage.retries),
+            _seconds(usage.latency_p50_sec),
+            _seconds(usage.latency_p95_sec),
+            f"{usage.wait_sec:.1f}",
+            str(usage.tokens_in),
+            str(usage.tokens_out),
+            f"{usage.cost_usd:.4f}",
+        )
+    console.print(table)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _print_unverified(out: Path | str, run_id: str, verified_only: bool) -> None:
@@ -293,7 +370,7 @@ class _Interrupts:
 
     SIGTERM becomes a ``KeyboardInterrupt`` as SIGINT is, so the run stops the
     same way (its episodes in flight end after their step and are saved as
-    ``cancelled``; ``crabray.cluster.scheduler``), then the exit code says which.
+    ``cancelled``; ``crabray.cluster.sweep.scheduler``), then the exit code says which.
     A signal that comes once every episode is saved (as the run winds up, or
     while Ray shuts down) interrupts no episode: the run finished, and its end
     is printed as usual (``show_end``) before the exit code says the signal.

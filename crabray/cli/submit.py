@@ -31,7 +31,7 @@ import typer
 from rich.markup import escape
 
 from crabray.cli.terminal import console, errors, plain_text, safe_text
-from crabray.cluster.submit import job_client
+from crabray.cluster.runtime.submit import job_client
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS, RunConfig
@@ -102,7 +102,7 @@ def submit_run(
             or the run failed on the cluster (``typer.Exit`` with its exit code).
     """
     from crabray.cli.outcomes import EXIT_NOT_THE_AGENTS
-    from crabray.cluster.submit import check_upload_size, submit
+    from crabray.cluster.runtime.submit import check_upload_size, submit
     from crabray.results import check_uri
 
     if settings.address is None or settings.suite is None:
@@ -284,7 +284,7 @@ def _follow_or_stop(
     The announcement is inside the Ctrl-C handling: a Ctrl-C right after it (the user
     read "Ctrl-C stops it") must stop the job, not leave it running unseen. Exit code 130.
     """
-    from crabray.cluster.submit import follow, stop
+    from crabray.cluster.runtime.submit import follow, stop
 
     def write(text: str) -> None:
         sys.stdout.write(plain_text(text))  # the job's output: shown, so stripped on a terminal
@@ -317,7 +317,7 @@ def _entrypoint(out: str, model: str | None, *, verified_only: bool = False) -> 
 
 def _stage(settings: RunConfig, suite: Path, folder: Path, staging: Path, run_id: str) -> None:
     """Lay out the job's working_dir: the suite under ``suite/``, other files, ``run.toml``."""
-    from crabray.cluster.submit import NOT_SHIPPED
+    from crabray.cluster.runtime.submit import NOT_SHIPPED
 
     shutil.copytree(folder, staging / "suite", ignore=shutil.ignore_patterns(*NOT_SHIPPED))
     fields = settings.model_dump(mode="json", exclude_unset=True, exclude=_NOT_IN_RUN_FILE)
@@ -398,7 +398,7 @@ def follow_run(
     the same root here as its episodes finish. Ctrl-C stops following, not the
     run (`crabray runs stop` stops it).
     """
-    from crabray.cluster.submit import follow, run_job
+    from crabray.cluster.runtime.submit import follow, run_job
 
     client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
@@ -434,7 +434,7 @@ def stop_run(
 ) -> None:
     """Stop submitted run RUN_ID; what finished is kept (the command that submitted it, with
     --resume RUN_ID, goes on)."""
-    from crabray.cluster.submit import run_job, stop
+    from crabray.cluster.runtime.submit import run_job, stop
 
     client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
@@ -449,7 +449,7 @@ def stop_run(
 
 def _job_address(address: str) -> str:
     """``address`` if it is the head's Job Submission API, else an error saying so."""
-    from crabray.cluster.submit import is_job_address
+    from crabray.cluster.runtime.submit import is_job_address
 
     if not is_job_address(address):
         raise CrabrayError(f"--address must be the head's http://HOST:8265, not {address}")

@@ -1,10 +1,18 @@
-"""The Ray layer: environment actors, pools, the episode call, the scheduler.
+"""The Ray layer, in three layers: the sweep over the actors over Ray itself.
 
-What a run does from a suite path to rows on disk (``run_suite``) lives one
-layer up, in ``crabray.run``: this package knows nothing of the results dataset.
+- ``sweep``: what schedules a run's episodes (the scheduler, its settings,
+  adaptive concurrency, progress, the status board);
+- ``actors``: environment actors, their pools and pipelines, the episode call;
+- ``runtime``: Ray itself (the connection or local instance, token auth, nodes,
+  placement, jobs submitted to a head, the end of a run on every node).
 
-The names below load on first use: importing ``crabray.cluster.nodes`` must
-not import Ray, because Ray reads ``RAY_AUTH_MODE`` once, when it is
+Each imports only the ones below it (the ``cluster-layers`` contract in
+``pyproject.toml``). What a run does from a suite path to rows on disk
+(``run_suite``) lives one layer up, in ``crabray.run``: this package knows
+nothing of the results dataset.
+
+The names below load on first use: importing ``crabray.cluster.runtime.nodes``
+must not import Ray, because Ray reads ``RAY_AUTH_MODE`` once, when it is
 imported, and ``token_auth.use_token_auth`` has to set it first.
 """
 
@@ -15,9 +23,9 @@ from typing import TYPE_CHECKING
 from crabray.core.lazy import lazy_getattr
 
 if TYPE_CHECKING:
-    from crabray.cluster.progress import SweepProgress
+    from crabray.cluster.sweep.progress import SweepProgress
 
-_LAZY = {"SweepProgress": "crabray.cluster.progress"}
+_LAZY = {"SweepProgress": "crabray.cluster.sweep.progress"}
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY)

@@ -409,6 +409,28 @@ class EpisodeResult(BaseModel):
     )
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime = Field(default_factory=utcnow)
+    model_latencies_sec: list[float] = Field(
+        default_factory=list,
+        description="Each model call's latency in seconds, in order (retries included, waits "
+        "for the model limiter and before retries left out): the run's p50/p95 per model; "
+        "null in files written before the column existed.",
+    )
+    model_retries: int = Field(
+        default=0,
+        description="Model requests sent again after a 429, a server error or a dropped "
+        "connection; null in files written before the column existed.",
+    )
+    model_rate_limited: int = Field(
+        default=0,
+        description="Model requests answered 429 (rate limited); null in files written before "
+        "the column existed.",
+    )
+    model_wait_sec: float = Field(
+        default=0.0,
+        description="Seconds the agent waited for the model limiter's grants and before "
+        "retrying a request, left out of the episode's time limit; null in files written "
+        "before the column existed.",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="Whose doing the outcome is: 'agent' (its score counts), 'benchmark' "

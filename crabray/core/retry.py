@@ -1,7 +1,7 @@
 """``RetryPolicy``: how often an operation is tried, and how long to wait in between.
 
 One policy for every retry loop of crabray, as data: the scheduler trying
-again an episode whose infrastructure failed (``crabray.cluster.scheduler``),
+again an episode whose infrastructure failed (``crabray.cluster.sweep.scheduler``),
 and the model client trying again a request that hit a rate limit, a server
 error or a dropped connection (``crabray.agents.llm_client``). The policy says
 how many tries and how long the waits are; what is worth another try is said

@@ -209,8 +209,6 @@ def watch_episode(
         daemon=True,  # a stuck step must not keep the worker from exiting
     )
     thread.start()
-    limit = episode.time_limit
-    deadline = None if limit is None else episode.t0 + limit + STUCK_GRACE_SEC
     stop_by: float | None = None
     try:
         while thread.is_alive():
@@ -219,7 +217,8 @@ def watch_episode(
             if stop_by is None and stop_requested():
                 episode.stop.set()
                 stop_by = now + STOP_GRACE_SEC
-            if thread.is_alive() and deadline is not None and now >= deadline:
+            deadline = episode.deadline()  # moves on while the agent waits for its model
+            if thread.is_alive() and deadline is not None and now >= deadline + STUCK_GRACE_SEC:
                 message = f"a step was still running {STUCK_GRACE_SEC:g} s past its time limit"
                 record = episode.as_it_stands(TerminationReason.TIMEOUT, TimeoutError(message))
                 return WatchedRecord(record=record, stuck=True)
@@ -609,8 +608,21 @@ class _Episode:
             self.scratch = Path(tempfile.mkdtemp(prefix="crabray-episode-"))
         return self.scratch
 
+    def deadline(self) -> float | None:
+        """When the episode's time limit runs out (monotonic seconds), None without one.
+
+        The time its agent waited for a grant of its model's limiter (or before
+        retrying a rate-limited request) is not counted: a run that shares one model
+        among many episodes queues their calls, and the queue is not the agent's
+        doing. The agent's usage says it as the wait goes on.
+        """
+        if self.time_limit is None:
+            return None
+        return self.t0 + self.time_limit + self.agent.usage.model_wait_sec
+
     def _check_time(self) -> None:
-        if self.time_limit is not None and time.monotonic() - self.t0 > self.time_limit:
+        deadline = self.deadline()
+        if deadline is not None and time.monotonic() > deadline:
             raise _End(
                 TerminationReason.TIMEOUT,
                 TimeoutError(f"time limit of {self.time_limit:g} s reached"),
@@ -895,6 +907,10 @@ class _Episode:
         result.tokens_out = usage.tokens_out
         result.model_calls = usage.model_calls
         result.model_latency_sec = usage.model_latency_sec
+        result.model_latencies_sec = list(usage.model_latencies_sec)
+        result.model_retries = usage.model_retries
+        result.model_rate_limited = usage.model_rate_limited
+        result.model_wait_sec = usage.model_wait_sec
         result.cost_usd = usage.cost_usd
         if usage.conversation:
             result.conversation_json = conversation_json(

@@ -125,7 +125,7 @@ class SuiteFormat(ABC):
 
         Called however the run ends (finished, interrupted, failed): on the run's
         driver, and, when ``ends_runs``, on every other node of the cluster that
-        hosts the run's sandboxes (``crabray.cluster.run_end``), where episodes
+        hosts the run's sandboxes (``crabray.cluster.runtime.run_end``), where episodes
         may have started something too. ``ref`` says where the suite is, as
         episodes load it there. Nothing by default; task folders stop their services.
 

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         read_episode_table,
         read_episodes,
         read_steps,
+        run_spending,
     )
     from crabray.results.store.lock import run_lock
     from crabray.results.store.remote import check_uri
@@ -115,6 +116,7 @@ _NAMES = {
     "compare_table": "crabray.results.board.compare",
     "episodes_table": "crabray.results.store.schema",
     "finished_keys": "crabray.results.store.dataset",
+    "run_spending": "crabray.results.store.dataset",
     "has_results": "crabray.results.store.runs",
     "latest_run": "crabray.results.store.runs",
     "leaderboard": "crabray.results.board.leaderboard",
@@ -198,6 +200,7 @@ __all__ = [
     "render",
     "run_lock",
     "run_log_path",
+    "run_spending",
     "run_state",
     "shown_uri",
     "steps_table",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from crabray.agents import AgentSpec, select_agents
-from crabray.cluster.scheduler import ProgressCallback
+from crabray.cluster.sweep.scheduler import ProgressCallback
 from crabray.core import BenchmarkConfig
 from crabray.core.errors import ConfigError
 from crabray.core.session import Benchmark, benchmark_configs
@@ -128,7 +128,7 @@ def _run_and_leave(options: RunOptions, on_progress: ProgressCallback | None) ->
     """Run, then stop the local Ray instance if this call started one (a cluster stays joined)."""
     import ray
 
-    from crabray.cluster.ray_runtime import disconnect
+    from crabray.cluster.runtime.ray_runtime import disconnect
 
     joined_before = ray.is_initialized()
     try:

@@ -10,7 +10,7 @@ manifest exists, so a refused run leaves nothing behind.
 
 Where: on a local run (no ``--address``), in this process, before the local
 Ray instance starts (this host is its only node). On a cluster, as a small
-Ray task on every node that hosts the kind (``crabray.cluster.preflight``).
+Ray task on every node that hosts the kind (``crabray.cluster.actors.preflight``).
 
 The model server of each LLM agent is asked the same way, first: one
 request per distinct ``base_url`` (``crabray.agents.reachable``), here or
@@ -31,9 +31,9 @@ from concurrent.futures import ThreadPoolExecutor
 from crabray.agents import AgentSpec
 from crabray.agents.reachable import model_servers, unanswered_servers
 from crabray.backends import backend_class
-from crabray.cluster.preflight import model_servers_on_nodes, preflight_on_nodes
-from crabray.cluster.ray_runtime import connect
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.preflight import model_servers_on_nodes, preflight_on_nodes
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.ray_runtime import connect
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import CrabrayError, HostError
 from crabray.core.words import counted, plural

@@ -12,7 +12,8 @@ An option given alongside ``--resume`` is of one of two kinds:
   run recorded, else the resume is refused: a run whose episodes differ is
   another run;
 - how they run (``HOW``: concurrency, attempts, pooling, warm-up, local slots,
-  the Ray address): it applies to the resume, which may use other resources.
+  the Ray address, the run's budget): it applies to the resume, which may use
+  other resources (a higher budget lets a run stopped by its budget go on).
 
 A manifest written before a field was recorded has no value for it: the
 resume then says which option to pass.
@@ -46,7 +47,16 @@ WHAT: dict[str, str] = {
 }
 """Options that decide what the run's episodes are, with their flags: a resume keeps them."""
 
-HOW = ("concurrency", "max_attempts", "pooling", "warm", "local_slots", "suite_origin")
+HOW = (
+    "concurrency",
+    "max_attempts",
+    "pooling",
+    "warm",
+    "local_slots",
+    "suite_origin",
+    "max_cost_usd",
+    "max_tokens",
+)
 """Options a resume takes from the manifest unless given: how episodes run, not what they are."""
 
 

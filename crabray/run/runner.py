@@ -25,16 +25,18 @@ from pydantic import BaseModel, Field
 
 from crabray import __version__
 from crabray.agents import AgentSpec, agent_secrets
+from crabray.agents.model_gate import ModelLimiters
 from crabray.backends import backend_class
-from crabray.cluster.adaptive import AUTO, Concurrency
-from crabray.cluster.cleanup import LOST_WORKER, cleanup_orphans
-from crabray.cluster.placement import check_hostable
-from crabray.cluster.progress import SweepProgress
-from crabray.cluster.ray_runtime import connect, is_local_instance, local_cpus
-from crabray.cluster.run_end import end_run_everywhere
-from crabray.cluster.sandbox import SandboxSpec
-from crabray.cluster.scheduler import ProgressCallback, Scheduler, SubmitCallback
-from crabray.cluster.sweep import SchedulerSettings, SweepItem
+from crabray.cluster.actors.cleanup import LOST_WORKER, cleanup_orphans
+from crabray.cluster.actors.inflight import SweepItem
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import check_hostable
+from crabray.cluster.runtime.ray_runtime import connect, is_local_instance, local_cpus
+from crabray.cluster.runtime.run_end import end_run_everywhere
+from crabray.cluster.sweep.adaptive import AUTO, Concurrency
+from crabray.cluster.sweep.progress import SweepProgress
+from crabray.cluster.sweep.scheduler import ProgressCallback, Scheduler, SubmitCallback
+from crabray.cluster.sweep.settings import SchedulerSettings
 from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError, CrabrayError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
@@ -58,6 +60,7 @@ from crabray.results import (
     write_manifest,
 )
 from crabray.results.store.root import ResultsRoot
+from crabray.run.budget import BudgetReached, RunBudget
 from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
 from crabray.run.selection import select_tasks
@@ -101,6 +104,11 @@ class RunSummary(BaseModel):
         default_factory=list,
         description="The run's episodes attributed to the benchmark or the infrastructure, by "
         "cause: empty when every episode is the agent's (the run then exits 0).",
+    )
+    budget_reached: BudgetReached | None = Field(
+        default=None,
+        description="The budget that stopped the run before every episode had run (a resume "
+        "with a higher one goes on); None when the run finished.",
     )
 
 
@@ -190,7 +198,11 @@ def _run_suite(
         # A manifest from before a field was recorded gains what this resume was given.
         manifest = manifest.model_copy(
             update={
-                "options": {**_recorded_options(options, out_given), **manifest.options},
+                "options": {
+                    **_recorded_options(options, out_given),
+                    **manifest.options,
+                    **_budget_options(options),
+                },
                 "agent_config": manifest.agent_config or options.agent_config,
             }
         )
@@ -242,6 +254,9 @@ def _run_locked(
         check_hostable(needs)
         specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]
         cleanup_orphans(specs, here=is_local_instance())
+    budget = RunBudget.of_run(options.out_dir, run_id, options.max_cost_usd, options.max_tokens)
+    if items:
+        budget.check_room(run_id)
     manifest = manifest.model_copy(update={"planned": len(planned), "state": RunState.RUNNING})
     write_manifest(options.out_dir, manifest)
     if on_start is not None:
@@ -256,16 +271,21 @@ def _run_locked(
                 "run %s: %s, %d to run", run_id, counted(len(planned), "episode"), len(items)
             )
             if items:
+                limiters = ModelLimiters.start(run_id, options.agents)  # one per model, the run's
                 scheduler = Scheduler(
                     suite,
                     _scheduler_settings(options, run_id),
                     _writer(suite, sink),
                     on_progress,
                     on_submit,
+                    on_finished=budget.charge,
+                    models_queued=limiters.queued,
                 )
+                budget.on_reached = scheduler.drain
                 try:
-                    progress = scheduler.run(items)
+                    progress = scheduler.run(limiters.attach(items))
                 finally:
+                    limiters.stop()
                     _end_run(suite, {kind for kind, _ in needs})
                 if progress.infra_failures:
                     # A worker killed from outside leaves its sandbox (a disk, a cgroup).
@@ -283,7 +303,9 @@ def _run_locked(
     except BaseException:
         _record_state(options.out_dir, manifest, RunState.FAILED)
         raise
-    _record_state(options.out_dir, manifest, RunState.FINISHED)
+    finished = len(planned) - len(items) + progress.done
+    stopped = budget.reached if finished < len(planned) else None
+    _record_state(options.out_dir, manifest, RunState.STOPPED if stopped else RunState.FINISHED)
     return RunSummary(
         run_id=run_id,
         planned=len(planned),
@@ -295,6 +317,7 @@ def _run_locked(
         timeouts=progress.timeouts,
         pool_hit_rate=scheduler.pool_hit_rate if scheduler is not None else 0.0,
         not_the_agents=not_the_agents,
+        budget_reached=stopped,
     )
 
 
@@ -353,7 +376,7 @@ def load_checked_suite(ref: SuiteRef) -> Suite:
 
 def _end_run(suite: Suite, kinds: set[str]) -> None:
     """Let the suite's format stop what its tasks started (services), here and on every
-    other node that hosts the run's ``kinds`` (``crabray.cluster.run_end``).
+    other node that hosts the run's ``kinds`` (``crabray.cluster.runtime.run_end``).
 
     A failure to stop is shown as a warning: every episode's result is recorded already.
     """
@@ -528,6 +551,12 @@ def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, A
     if recorded.get("backend_settings"):
         recorded["backend_settings"] = recorded_backend_settings(recorded["backend_settings"])
     return {**recorded, "out_dir": ResultsRoot.parse(out_given).shown}
+
+
+def _budget_options(options: RunOptions) -> dict[str, Any]:
+    """The budget a resume runs with (given, else the run's): the manifest records it, so
+    the next resume keeps a budget raised by this one."""
+    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens}
 
 
 def _with_recorded_models(options: RunOptions, manifest: RunManifest) -> RunOptions:

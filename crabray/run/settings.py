@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from crabray.cluster.adaptive import Concurrency
+from crabray.cluster.sweep.adaptive import Concurrency
 from crabray.core.errors import ConfigError
 from crabray.core.redact import REDACTED, SECRET_NAME
 from crabray.core.retry import RetryPolicy
@@ -62,13 +62,13 @@ class RunSettings(SuiteOptions, EpisodeLimits):
         description="Episodes in flight at most. It also caps the environment actors a pool "
         "keeps per sandbox configuration, and sizes a local Ray instance: 2 x concurrency "
         "slots per host kind (unless local_slots) and at most concurrency x the widest "
-        "task's environments CPUs (crabray.cluster.ray_runtime.local_cpus). 'auto': per host "
-        "kind, a level that starts at 2 and rises while the hosts have CPU and memory to "
-        "spare, up to the kind's slots, and falls on sandbox start failures, start latency "
-        "and memory pressure (crabray.cluster.adaptive); each sandbox takes its memory as "
-        "Ray's memory resource; a pool keeps as many actors as the slots allow; a local Ray "
-        "instance gets 2 x its cores slots per host kind (unless local_slots) and at most "
-        "cores CPUs.",
+        "task's environments CPUs (crabray.cluster.runtime.ray_runtime.local_cpus). "
+        "'auto': per host kind, a level that starts at 2 and rises while the hosts have CPU "
+        "and memory to spare, up to the kind's slots, and falls on sandbox start failures, "
+        "start latency and memory pressure (crabray.cluster.sweep.adaptive); each sandbox "
+        "takes its memory as Ray's memory resource; a pool keeps as many actors as the "
+        "slots allow; a local Ray instance gets 2 x its cores slots per host kind (unless "
+        "local_slots) and at most cores CPUs.",
     )
     address: str | None = Field(default=None, description="Ray address; local Ray when unset.")
     resume: str | None = Field(default=None, description="Run id to resume.")
@@ -103,6 +103,19 @@ class RunSettings(SuiteOptions, EpisodeLimits):
         description="How long an episode's sandboxes may wait for the cluster to place them "
         "before the episode fails as infrastructure (env_error); the scheduler's 120 s when "
         "unset.",
+    )
+    max_cost_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="The run's budget in USD, over every agent and node (the agents' price "
+        "tables): once its episodes have cost this much, no new episode starts; those in "
+        "flight finish. A resume keeps it unless given again: give a higher one to go on.",
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="The run's budget in model tokens (prompt and completion), over every "
+        "agent and node; as max_cost_usd.",
     )
     local_slots: int | None = Field(
         default=None,

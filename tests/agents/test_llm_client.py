@@ -9,8 +9,15 @@ import time
 import pytest
 from pydantic import SecretStr
 
-from crabray.agents.llm_client import MODEL_API_RETRY, ChatClient, ClientConfig
-from crabray.core.errors import AgentError, AuthenticationError, ModelAPIError
+from crabray.agents.llm_client import MODEL_API_RETRY, CallTally, ChatClient, ClientConfig
+from crabray.agents.model_gate import LocalGate
+from crabray.agents.model_limits import START_CONNECTIONS, ModelLimiter, ModelLimits
+from crabray.core.errors import (
+    AgentError,
+    AuthenticationError,
+    ModelAPIError,
+    ModelUnreachableError,
+)
 from crabray.core.retry import RetryPolicy
 from tests.agents.fake_server import FakeChatServer, Reply, error, text, tool_call, tool_calls
 
@@ -86,7 +93,9 @@ def test_rate_limit_honours_retry_after_then_succeeds(
     assert time.monotonic() - started >= 1.0  # the server's wait, not the 0.01 s backoff
     assert reply.content == "ok"
     assert reply.attempts == 2
-    assert reply.latency_sec >= 1.0
+    assert reply.rate_limited == 1
+    assert reply.wait_sec >= 1.0  # a wait, not the model's time
+    assert reply.latency_sec < 1.0
     assert len(server.requests) == 2
     assert any("HTTP 429" in r.getMessage() for r in caplog.records)
 
@@ -190,3 +199,32 @@ def test_backoff_grows_is_capped_and_jittered() -> None:
     assert config.wait_sec(1, retry_after_sec=500) == config.max_retry_after_sec
     assert config.retries_status(429) and config.retries_status(500)
     assert not config.retries_status(400)
+
+
+def test_with_a_limiter_each_try_waits_for_a_grant_and_a_429_backs_it_off(
+    server: FakeChatServer,
+) -> None:
+    server.add(error(429, "slow down", headers={"Retry-After": "0"}), text("ok"))
+    core = ModelLimiter(ModelLimits(max_connections=16), time.monotonic)
+    gate = LocalGate(core)
+    waits: list[float] = []
+    tally = CallTally()
+    with client_for(server) as client:
+        reply = client.complete("m", MESSAGES, gate=gate, on_wait=waits.append, tally=tally)
+    assert reply.content == "ok"
+    state = gate.state()
+    assert state.granted == 2 and state.in_flight == 0  # the retry was granted again
+    assert state.rate_limited == 1 and state.decreases == 1
+    assert core.limit < START_CONNECTIONS
+    assert tally.attempts == 2 and tally.rate_limited == 1
+
+
+def test_with_a_limiter_retries_stay_within_the_retry_budget(server: FakeChatServer) -> None:
+    server.fallback = lambda request: error(429, "slow down", headers={"Retry-After": "0"})
+    gate = LocalGate(ModelLimiter(ModelLimits(max_connections=4), time.monotonic))
+    tally = CallTally()
+    with client_for(server) as client, pytest.raises(ModelUnreachableError, match="429"):
+        client.complete("m", MESSAGES, gate=gate, tally=tally)
+    assert len(server.requests) == FAST.max_attempts
+    assert tally.attempts == FAST.max_attempts and tally.rate_limited == FAST.max_attempts
+    assert gate.state().in_flight == 0

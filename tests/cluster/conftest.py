@@ -20,7 +20,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from crabray.cluster.nodes import NodeConfig, ray_start_command
+from crabray.cluster.runtime.nodes import NodeConfig, ray_start_command
 
 
 @pytest.fixture(scope="module")

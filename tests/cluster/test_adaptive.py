@@ -17,14 +17,14 @@ import ray
 from ray.cluster_utils import Cluster
 
 from crabray.agents import agent_spec
-from crabray.cluster.adaptive import (
+from crabray.cluster.runtime.placement import actor_options, capacity, sandbox_memory_mb
+from crabray.cluster.sweep.adaptive import (
     ControllerSettings,
     KindObservation,
     LevelController,
     host_memory_used,
 )
-from crabray.cluster.placement import actor_options, capacity, sandbox_memory_mb
-from crabray.cluster.progress import SweepProgress
+from crabray.cluster.sweep.progress import SweepProgress
 from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
 from crabray.results.store.runs import read_manifest
@@ -231,7 +231,7 @@ def test_a_bad_concurrency_is_a_usage_error_naming_the_option(value: str) -> Non
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_probe_on_each_node_reads_its_memory_by_the_kinds_it_hosts() -> None:
-    from crabray.cluster.node_load import NodeLoad
+    from crabray.cluster.sweep.node_load import NodeLoad
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1, resources={"crabray_local": 2})

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from crabray.cluster.progress import SweepProgress
-from crabray.cluster.scheduler import Scheduler, SchedulerSettings
+from crabray.cluster.sweep.progress import SweepProgress
+from crabray.cluster.sweep.scheduler import Scheduler
+from crabray.cluster.sweep.settings import SchedulerSettings
 from crabray.episode import EpisodeLimits
 from crabray.formats import Suite
 from crabray.results import ResultSink
@@ -105,8 +106,8 @@ def sweep(
 ) -> SweepProgress:
     """Run every task once per agent at concurrency 2 on 2 'local' slots."""
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.formats import load_suite, resolve_suite
 
     suite: Suite = load_suite(resolve_suite(suite_path))
@@ -202,8 +203,8 @@ def test_an_episode_whose_slots_are_held_elsewhere_fails_as_infrastructure(
     import ray
 
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.formats import load_suite, resolve_suite
 
     (tmp_path / "mixed.py").write_text(MIXED_SUITE)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import ray
 
-from crabray.cluster.cleanup import cleanup_orphans
-from crabray.cluster.placement import describe_node, pinned_to
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.cleanup import cleanup_orphans
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import describe_node, pinned_to
 from crabray.core.environment import EnvironmentConfig
 from tests.conftest import abandoned_local_sandbox
 
@@ -45,7 +45,7 @@ def test_each_node_removes_what_dead_owners_left_there_and_the_warning_names_it(
     folder = next(p for p in [abandoned, *abandoned.parents] if p.name.startswith("crabray-"))
     spec = SandboxSpec.of(EnvironmentConfig(name="box", backend_settings=SETTINGS))
 
-    with caplog.at_level(logging.WARNING, logger="crabray.cluster.cleanup"):
+    with caplog.at_level(logging.WARNING, logger="crabray.cluster.actors.cleanup"):
         removed = cleanup_orphans([spec])
 
     assert removed == [f"sandbox folder {folder} on node {describe_node(far_node)}"]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import ray
 
-from crabray.cluster.control import StopWatch, start_control
+from crabray.cluster.actors.control import StopWatch, start_control
 
 pytestmark = pytest.mark.usefixtures("local_ray")
 

@@ -108,8 +108,10 @@ def test_killing_a_worker_node_mid_sweep_loses_nothing(tmp_path: Path, cluster: 
 def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) -> None:
     """The episode's own check cannot fire inside a 60 s command: the scheduler stops it."""
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import Scheduler, SchedulerSettings, SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
+    from crabray.cluster.sweep.scheduler import Scheduler
+    from crabray.cluster.sweep.settings import SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
@@ -184,8 +186,10 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(
     never be placed, which Ray keeps pending forever. They must not hold the run open.
     """
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import Scheduler, SchedulerSettings, SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
+    from crabray.cluster.sweep.scheduler import Scheduler
+    from crabray.cluster.sweep.settings import SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 

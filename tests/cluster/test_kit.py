@@ -21,8 +21,8 @@ import jsonschema
 import ray.autoscaler
 import yaml
 
-from crabray.cluster.nodes import node_config
-from crabray.cluster.placement import node_labels, node_resources
+from crabray.cluster.runtime.nodes import node_config
+from crabray.cluster.runtime.placement import node_labels, node_resources
 from tests.conftest import ROOT
 
 KUBERAY = ROOT / "cluster" / "kuberay.yaml"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crabray.cluster.nodes import node_config, ray_start_command
+from crabray.cluster.runtime.nodes import node_config, ray_start_command
 from crabray.core.errors import ConfigError
 from tests.conftest import ROOT
 
@@ -74,7 +74,7 @@ def test_a_port_that_answers_but_not_in_http_is_named_not_a_traceback() -> None:
     import socket
     import threading
 
-    from crabray.cluster.nodes import DashboardPorts, wait_for_job_agent
+    from crabray.cluster.runtime.nodes import DashboardPorts, wait_for_job_agent
     from crabray.core.errors import CrabrayError
 
     server = socket.socket()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crabray.cluster.episode_call import CallOutcome, EpisodeCall, pack, unpack
+from crabray.cluster.actors.episode_call import CallOutcome, EpisodeCall, pack, unpack
 from crabray.core.result import EpisodeRecord, EpisodeResult, StepRecord, TerminationReason
 
 

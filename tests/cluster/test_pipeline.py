@@ -1,4 +1,4 @@
-"""Episodes queued on a busy actor behind its running one (crabray.cluster.pipeline).
+"""Episodes queued on a busy actor behind its running one (crabray.cluster.actors.pipeline).
 
 At concurrency 1 on one pooled sandbox every episode after the first waits in
 the actor's queue behind the one before it. An episode that fails there must
@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from crabray.cluster.progress import SweepProgress
-from crabray.cluster.scheduler import Scheduler, SchedulerSettings
+from crabray.cluster.sweep.progress import SweepProgress
+from crabray.cluster.sweep.scheduler import Scheduler
+from crabray.cluster.sweep.settings import SchedulerSettings
 from crabray.episode import EpisodeLimits
 from crabray.formats import Suite
 from crabray.results import ResultSink, read_episodes
@@ -129,8 +130,8 @@ RESET_BREAKING_SUITE = textwrap.dedent(
 def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepProgress]:
     """Run every task of the suite once with the oracle at concurrency 1, pooled."""
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.formats import load_suite, resolve_suite
 
     suite: Suite = load_suite(resolve_suite(suite_path))

@@ -9,7 +9,7 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from crabray.agents import agent_spec
-from crabray.cluster.placement import capacity, check_hostable, hosted_kinds
+from crabray.cluster.runtime.placement import capacity, check_hostable, hosted_kinds
 from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
 from crabray.run import RunOptions, run_suite

@@ -9,8 +9,8 @@ import docker
 import pytest
 import ray
 
-from crabray.cluster.pool import EnvironmentPool
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.pool import EnvironmentPool
+from crabray.cluster.actors.sandbox import SandboxSpec
 from tests.backends.docker.dockerd import BUSYBOX_IMAGE, require_docker
 
 pytestmark = pytest.mark.ray

@@ -1,4 +1,4 @@
-"""Starting and stopping the local Ray instance of a run (crabray.cluster.ray_runtime)."""
+"""Starting and stopping the local Ray instance of a run (crabray.cluster.runtime.ray_runtime)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ from pathlib import Path
 import pytest
 import ray
 
-from crabray.cluster.ray_runtime import TASK_EVENTS_VAR, connect, disconnect, is_local_instance
+from crabray.cluster.runtime.ray_runtime import (
+    TASK_EVENTS_VAR,
+    connect,
+    disconnect,
+    is_local_instance,
+)
 from tests.conftest import crabray, raw_episode_rows
 
 

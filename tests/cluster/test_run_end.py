@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from crabray.cluster.placement import describe_node, pinned_to
-from crabray.cluster.run_end import end_run_everywhere
+from crabray.cluster.runtime.placement import describe_node, pinned_to
+from crabray.cluster.runtime.run_end import end_run_everywhere
 from crabray.core.errors import CrabrayError
 from crabray.formats import SuiteRef
 from crabray.formats.task_folder import load_registry, prepare_service

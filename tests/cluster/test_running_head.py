@@ -2,7 +2,7 @@
 
 On a running cluster the run's control actor starts a worker process of its
 own, so that the first sandbox takes the worker left idle by the preflight
-(``crabray.cluster.control.start_control``). Ctrl-C must still reach the
+(``crabray.cluster.actors.control.start_control``). Ctrl-C must still reach the
 episodes in flight through it: they are saved as they stood, not lost.
 """
 

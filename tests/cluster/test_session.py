@@ -15,7 +15,7 @@ import ray
 from crabray import BenchmarkConfig, EnvironmentConfig, Task
 from crabray.actions import FILE_ACTIONS, file_contains, path_exists
 from crabray.agents import ActionCall
-from crabray.cluster.session import ClusterEpisode
+from crabray.cluster.actors.session import ClusterEpisode
 from crabray.core.errors import ConfigError
 from crabray.core.result import TerminationReason
 from crabray.episode import EpisodeSettings

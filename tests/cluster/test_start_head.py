@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from crabray.cluster.nodes import NodeConfig, ray_start_command, routable_address
+from crabray.cluster.runtime.nodes import NodeConfig, ray_start_command, routable_address
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]

@@ -12,9 +12,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-from crabray.cluster.placement import node_labels, node_resources
-from crabray.cluster.progress import SweepProgress
-from crabray.cluster.status import BOARD_NAME, NAMESPACE, RunStatus, StatusBoard, run_statuses
+from crabray.cluster.runtime.placement import node_labels, node_resources
+from crabray.cluster.sweep.progress import SweepProgress
+from crabray.cluster.sweep.status import BOARD_NAME, NAMESPACE, RunStatus, StatusBoard, run_statuses
 from crabray.episode import EpisodeLimits
 from tests.conftest import ROOT, write_sleepy_suite
 
@@ -35,9 +35,9 @@ def test_the_board_keeps_the_latest_status_of_the_most_recent_runs() -> None:
 DRIVER = textwrap.dedent(
     """
     import sys
-    from crabray.cluster.progress import SweepProgress
-    from crabray.cluster.ray_runtime import connect
-    from crabray.cluster.status import StatusPublisher
+    from crabray.cluster.sweep.progress import SweepProgress
+    from crabray.cluster.runtime.ray_runtime import connect
+    from crabray.cluster.sweep.status import StatusPublisher
 
     connect(sys.argv[1])
     publisher = StatusPublisher("run-1")
@@ -91,8 +91,10 @@ def test_a_run_status_is_readable_after_its_driver_exits(cluster: Cluster) -> No
 def _sweep_and_read_statuses(tmp_path: Path, address: str | None) -> list[tuple[str, int]]:
     """Sweep two tasks through the scheduler, then read the board while still connected."""
     from crabray.agents import agent_spec
-    from crabray.cluster.ray_runtime import connect, disconnect
-    from crabray.cluster.scheduler import Scheduler, SchedulerSettings, SweepItem
+    from crabray.cluster.actors.inflight import SweepItem
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
+    from crabray.cluster.sweep.scheduler import Scheduler
+    from crabray.cluster.sweep.settings import SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 

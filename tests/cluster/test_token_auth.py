@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from crabray.cluster.token_auth import use_token_auth
+from crabray.cluster.runtime.token_auth import use_token_auth
 from crabray.core.errors import CrabrayError
 from tests.cluster.conftest import free_port, ray_start_head
 from tests.conftest import ROOT, crabray, raw_episode_rows
@@ -31,7 +31,7 @@ CHILD = textwrap.dedent(
     """
     import os, sys
     from pathlib import Path
-    from crabray.cluster.token_auth import use_token_auth
+    from crabray.cluster.runtime.token_auth import use_token_auth
     from crabray.core.errors import CrabrayError
 
     try:

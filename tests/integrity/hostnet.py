@@ -64,7 +64,7 @@ def host_addresses(family: str = "-4") -> list[str]:
 _RAY = textwrap.dedent(
     r"""
     import json, os, re, subprocess, sys
-    from crabray.cluster.ray_runtime import connect, disconnect
+    from crabray.cluster.runtime.ray_runtime import connect, disconnect
     connect(num_cpus=1, hosts={"local": 1})
     import ray
     ray.get(ray.remote(lambda: 1).remote())

@@ -56,6 +56,7 @@ def test_export_list():
             "compare_runs",
             "episodes_table",
             "finished_keys",
+            "run_spending",
             "leaderboard",
             "leaderboard_table",
             "list_runs",

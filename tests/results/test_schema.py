@@ -59,6 +59,8 @@ def test_types_follow_the_annotations(schema: pa.Schema, model: type[BaseModel])
             assert actual == pa.list_(pa.string()), name
         elif annotation == list[int]:
             assert actual == pa.list_(pa.int64()), name
+        elif annotation == list[float]:
+            assert actual == pa.list_(pa.float64()), name
         elif annotation == list[CheckpointScore]:
             points = pa.struct([("total", pa.int64()), ("result", pa.int64())])
             assert actual == pa.list_(points), name

@@ -552,6 +552,28 @@ def attempts_so_far(out_dir: str | Path, run_id: str) -> dict[EpisodeKey, int]:
     }
 
 
+def run_spending(out_dir: str | Path, run_id: str) -> tuple[float, int]:
+    """What a run's episodes have cost so far: USD and model tokens (prompt and completion).
+
+    Every attempt counts once (``read_every_attempt``): an attempt that failed, or
+    that an interrupt stopped, spent its tokens all the same.
+
+    Raises:
+        ResultsError: A bad run id or an unreadable part file.
+    """
+    table = read_every_attempt(out_dir, run_id, ["cost_usd", "tokens_in", "tokens_out"])
+    cost = sum(usd or 0.0 for usd in table.column("cost_usd").to_pylist())
+    tokens = sum(
+        (tokens_in or 0) + (tokens_out or 0)
+        for tokens_in, tokens_out in zip(
+            table.column("tokens_in").to_pylist(),
+            table.column("tokens_out").to_pylist(),
+            strict=True,
+        )
+    )
+    return cost, tokens
+
+
 def _key_rows(out_dir: str | Path, run_id: str, column: str) -> list[tuple[Any, ...]]:
     """``(agent, task_id, epoch, column)`` of a run's kept episode rows, as Python values.
 
@@ -560,3 +582,21 @@ def _key_rows(out_dir: str | Path, run_id: str, column: str) -> list[tuple[Any, 
     """
     table = read_episode_table(out_dir, run_id, ["agent", "task_id", "epoch", column])
     return list(zip(*(table.column(name).to_pylist() for name in table.column_names), strict=True))
+
+
+def read_every_attempt(out_dir: str | Path, run_id: str, columns: list[str]) -> pa.Table:
+    """``columns`` of every attempt of a run's episodes (not only each episode's kept row),
+    once per ``episode_id``: what the run spent and met, failed attempts included.
+
+    Raises:
+        ResultsError: An unknown column, a bad run id or an unreadable part file.
+    """
+    wanted = _check_columns(
+        list(dict.fromkeys(["episode_id", *columns])), EPISODES_SCHEMA, "episodes"
+    )
+    table = _read(out_dir, "episodes", run_id, wanted)
+    ids = table.column("episode_id").to_pylist()
+    first = {episode_id: index for index, episode_id in reversed(list(enumerate(ids)))}
+    if len(first) < len(ids):  # copies left by an interrupted compaction
+        table = table.take(sorted(first.values()))
+    return table.select(columns)

@@ -37,6 +37,9 @@ class RunState(StrEnum):
     """Stopped by Ctrl-C or SIGTERM, or its process died: ``crabray run --resume`` it."""
     FAILED = "failed"
     """Ended by an error (its message was shown); resume it once the cause is fixed."""
+    STOPPED = "stopped"
+    """Stopped by its budget (``--max-cost-usd``, ``--max-tokens``) before every episode
+    ran: resume it with a higher one."""
 
 
 class RunManifest(BaseModel):

@@ -71,7 +71,16 @@ def _step_field(name: str, type_: pa.DataType, *, nullable: bool = False) -> pa.
     return _field(name, type_, StepRecord, nullable=nullable)
 
 
-LATER_COLUMNS = frozenset({"checkpoints", "conversation_json"})
+LATER_COLUMNS = frozenset(
+    {
+        "checkpoints",
+        "conversation_json",
+        "model_latencies_sec",
+        "model_retries",
+        "model_rate_limited",
+        "model_wait_sec",
+    }
+)
 """Columns the model always sets, nullable all the same: they came after the first
 release, so part files written before hold none, read as null, and a resumed old
 run's compaction must be able to write those nulls into its merged file."""
@@ -117,6 +126,10 @@ EPISODES_SCHEMA = pa.schema(
         _episode_field("setup_output", pa.string(), nullable=True),
         _episode_field("started_at", TIMESTAMP),
         _episode_field("finished_at", TIMESTAMP),
+        _episode_field("model_latencies_sec", pa.list_(pa.float64()), nullable=True),  # LATER
+        _episode_field("model_retries", pa.int64(), nullable=True),  # LATER_COLUMNS
+        _episode_field("model_rate_limited", pa.int64(), nullable=True),  # LATER_COLUMNS
+        _episode_field("model_wait_sec", pa.float64(), nullable=True),  # LATER_COLUMNS
         _episode_field("attribution", pa.string()),
     ],
     metadata={"description": "One row per episode attempt (crabray EpisodeResult)."},

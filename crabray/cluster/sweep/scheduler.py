@@ -30,15 +30,8 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.adaptive import (
-    AUTO,
-    KindObservation,
-    LevelController,
-    host_cpu_used,
-    host_memory_used,
-)
-from crabray.cluster.control import start_control
-from crabray.cluster.episode_call import (
+from crabray.cluster.actors.control import start_control
+from crabray.cluster.actors.episode_call import (
     CallOutcome,
     EpisodeCall,
     died_result,
@@ -47,15 +40,23 @@ from crabray.cluster.episode_call import (
     reaches_its_worker,
     unpack,
 )
-from crabray.cluster.node_load import NodeLoad
-from crabray.cluster.pipeline import Followers, never_ran, resets_ended
-from crabray.cluster.placement import capacity, sandbox_memory_mb
-from crabray.cluster.pool import EnvironmentPool, SlotKey, node_name, slot_key
-from crabray.cluster.progress import SweepProgress
-from crabray.cluster.ray_runtime import is_local_instance
-from crabray.cluster.sandbox import SandboxSpec
-from crabray.cluster.status import StatusPublisher
-from crabray.cluster.sweep import InFlight, SchedulerSettings, SweepItem
+from crabray.cluster.actors.inflight import InFlight, SweepItem
+from crabray.cluster.actors.pipeline import Followers, never_ran, resets_ended
+from crabray.cluster.actors.pool import EnvironmentPool, SlotKey, node_name, slot_key
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import capacity, sandbox_memory_mb
+from crabray.cluster.runtime.ray_runtime import is_local_instance
+from crabray.cluster.sweep.adaptive import (
+    AUTO,
+    KindObservation,
+    LevelController,
+    host_cpu_used,
+    host_memory_used,
+)
+from crabray.cluster.sweep.node_load import NodeLoad
+from crabray.cluster.sweep.progress import SweepProgress
+from crabray.cluster.sweep.settings import SchedulerSettings
+from crabray.cluster.sweep.status import StatusPublisher
 from crabray.core.errors import (
     ConfigError,
     CrabrayError,
@@ -115,6 +116,11 @@ class Scheduler:
         on_records: Persists a batch of finished records; called before they count as done.
         on_progress: Told after every batch.
         on_submit: Told when an episode is dispatched (for latency measurements).
+        on_finished: Told of every batch of finished records as they come back, before
+            more episodes start and before they are written (the run's budget: ``drain``).
+        models_queued: Whether the run's model limiters queue calls now: an episode past
+            its deadline then gets ``timeout_grace_sec`` more (its own clock leaves out
+            the time its agent waits for its model).
     """
 
     def __init__(
@@ -124,12 +130,16 @@ class Scheduler:
         on_records: RecordsCallback,
         on_progress: ProgressCallback | None = None,
         on_submit: SubmitCallback | None = None,
+        on_finished: RecordsCallback | None = None,
+        models_queued: Callable[[], bool] | None = None,
     ) -> None:
         self.suite = suite
         self.settings = settings
         self.on_records = on_records
         self.on_progress = on_progress or (lambda _: None)
         self.on_submit = on_submit or (lambda _item, _t: None)
+        self.on_finished = on_finished or (lambda _: None)
+        self.models_queued = models_queued or (lambda: False)
         self.control: Any = None
         """The run's ``RunControl`` actor, started by ``run`` (Ray is connected by then)."""
         auto = settings.concurrency == AUTO
@@ -152,6 +162,8 @@ class Scheduler:
         self.progress = SweepProgress(total=0)
         """The counts so far: what an interrupted run had done when it stopped."""
         self._stopping = False
+        self._draining = False
+        """Set by ``drain``: no episode starts any more."""
         self.followers = Followers(self.pool)
         self.status: StatusPublisher | None = None
         self._queue: deque[SweepItem] = deque()
@@ -237,6 +249,15 @@ class Scheduler:
             self.pool.shutdown()
         return progress
 
+    def drain(self) -> None:
+        """Start no more episodes (the run's budget is reached): those in flight finish;
+        those not started, queued or waiting to be retried, stay unrun for a resume."""
+        self._draining = True
+        for item in [*self._queue, *(waiting for _, _, waiting in self._delayed)]:
+            self._add_pending(item, -1)
+        self._queue.clear()
+        self._delayed.clear()
+
     def _stop(self, in_flight: dict[Any, InFlight]) -> None:
         """Ask the episodes in flight to end after their step; keep what they report in time.
 
@@ -286,6 +307,7 @@ class Scheduler:
         if not self._unwritten:
             self._unwritten_since = time.monotonic()
         self._unwritten += finished
+        self.on_finished([record for _, record in finished])
         stop = _host_error([record for _, record in finished])
         if stop is not None:
             # No episode here would start either: what finished goes to disk, nothing more runs.
@@ -562,7 +584,7 @@ class Scheduler:
 
     def _follow(self, leader: InFlight) -> None:
         """Queue the next episode of the same configuration behind ``leader`` on its actor
-        (pooled, single-environment episodes: ``crabray.cluster.pipeline``)."""
+        (pooled, single-environment episodes: ``crabray.cluster.actors.pipeline``)."""
         if not (self.settings.pooling and self.settings.pipeline) or len(leader.actors) != 1:
             return
         if self.followers.has(leader.host):
@@ -608,6 +630,8 @@ class Scheduler:
         self.pool.discard(actor, close=close)
 
     def _requeue(self, item: SweepItem) -> None:
+        if self._draining:
+            return
         self._queue.appendleft(item)
         self._add_pending(item, +1)
 
@@ -646,7 +670,9 @@ class Scheduler:
         for ref, flight in in_flight.items():
             if flight.deadline is None or now < flight.deadline:
                 continue
-            if not flight.cancelled:
+            if not flight.cancelled and self.models_queued():
+                flight.deadline = now + self.settings.timeout_grace_sec
+            elif not flight.cancelled:
                 logger.warning("episode %s is past its time limit; cancelling", flight.item.task_id)
                 ray.cancel(ref)
                 flight.cancelled = True
@@ -752,7 +778,7 @@ class Scheduler:
             if not result.termination_reason.is_infra:
                 continue
             progress.infra_failures += 1
-            if flight.item.attempt + 1 >= policy.max_attempts:
+            if self._draining or flight.item.attempt + 1 >= policy.max_attempts:
                 continue
             retry = flight.item.model_copy(update={"attempt": flight.item.attempt + 1})
             delay = policy.backoff_sec(retry.attempt)

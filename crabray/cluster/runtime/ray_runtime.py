@@ -17,8 +17,8 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.placement import node_labels, node_resources
-from crabray.cluster.token_auth import use_token_auth
+from crabray.cluster.runtime.placement import node_labels, node_resources
+from crabray.cluster.runtime.token_auth import use_token_auth
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)

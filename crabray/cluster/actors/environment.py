@@ -20,9 +20,9 @@ import ray
 
 from crabray.backends import create_backend
 from crabray.backends.base import RUN_ID_VAR, Backend, ExecResult, Frozen, PythonCall
-from crabray.cluster.control import StopWatch
-from crabray.cluster.episode_call import EpisodeCall, execute, node_name, pack, unpack
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.control import StopWatch
+from crabray.cluster.actors.episode_call import EpisodeCall, execute, node_name, pack, unpack
+from crabray.cluster.actors.sandbox import SandboxSpec
 from crabray.core.errors import SandboxError
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ class EnvironmentActor:
             what the backend makes is labelled with it. Passed here rather than as a
             Ray runtime environment: an actor with its own runtime environment needs
             a new worker process, where one without takes a worker Ray started ahead.
-        control: The run's ``RunControl`` actor (``crabray.cluster.control``): its stop
+        control: The run's ``RunControl`` actor (``crabray.cluster.actors.control``): its stop
             request ends the episodes this actor runs after their current step.
     """
 
@@ -111,7 +111,7 @@ class EnvironmentActor:
 
         A used sandbox is reset here when no ``recycle`` came before this episode
         (an episode queued behind another with its reset in its own call,
-        ``crabray.cluster.pipeline``); a failed reset marks the actor broken, as
+        ``crabray.cluster.actors.pipeline``); a failed reset marks the actor broken, as
         ``recycle`` does.
 
         Raises:
@@ -195,7 +195,7 @@ class EnvironmentActor:
 
         A sandbox the episode left broken (an infrastructure failure) is marked so:
         the reset and the episode the driver may have queued behind this one
-        (``crabray.cluster.pipeline``) then refuse it instead of using it, and
+        (``crabray.cluster.actors.pipeline``) then refuse it instead of using it, and
         that episode's outcome says it never ran (``CallOutcome.unprepared``).
         """
         outcome = execute(unpack(call, EpisodeCall), self, others)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from crabray.cluster.placement import node_labels, node_resources
+from crabray.cluster.runtime.placement import node_labels, node_resources
 from crabray.core.errors import ConfigError, CrabrayError
 from crabray.core.naming import check_identifier
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
-from crabray.cluster.ray_runtime import remote_cause
+from crabray.cluster.runtime.placement import describe_node, hosts_kind, pinned_to
+from crabray.cluster.runtime.ray_runtime import remote_cause
 from crabray.core.errors import CrabrayError
 from crabray.formats import SuiteRef
 from crabray.formats.base import suite_format

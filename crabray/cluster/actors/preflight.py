@@ -4,7 +4,7 @@ A sandbox runs on a node that hosts its kind, so that is where its
 preflight (``Backend.preflight``: is ``bwrap`` usable, does the engine answer,
 is the image there) must run: the driver's own host may have none of it. One
 task per (node, distinct sandbox settings), all at once; each asks for no CPU
-and is pinned to its node, like the orphan cleanup (``crabray.cluster.cleanup``).
+and is pinned to its node, like the orphan cleanup (``crabray.cluster.actors.cleanup``).
 An episode's agent runs beside its (first) sandbox, so the model servers of the
 run's LLM agents are asked from the same nodes (``model_servers_on_nodes``).
 """
@@ -19,9 +19,9 @@ from pydantic import BaseModel
 
 from crabray.agents.reachable import unanswered_servers
 from crabray.backends import backend_class
-from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
-from crabray.cluster.ray_runtime import remote_cause
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import describe_node, hosts_kind, pinned_to
+from crabray.cluster.runtime.ray_runtime import remote_cause
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)

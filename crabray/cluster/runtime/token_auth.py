@@ -28,7 +28,12 @@ import socket
 import sys
 from pathlib import Path
 
-from crabray.cluster.nodes import DEFAULT_STATE_FILE, auth_token, routable_address, started_nodes
+from crabray.cluster.runtime.nodes import (
+    DEFAULT_STATE_FILE,
+    auth_token,
+    routable_address,
+    started_nodes,
+)
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)

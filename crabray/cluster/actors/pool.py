@@ -33,9 +33,9 @@ from typing import Any
 
 import ray
 
-from crabray.cluster.actors import RemoteEnvironmentActor
-from crabray.cluster.placement import actor_options, sandbox_memory_mb
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.environment import RemoteEnvironmentActor
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import actor_options, sandbox_memory_mb
 from crabray.core.errors import PlacementError
 from crabray.core.words import counted
 
@@ -242,7 +242,7 @@ class EnvironmentPool:
 
     def hand_over(self, actor: Any, *, reset: bool = True) -> Any:
         """Keep a busy pooled actor for the episode to be queued behind it
-        (``crabray.cluster.pipeline``), sending it that episode's reset unless the
+        (``crabray.cluster.actors.pipeline``), sending it that episode's reset unless the
         episode's own call resets the sandbox (``reset=False``). Returns the reset's
         reference, or None.
         """

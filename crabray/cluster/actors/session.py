@@ -17,9 +17,9 @@ import ray
 
 from crabray.agents import AgentSpec
 from crabray.backends.base import Backend
-from crabray.cluster.actors import RemoteEnvironmentActor
-from crabray.cluster.placement import actor_options, check_hostable
-from crabray.cluster.sandbox import ActorBackend, SandboxSpec
+from crabray.cluster.actors.environment import RemoteEnvironmentActor
+from crabray.cluster.actors.sandbox import ActorBackend, SandboxSpec
+from crabray.cluster.runtime.placement import actor_options, check_hostable
 from crabray.core import BenchmarkConfig, Task
 from crabray.episode import DrivenEpisode, EpisodeSettings
 from crabray.episode.driven import DRIVEN_SPEC

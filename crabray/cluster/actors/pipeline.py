@@ -41,10 +41,10 @@ from typing import Any
 import ray
 
 from crabray.backends import backend_class
-from crabray.cluster.episode_call import CallOutcome
-from crabray.cluster.pool import EnvironmentPool
-from crabray.cluster.ray_runtime import remote_cause
-from crabray.cluster.sweep import InFlight
+from crabray.cluster.actors.episode_call import CallOutcome
+from crabray.cluster.actors.inflight import InFlight
+from crabray.cluster.actors.pool import EnvironmentPool
+from crabray.cluster.runtime.ray_runtime import remote_cause
 from crabray.core.result import utcnow
 
 logger = logging.getLogger(__name__)

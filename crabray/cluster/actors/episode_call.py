@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec, create_agent
 from crabray.backends.base import Backend
-from crabray.cluster.ray_runtime import remote_cause
-from crabray.cluster.sandbox import ActorBackend, SandboxSpec
+from crabray.cluster.actors.sandbox import ActorBackend, SandboxSpec
+from crabray.cluster.runtime.ray_runtime import remote_cause
 from crabray.core.errors import SandboxError
 from crabray.core.result import (
     EpisodeRecord,
@@ -85,7 +85,7 @@ def unpack(data: bytes, kind: type[_Packed]) -> _Packed:
 
 
 class StopRequest(Protocol):
-    """The run's request that its episodes stop (``crabray.cluster.control.StopWatch``)."""
+    """The run's request that its episodes stop (``crabray.cluster.actors.control.StopWatch``)."""
 
     def requested(self) -> bool: ...
 

@@ -9,7 +9,7 @@ places an actor on a node that does not host its kind and never puts more
 environments of a kind on a node than it has slots.
 
 Ray is imported only by the functions that ask the cluster, so that
-``crabray.cluster.nodes`` can use the resource and label names before Ray is
+``crabray.cluster.runtime.nodes`` can use the resource and label names before Ray is
 imported (see ``token_auth.use_token_auth``).
 """
 

@@ -16,9 +16,9 @@ from typing import Any
 import ray
 
 from crabray.backends import backend_class
-from crabray.cluster.placement import describe_node, hosts_kind, pinned_to
-from crabray.cluster.ray_runtime import remote_cause
-from crabray.cluster.sandbox import SandboxSpec
+from crabray.cluster.actors.sandbox import SandboxSpec
+from crabray.cluster.runtime.placement import describe_node, hosts_kind, pinned_to
+from crabray.cluster.runtime.ray_runtime import remote_cause
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)

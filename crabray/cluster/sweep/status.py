@@ -5,7 +5,7 @@ named actor (``run-status`` in Ray namespace ``crabray``) that keeps the
 latest status of each run, so any process connected to the cluster can show
 which runs are in progress or finished, during a run and after its driver
 has gone. A run on the local instance it started itself publishes nothing
-(``crabray.cluster.scheduler``): that instance ends with the run. Only
+(``crabray.cluster.sweep.scheduler``): that instance ends with the run. Only
 public Ray APIs are used: a named actor created on first use
 (``get_if_exists``), reached with ``ray.get_actor``. Publishing is
 fire-and-forget: the driver never waits for the board, and a board that is
@@ -32,8 +32,8 @@ import ray
 from pydantic import BaseModel, Field
 from ray.exceptions import GetTimeoutError, RayActorError
 
-from crabray.cluster.placement import RESOURCE_PREFIX
-from crabray.cluster.progress import SweepProgress
+from crabray.cluster.runtime.placement import RESOURCE_PREFIX
+from crabray.cluster.sweep.progress import SweepProgress
 from crabray.core.errors import CrabrayError
 
 logger = logging.getLogger(__name__)

@@ -1,28 +1,12 @@
-"""What a sweep is made of: its items, the scheduler's knobs, an episode in flight."""
+"""The scheduler's knobs: what a run passes it from its settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
-
 from pydantic import BaseModel, Field
 
-from crabray.agents import AgentSpec
-from crabray.cluster.adaptive import Concurrency
-from crabray.cluster.sandbox import SandboxSpec
-from crabray.core.result import utcnow
+from crabray.cluster.sweep.adaptive import Concurrency
 from crabray.core.retry import RetryPolicy
 from crabray.episode.limits import EpisodeLimits
-
-
-class SweepItem(BaseModel):
-    """One episode to run: an agent, a task, a repetition, an attempt."""
-
-    task_id: str
-    agent: AgentSpec
-    epoch: int = 0
-    attempt: int = 0
 
 
 class SchedulerSettings(BaseModel):
@@ -35,7 +19,7 @@ class SchedulerSettings(BaseModel):
     run_id: str
     concurrency: Concurrency = Field(
         description="Episodes in flight at most, or 'auto': a level per host kind that "
-        "crabray.cluster.adaptive.LevelController raises and lowers."
+        "crabray.cluster.sweep.adaptive.LevelController raises and lowers."
     )
     retry: RetryPolicy = Field(
         default_factory=RetryPolicy,
@@ -78,38 +62,5 @@ class SchedulerSettings(BaseModel):
     pipeline: bool = Field(
         default=True,
         description="Queue a pooled actor's next episode behind its running one "
-        "(crabray.cluster.pipeline).",
+        "(crabray.cluster.actors.pipeline).",
     )
-
-
-@dataclass
-class InFlight:
-    """An episode sent to its actors, with what the driver needs to finish or end it."""
-
-    item: SweepItem
-    submitted: float
-    deadline: float | None
-    started_at: datetime = field(default_factory=utcnow)
-    actors: dict[str, tuple[SandboxSpec, Any]] = field(default_factory=dict)
-    cancelled: bool = False
-    abandoned: bool = False
-    """Its kind lost every host; its actors were killed to end it."""
-    node_call: Any = None
-    """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
-    placed: bool = False
-    """Ray has placed every actor of it (``Scheduler._check_placement``)."""
-    unplaced: str | None = None
-    """Why it was given up: its actors were not placed in time."""
-    queued: bool = False
-    """A follower: sent to its actor behind the episode running there (``pipeline``)."""
-    behind: Any = None
-    """A follower's: the reset queued before it on its actor (its time starts after it);
-    None when its own call resets the sandbox."""
-    reset_seen: bool = True
-    """Whether the driver has seen ``behind`` end (the deadline was then restarted)."""
-
-    @property
-    def host(self) -> Any:
-        """The actor running the episode (the one holding its first environment)."""
-        (_, actor), *_ = self.actors.values()
-        return actor

@@ -17,8 +17,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from crabray.cluster.adaptive import host_cpu_used, host_memory_used
-from crabray.cluster.placement import RESOURCE_PREFIX
+from crabray.cluster.runtime.placement import RESOURCE_PREFIX
+from crabray.cluster.sweep.adaptive import host_cpu_used, host_memory_used
 
 logger = logging.getLogger(__name__)
 
