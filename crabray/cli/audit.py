@@ -31,7 +31,7 @@ from crabray.cli.options import (
     backend_settings_of,
 )
 from crabray.cli.terminal import console, errors, safe_text
-from crabray.core.words import counted
+from crabray.core.words import counted, plural
 
 if TYPE_CHECKING:
     from crabray.results.store.audit import AuditReport
@@ -165,7 +165,7 @@ def audit(
         probes=probe or None,
         fail_on=_classes(fail_on),
     )
-    report = _run(options, quiet=output is AuditFormat.JSON)
+    report = _interruptible(options, output is AuditFormat.JSON, settings.out_dir)
     if output is AuditFormat.JSON:
         typer.echo(json.dumps(_json(report), indent=2))
     else:
@@ -193,6 +193,40 @@ def _unjudged(report: AuditReport, out: Any) -> int:
             highlight=False,
         )
     return len(missing)
+
+
+def _interruptible(options: Any, quiet: bool, out: Any) -> AuditReport:
+    """The audit, stopped cleanly by Ctrl-C or SIGTERM: what finished is saved, the
+    terminal says how much and the command that goes on, and the exit code is the
+    signal's (130, 143), as ``crabray run``'s."""
+    import signal
+
+    from crabray.run.runner import RunInterrupted
+
+    received = [signal.SIGINT]
+
+    def terminate(signum: int, frame: Any) -> None:
+        received[0] = signal.SIGTERM
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        return _run(options, quiet=quiet)
+    except KeyboardInterrupt as exc:
+        name = signal.Signals(received[0]).name
+        if isinstance(exc, RunInterrupted):
+            errors.print(
+                f"[yellow]interrupted ({name})[/]: {exc.finished} of "
+                f"{counted(exc.planned, 'episode')} {plural(exc.finished, 'is', 'are')} "
+                "finished and saved\n"
+                f"audit on with: crabray audit --resume {exc.run_id} --out {escape(str(out))}",
+                highlight=False,
+            )
+        else:
+            errors.print(f"[yellow]interrupted ({name})[/] before any episode ran")
+        raise typer.Exit(128 + received[0]) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _classes(fail_on: list[str] | None) -> list[str]:

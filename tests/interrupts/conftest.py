@@ -42,15 +42,16 @@ def crabray_in(cwd: Path, *args: str, timeout: float = 300) -> subprocess.Comple
 
 
 class Driver:
-    """A ``crabray run`` in its own process group, as a terminal's foreground job is."""
+    """A ``crabray run`` (or ``command``) in its own process group, as a terminal's
+    foreground job is."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
+    def __init__(self, cwd: Path, *args: str, command: str = "run") -> None:
         self.stdout_path = cwd / f"driver-{time.monotonic_ns()}.out"
         self.stderr_path = self.stdout_path.with_suffix(".err")
         self._out: IO[str] = self.stdout_path.open("w")
         self._err: IO[str] = self.stderr_path.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "crabray", "run", *args],
+            [sys.executable, "-m", "crabray", command, *args],
             cwd=cwd,
             env=cli_env(),
             stdout=self._out,
