@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         evaluator,
     )
     from crabray.core.errors import CrabrayError
-    from crabray.run import evaluate
+    from crabray.run import RunSettings, RunSummary, evaluate
 
     __version__: str
 
@@ -64,6 +64,8 @@ __all__ = [
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
+    "RunSettings",
+    "RunSummary",
     "SubTask",
     "Task",
     "TaskGenerator",
@@ -75,7 +77,12 @@ __all__ = [
     "evaluator",
 ]
 
-_ELSEWHERE = {"CrabrayError": "crabray.core.errors", "evaluate": "crabray.run.api"}
+_ELSEWHERE = {
+    "CrabrayError": "crabray.core.errors",
+    "evaluate": "crabray.run.api",
+    "RunSettings": "crabray.run.settings",
+    "RunSummary": "crabray.run.runner",
+}
 _authoring = lazy_getattr(
     __name__,
     {name: "crabray.core" for name in __all__ if name not in (*_ELSEWHERE, "__version__")}

@@ -59,9 +59,11 @@ from crabray.results.store.root import ResultsRoot
 from crabray.run.settings import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
+    from crabray.cluster.sweep.progress import SweepProgress
     from crabray.run.budget import BudgetReached
     from crabray.run.outcomes import Cause
-    from crabray.run.runner import RunOptions, RunSummary, StartCallback
+    from crabray.run.runner import RunSummary, StartCallback
+    from crabray.run.settings import RunConfig
 
 RUN_EXAMPLES = """Examples:
 
@@ -121,8 +123,6 @@ def run(
     verified_only: VerifiedOnlyOpt = False,
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
-    from crabray.agents import select_agents
-    from crabray.agents.config import with_model
     from crabray.cluster.runtime.token_auth import use_token_auth
     from crabray.run.settings import RunConfig, load_run_config, merge_overrides
 
@@ -177,25 +177,24 @@ def run(
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
     use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.cluster.runtime.ray_runtime import disconnect
-    from crabray.run.runner import RunOptions, run_suite
+    from crabray.run.api import evaluate
 
-    options = RunOptions(
-        **settings.settings(),
-        suite=settings.suite,
-        agents=with_model(select_agents(settings.agents, settings.agent_config), model),
-        agent_config=_absolute(settings.agent_config),
-        model=model,
-    )
     gc.freeze()  # the modules just imported live to the end: the run's collections skip them
 
     def show_end(run_id: str, causes: list[Cause]) -> int:
-        return _print_end(options, run_id, causes, verified_only=verified_only)
+        return _print_end(settings, run_id, causes, verified_only=verified_only)
 
-    with _Interrupts(options.out_dir, options.resume, show_end) as interrupts:
+    with _Interrupts(settings.out_dir, settings.resume, show_end) as interrupts:
         try:
             with _RunDisplay() as display:
-                summary = run_suite(
-                    options, on_start=interrupts.watch(display.start), on_progress=display.update
+                summary = evaluate(
+                    settings.suite,
+                    settings.agents,
+                    settings,
+                    agent_config=settings.agent_config,
+                    model=model,
+                    on_start=interrupts.watch(display.start),
+                    on_progress=display.update,
                 )
                 interrupts.summary = summary
         finally:
@@ -212,7 +211,7 @@ def run(
         )
     code = show_end(summary.run_id, summary.not_the_agents)
     if summary.budget_reached is not None:
-        _print_budget_stop(summary, summary.budget_reached, options.out_dir)
+        _print_budget_stop(summary, summary.budget_reached, settings.out_dir)
         code = BUDGET_EXIT
     if code:
         raise typer.Exit(code)
@@ -247,7 +246,7 @@ def _as_much_again(reached: BudgetReached) -> str:
 
 
 def _print_end(
-    options: RunOptions, run_id: str, causes: list[Cause], *, verified_only: bool
+    settings: RunConfig, run_id: str, causes: list[Cause], *, verified_only: bool
 ) -> int:
     """What a finished run prints: its leaderboard, where its results are, the commands
     that look at them, its passes not verified and what was not the agents' doing.
@@ -255,19 +254,20 @@ def _print_end(
     Returns:
         The run's exit code (``print_causes``'s).
     """
-    from crabray.agents.config import LLM_KINDS
+    from crabray.agents.config import bare_kinds
     from crabray.cli.outcomes import print_causes
 
-    print_leaderboard(options.out_dir, run_id, "table", verified_only=verified_only)
-    if any(agent.kind in LLM_KINDS for agent in options.agents):
-        _print_models(options.out_dir, run_id)
-    console.print(f"results: {escape(str(options.out_dir))}   run id: [bold]{run_id}[/]")
-    submitted = options.suite_origin is not None  # its machine prints its own, for its copy
+    out = settings.out_dir
+    print_leaderboard(out, run_id, "table", verified_only=verified_only)
+    if any(name not in bare_kinds() for name in settings.agents):
+        _print_models(out, run_id)  # a name the agents file defines: an LLM agent
+    console.print(f"results: {escape(str(out))}   run id: [bold]{run_id}[/]")
+    submitted = settings.suite_origin is not None  # its machine prints its own, for its copy
     if not submitted:
-        _print_next_steps(options.out_dir, run_id)
-    _print_unverified(options.out_dir, run_id, verified_only)
-    resume = None if submitted else _resume_command(options.out_dir, run_id)
-    return print_causes(causes, options.out_dir, run_id, _prog(), resume)
+        _print_next_steps(out, run_id)
+    _print_unverified(out, run_id, verified_only)
+    resume = None if submitted else _resume_command(out, run_id)
+    return print_causes(causes, out, run_id, _prog(), resume)
 
 
 def _print_models(out: Path | str, run_id: str) -> None:
@@ -321,11 +321,6 @@ def _print_unverified(out: Path | str, run_id: str, verified_only: bool) -> None
 def _submitted(address: str | None) -> bool:
     """Whether the run goes to a cluster's head as a Ray job (its results root is there)."""
     return address is not None and address.startswith(("http://", "https://"))
-
-
-def _absolute(path: str | None) -> str | None:
-    """A path as the manifest records it: absolute, so a resume finds it from anywhere."""
-    return None if path is None else str(Path(path).resolve())
 
 
 def _as_str(value: object) -> object:
@@ -510,7 +505,7 @@ class _RunDisplay:
         )
         self.bar = self.progress.add_task("episodes", total=to_run, successes=0, rate="", flight="")
 
-    def update(self, progress: Any) -> None:
+    def update(self, progress: SweepProgress) -> None:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         if not errors.is_terminal and progress.done != self.shown:
             # No bar where nobody watches a terminal (a Ray job's log): a line per episode.
@@ -518,7 +513,7 @@ class _RunDisplay:
             errors.print(
                 f"episodes {progress.done}/{self.progress.tasks[0].total:g}, "
                 f"{progress.successes} ok"
-                + (f", {line}" if (line := progress.in_flight_line()) else ""),
+                + "".join(f", {line}" for line in _flight_lines(progress)),
                 highlight=False,
             )
         self.progress.update(
@@ -526,7 +521,7 @@ class _RunDisplay:
             completed=progress.done,
             successes=progress.successes,
             rate=f"{progress.done / elapsed:.2f} ep/s",
-            flight=progress.in_flight_line(),
+            flight=", ".join(_flight_lines(progress)),
         )
 
     def __exit__(
@@ -536,3 +531,12 @@ class _RunDisplay:
         traceback: TracebackType | None,
     ) -> None:
         self.progress.__exit__(exc_type, exc, traceback)
+
+
+def _flight_lines(progress: SweepProgress) -> list[str]:
+    """What is in flight: the episodes (with ``--concurrency auto`` their level; with a fixed
+    one only beside a model), then each model limiter's limit and calls, e.g. ``in flight 6,
+    model gpt-4o: limit 8, 3 in flight``."""
+    models = progress.models_line()
+    episodes = progress.in_flight_line() or (f"in flight {progress.in_flight}" if models else "")
+    return [line for line in (episodes, models) if line]

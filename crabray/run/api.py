@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from crabray.agents import AgentSpec, select_agents
+from crabray.agents.config import with_model
 from crabray.cluster.sweep.scheduler import ProgressCallback
 from crabray.core import BenchmarkConfig
 from crabray.core.errors import ConfigError
@@ -14,20 +15,26 @@ from crabray.core.session import Benchmark, benchmark_configs
 from crabray.formats import SuiteRef, load_suite
 from crabray.formats.python import FORMAT as PYTHON
 from crabray.formats.python import defining_file, importing_suite
-from crabray.run.runner import RunOptions, RunSummary, run_suite
-from crabray.run.settings import RunConfig, load_run_config, merge_overrides
+from crabray.run.runner import RunOptions, RunSummary, StartCallback, run_suite
+from crabray.run.settings import RunConfig, RunSettings, load_run_config, merge_overrides
 
 
 def evaluate(
     suite: str | Path | BenchmarkConfig | Benchmark,
     agents: Sequence[str | AgentSpec],
+    settings: RunSettings | None = None,
     *,
     agent_config: str | Path | None = None,
     config: str | Path | None = None,
+    model: str | None = None,
+    on_start: StartCallback | None = None,
     on_progress: ProgressCallback | None = None,
-    **settings: Any,
 ) -> RunSummary:
     """Run ``agents`` on every task of ``suite``; episodes stream into the results root.
+
+    ``crabray run`` is a shell over this call: it builds ``settings`` from its
+    flags and run file and calls it, so a run made here is the run the command
+    line makes.
 
     ``suite`` is a path, as ``crabray run`` takes, or a benchmark object
     (``BenchmarkConfig``, or CRAB's ``Benchmark``) bound at module level in a
@@ -36,18 +43,24 @@ def evaluate(
     ``evaluate`` must do so under ``if __name__ == "__main__":``, since loading
     the suite imports it.
 
-    The Python twin of ``crabray run``: ``settings`` are the run settings by
-    their field names (``out_dir``, ``concurrency``, ``epochs``, ``max_steps``,
-    ``time_limit_sec``, ``task_ids``, ``resume``, ``address``, ...; see
-    ``RunSettings``), over those of the run file ``config`` when given. Agents
-    are named as on the command line (``"oracle"``, ``"noop"``, a name in
-    ``agent_config``) or given as ``AgentSpec``s. The run is on the Ray
-    cluster this process is connected to, or at ``address``, or on a local
-    instance started for it and stopped when it ends.
+    Args:
+        suite: A suite path, or a benchmark object bound in a file.
+        agents: Names as on the command line (``"oracle"``, ``"noop"``, a name in
+            ``agent_config``) or ``AgentSpec``s.
+        settings: How the run runs (``RunSettings``: results root, concurrency,
+            epochs, limits, task selection, budgets, ``resume``, ``address``, ...).
+            The fields set override those of the run file ``config``.
+        agent_config: The agents file (TOML) defining the named LLM agents.
+        config: A run file whose settings apply under ``settings``.
+        model: A model over the agents file's, for every LLM agent (``--model``).
+        on_start: Told the run id, the episodes planned and those left to run.
+        on_progress: Told the counts after every batch of finished episodes.
 
     Returns:
-        What the run did: its id, episodes planned, run and skipped, successes,
-        failures. The rows are in the results root (``crabray.results``).
+        What the run did, and a handle to its rows (``RunSummary.episodes()``).
+        The run is on the Ray cluster this process is connected to, or at
+        ``settings.address``, or on a local instance started for it and stopped
+        when it ends.
 
     Raises:
         ConfigError: A setting, agent or the suite is invalid (``SuiteErrors``
@@ -59,8 +72,8 @@ def evaluate(
 
     Example:
         >>> from notes import bench  # doctest: +SKIP
-        >>> crabray.evaluate(bench, ["oracle", "noop"]).successes  # doctest: +SKIP
-        1
+        >>> summary = crabray.evaluate(bench, ["oracle", "noop"], RunSettings(epochs=2))
+        >>> summary.episodes().groupby("agent").success.mean()  # doctest: +SKIP
     """
     importing = importing_suite()
     if importing is not None:
@@ -70,11 +83,12 @@ def evaluate(
             "`if __name__ == '__main__':`",
             file=str(importing),
         )
+    given = {} if settings is None else settings.model_dump(exclude_unset=True)
     if isinstance(suite, BenchmarkConfig | Benchmark):
-        suite, settings = _benchmark_file(suite, settings)
+        suite, given = _benchmark_file(suite, given)
     base = RunConfig() if config is None else load_run_config(config)
     names = [agent for agent in agents if isinstance(agent, str)]
-    chosen = merge_overrides(base, {**settings, "suite": str(suite), "agents": names or None})
+    chosen = merge_overrides(base, {**given, "suite": str(suite), "agents": names or None})
     if chosen.address is not None and chosen.address.startswith(("http://", "https://")):
         raise ConfigError(
             "a run submitted to a head's job API is made by the command line: "
@@ -85,8 +99,14 @@ def evaluate(
     specs += [agent for agent in agents if isinstance(agent, AgentSpec)]
     if not specs:
         raise ConfigError("no agent: give at least one agent name or AgentSpec", field="agents")
-    options = RunOptions(**chosen.settings(), suite=str(suite), agents=specs)
-    return _run_and_leave(options, on_progress)
+    options = RunOptions(
+        **chosen.settings(),
+        suite=str(suite),
+        agents=with_model(specs, model),
+        agent_config=None if agent_config is None else str(Path(agent_config).resolve()),
+        model=model,
+    )
+    return _run_and_leave(options, on_start, on_progress)
 
 
 def _benchmark_file(
@@ -124,7 +144,9 @@ def _exact(task_id: str) -> str:
     return "".join(f"[{char}]" if char in "*?[" else char for char in task_id)
 
 
-def _run_and_leave(options: RunOptions, on_progress: ProgressCallback | None) -> RunSummary:
+def _run_and_leave(
+    options: RunOptions, on_start: StartCallback | None, on_progress: ProgressCallback | None
+) -> RunSummary:
     """Run, then stop the local Ray instance if this call started one (a cluster stays joined)."""
     import ray
 
@@ -132,7 +154,7 @@ def _run_and_leave(options: RunOptions, on_progress: ProgressCallback | None) ->
 
     joined_before = ray.is_initialized()
     try:
-        return run_suite(options, on_progress=on_progress)
+        return run_suite(options, on_start=on_start, on_progress=on_progress)
     finally:
         if not joined_before:
             disconnect()

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -61,10 +61,15 @@ from crabray.results import (
 )
 from crabray.results.store.root import ResultsRoot
 from crabray.run.budget import BudgetReached, RunBudget
+from crabray.run.model_progress import ModelProgress
 from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
 from crabray.run.selection import select_tasks
-from crabray.run.settings import RunSettings, recorded_backend_settings
+from crabray.run.settings import DEFAULT_RESULTS, RunSettings, recorded_backend_settings
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -89,9 +94,12 @@ class RunOptions(RunSettings):
 
 
 class RunSummary(BaseModel):
-    """What a run did."""
+    """What a run did, and a handle to its rows (``episodes``, ``steps``)."""
 
     run_id: str
+    out_dir: str = Field(
+        default=str(DEFAULT_RESULTS), description="The results root the run's rows are in."
+    )
     planned: int = Field(description="Episodes the run consists of.")
     skipped: int = Field(description="Episodes already finished by an earlier attempt of the run.")
     ran: int
@@ -110,6 +118,24 @@ class RunSummary(BaseModel):
         description="The budget that stopped the run before every episode had run (a resume "
         "with a higher one goes on); None when the run finished.",
     )
+
+    def episodes(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The run's episodes, one row each (its latest attempt): ``read_episodes``."""
+        from crabray.results import read_episodes
+
+        return read_episodes(self.out_dir, self.run_id, columns)
+
+    def steps(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The steps of the run's episodes: ``read_steps``."""
+        from crabray.results import read_steps
+
+        return read_steps(self.out_dir, self.run_id, columns)
+
+    def table(self, columns: list[str] | None = None) -> pa.Table:
+        """The run's episodes as an Arrow table (no pandas frame is made)."""
+        from crabray.results import read_episode_table
+
+        return read_episode_table(self.out_dir, self.run_id, columns, ordered=True)
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -169,7 +195,8 @@ def run_suite(
     """
     with ResultsRoot.parse(options.out_dir).staged(options.resume) as out_dir:
         staged = options.model_copy(update={"out_dir": out_dir})
-        return _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
+        summary = _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
+    return summary.model_copy(update={"out_dir": str(options.out_dir)})
 
 
 def _run_suite(
@@ -276,7 +303,7 @@ def _run_locked(
                     suite,
                     _scheduler_settings(options, run_id),
                     _writer(suite, sink),
-                    on_progress,
+                    ModelProgress(limiters, on_progress),  # the models beside the sandboxes
                     on_submit,
                     on_finished=budget.charge,
                     models_queued=limiters.queued,

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from pydantic import ValidationError
 
 import crabray
 from crabray.agents import AgentSpec
@@ -30,19 +31,25 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
     summary = crabray.evaluate(
         DEMO,
         ["oracle", AgentSpec(name="idle", kind="noop")],
-        out_dir=out,
-        task_ids=["hello-file", "count-lines"],
-        concurrency=1,
+        crabray.RunSettings(out_dir=out, task_ids=["hello-file", "count-lines"], concurrency=1),
     )
     episodes = read_episodes(out)
     assert summary.planned == summary.ran == len(episodes) == 4
+    assert summary.out_dir == str(out), "the summary is a handle to the run's rows"
+    assert summary.episodes().equals(read_episodes(out, summary.run_id))
+    assert summary.table(["agent", "success"]).num_rows == 4
+    assert set(summary.steps(["episode_id"]).episode_id) <= set(episodes.episode_id)
     assert summary.successes == 2
     assert episodes.groupby("agent")["success"].sum().to_dict() == {"oracle": 2, "idle": 0}
     assert set(episodes.run_id) == {summary.run_id}
 
     agents = ["oracle", AgentSpec(name="idle", kind="noop")]
     again = crabray.evaluate(
-        DEMO, agents, out_dir=out, task_ids=["hello-file", "count-lines"], resume=summary.run_id
+        DEMO,
+        agents,
+        crabray.RunSettings(
+            out_dir=out, task_ids=["hello-file", "count-lines"], resume=summary.run_id
+        ),
     )
     assert again.run_id == summary.run_id
     assert again.skipped == 4 and again.ran == 0
@@ -50,12 +57,12 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
 
 def test_evaluate_refuses_a_job_api_address_with_the_command_that_submits() -> None:
     with pytest.raises(ConfigError, match=r"crabray run .* --address http://head:8265"):
-        crabray.evaluate(DEMO, ["oracle"], address="http://head:8265")
+        crabray.evaluate(DEMO, ["oracle"], crabray.RunSettings(address="http://head:8265"))
 
 
 def test_evaluate_names_an_unknown_setting() -> None:
-    with pytest.raises(ConfigError, match="concurency"):
-        crabray.evaluate(DEMO, ["oracle"], concurency=2)
+    with pytest.raises(ValidationError, match="concurency"):
+        crabray.RunSettings(concurency=2)  # type: ignore[call-arg]
 
 
 def test_evaluate_names_an_unknown_agent() -> None:
@@ -93,7 +100,7 @@ def test_evaluate_runs_a_benchmark_object(tmp_path: Path, notes: ModuleType) -> 
     file that defines it, which is what every worker loads."""
     require_kind("local-bwrap")
     out = tmp_path / "out"
-    summary = crabray.evaluate(notes.bench, ["oracle", "noop"], out_dir=out)
+    summary = crabray.evaluate(notes.bench, ["oracle", "noop"], crabray.RunSettings(out_dir=out))
     episodes = read_episodes(out)
     assert summary.planned == summary.ran == len(episodes) == 2
     assert episodes.set_index("agent")["success"].to_dict() == {"oracle": True, "noop": False}
@@ -112,7 +119,7 @@ def test_evaluate_says_where_a_benchmark_object_must_live(tmp_path: Path) -> Non
         tasks=[Task(id="t", description="d", evaluator=path_exists(path="x"))],
     )
     with pytest.raises(ConfigError, match="bind it at module level") as caught:
-        crabray.evaluate(made_here, ["oracle"], out_dir=tmp_path / "out")
+        crabray.evaluate(made_here, ["oracle"], crabray.RunSettings(out_dir=tmp_path / "out"))
     assert "made-here" in str(caught.value)
     assert not (tmp_path / "out").exists()
 
