@@ -338,11 +338,16 @@ class ModelLimiters:
     Args:
         run_id: The run.
         actors: The actors, by name.
+        models: The model each actor limits calls to, by actor name (for the progress
+            display); the actor's name where missing.
     """
 
-    def __init__(self, run_id: str, actors: dict[str, Any]) -> None:
+    def __init__(
+        self, run_id: str, actors: dict[str, Any], models: dict[str, str] | None = None
+    ) -> None:
         self.run_id = run_id
         self.actors = actors
+        self.models = models or {}
 
     @classmethod
     def start(cls, run_id: str, agents: list[AgentSpec]) -> ModelLimiters:
@@ -364,9 +369,10 @@ class ModelLimiters:
 
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         remote = ray.remote(LimiterActor)
-        actors = {}
+        actors, models = {}, {}
         for key, (url, model, limits) in endpoints.items():
             name = limiter_name(run_id, url, model)
+            models[name] = model
             actors[name] = remote.options(
                 name=name,
                 namespace=NAMESPACE,
@@ -376,7 +382,7 @@ class ModelLimiters:
                 scheduling_strategy=here,
             ).remote(limits.model_dump(), key)
             logger.info("model limiter for %s: %s", key, limits)
-        return cls(run_id, actors)
+        return cls(run_id, actors, models)
 
     def attach(self, items: list[_Item]) -> list[_Item]:
         """``items`` (each with an ``agent`` spec) whose agents' calls go through the actors."""

@@ -80,6 +80,12 @@ def test_a_provider_of_two_calls_loses_no_episode_to_rate_limits(tmp_path: Path)
     assert line is not None, run.stdout
     assert int(line.group(1)) == episodes["model_calls"].sum() == provider["served"]
     assert int(line.group(2)) == refused
+    # While it ran, the progress showed the limiter's limit and calls beside the episodes.
+    shown = re.findall(
+        r"in flight \d+, model crabray-mock: limit (\d+), (\d+) in flight", run.stderr
+    )
+    assert shown, run.stderr
+    assert all(1 <= int(limit) <= 32 and int(calls) <= int(limit) for limit, calls in shown)
 
 
 @pytest.mark.ray
@@ -89,7 +95,8 @@ def test_waiting_for_the_model_limiter_is_not_counted_against_the_time_limit(
     tmp_path: Path,
 ) -> None:
     """One call at a time for six episodes of three 1 s calls each: the last waits some
-    15 s for its grants, past its 8 s time limit, and still finishes on its own time."""
+    15 s for its grants, past its 8 s time limit, and still finishes on its own time. The
+    progress shows the limit of one call and the calls waiting for it."""
     out = tmp_path / "results"
     with mock(tmp_path, "--latency", "1") as url:
         agents = agents_file(tmp_path, url, "max_connections = 1\nadaptive = false")
@@ -106,3 +113,12 @@ def test_waiting_for_the_model_limiter_is_not_counted_against_the_time_limit(
     ].to_dict("records")
     assert provider["peak_in_flight"] == 1 and provider["rate_limited"]["concurrency"] == 0
     assert episodes["model_wait_sec"].max() > 8  # waited past the limit, not charged for it
+    shown = re.findall(
+        r"^episodes (\d)/6, \d ok, in flight (\d), model crabray-mock: limit 1, ([01]) in "
+        r"flight(?:, (\d) waiting)?$",
+        run.stderr,
+        flags=re.M,
+    )
+    assert shown and shown[-1][0] == "6", run.stderr
+    # Episodes in flight wait for the one call their model allows at a time.
+    assert any(int(waiting or 0) >= 1 for _, _, _, waiting in shown), shown

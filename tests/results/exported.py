@@ -48,6 +48,9 @@ for info in list_eval_logs(sys.argv[1], recursive=False):
             "output": s.output.completion,
             "usage": usage(s.model_usage),
             "attribution": s.metadata["attribution"],
+            "times": [s.total_time, s.working_time],
+            "model": [s.metadata[k] for k in ("model_latencies_sec", "model_retries",
+                                              "model_rate_limited", "model_wait_sec")],
         } for s in log.samples],
     })
 print(json.dumps(logs))
@@ -82,6 +85,7 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*/agent/trajectory.json")):
                         for step in trajectory.steps if step.metrics],
         "final": [final.total_prompt_tokens, final.total_completion_tokens,
                   final.total_cost_usd, final.total_steps],
+        "final_extra": final.extra,
         "crabray": trajectory.extra["crabray"],
     })
 print(json.dumps(found))
@@ -109,6 +113,8 @@ print(json.dumps({
         "actions": [step["action"] for step in row["steps"]],
         "roles": [message["role"] for message in row["messages"]],
         "calls": [call["name"] for message in row["messages"] for call in message["tool_calls"]],
+        "model": [row["model_latencies_sec"], row["model_retries"], row["model_rate_limited"],
+                  row["model_wait_sec"]],
     } for row in rows],
 }))
 """

@@ -115,13 +115,20 @@ def _conversation(task: str) -> list[ConversationMessage]:
     ]  # fmt: skip
 
 
+MODEL = ([1.5, 0.25, 0.75], 2, 1, 4.5)
+"""The LLM agent's model columns: each call's latency, retries, 429s, seconds waited for the
+model limiter (and before retries)."""
+
+
 def _llm(suite: str, task: str, reason: TerminationReason, **fields: object) -> EpisodeRecord:
     """An episode of the LLM agent 'writer': its conversation, its calls, its usage."""
     return _episode(
         suite, task, "writer", reason, model="gpt-test", messages=_conversation(task),
         calls=[("write_file", '{"path": "a", "content": "x"}', None),
                ("read_file", '{"path": "a"}', None)],
-        tokens_in=1200, tokens_out=75, model_calls=3, cost_usd=0.006, **fields,
+        tokens_in=1200, tokens_out=75, model_calls=3, cost_usd=0.006, wall_time_sec=30.0,
+        model_latencies_sec=MODEL[0], model_retries=MODEL[1], model_rate_limited=MODEL[2],
+        model_wait_sec=MODEL[3], **fields,
     )  # fmt: skip
 
 
@@ -223,6 +230,9 @@ def test_inspect_reads_one_log_per_suite_and_agent_with_the_leaderboards_numbers
     assert solved["tool_results"] == ["wrote 1 character", "x"]
     assert solved["output"] == "done"
     assert solved["usage"] == {"gpt-test": [1200, 75, 1275, pytest.approx(0.006)]}
+    # Its model's calls in the metadata; its waits for the model out of the working time.
+    assert solved["model"] == list(MODEL)
+    assert solved["times"] == [30.0, 25.5]
 
 
 def test_harbor_reads_one_trajectory_per_episode(root: Path, tmp_path: Path) -> None:
@@ -242,6 +252,9 @@ def test_harbor_reads_one_trajectory_per_episode(root: Path, tmp_path: Path) -> 
     assert llm["step_tokens"] == [[300, 40], [400, 30], [500, 5]]
     assert llm["final"] == [1200, 75, pytest.approx(0.006), 5]
     assert (llm["crabray"]["success"], llm["crabray"]["attribution"]) == (True, "agent")
+    model = [llm["final_extra"][k] for k in ("model_retries", "model_rate_limited")]
+    assert model == [2, 1] and llm["final_extra"]["model_wait_sec"] == 4.5
+    assert llm["crabray"]["model_latencies_sec"] == MODEL[0]
 
     scripted = by_trial["b-ok__scripted__0"]
     assert scripted["sources"] == ["user", "agent"] and scripted["calls"] == ["run_command"]
@@ -249,6 +262,18 @@ def test_harbor_reads_one_trajectory_per_episode(root: Path, tmp_path: Path) -> 
     setup = by_trial["b-setup__scripted__0"]
     assert setup["sources"] == ["user"] and setup["crabray"]["attribution"] == "benchmark"
     assert setup["crabray"]["error"] == "setup.sh exited 1"
+
+
+def test_every_episode_column_is_a_field_of_each_jsonl_line(root: Path, tmp_path: Path) -> None:
+    """A column added to the episode rows is not dropped from the export unnoticed."""
+    out = tmp_path / "run.jsonl"
+    _export(root, "jsonl", out)
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    columns = set(EpisodeResult.model_fields) - {"steps", "conversation_json"}
+    assert all(columns - set(line) == set() for line in lines), columns - set(lines[0])
+    writer = next(line for line in lines if (line["agent"], line["task_id"]) == ("writer", "a00"))
+    model = ("model_latencies_sec", "model_retries", "model_rate_limited", "model_wait_sec")
+    assert [writer[column] for column in model] == list(MODEL)
 
 
 def test_datasets_loads_every_episode_whatever_its_part_size(root: Path, tmp_path: Path) -> None:
@@ -280,6 +305,9 @@ def test_datasets_loads_every_episode_whatever_its_part_size(root: Path, tmp_pat
             "docker engine unreachable",
         )
         assert rows["alpha", "scripted", "a05", 1]["actions"] == ["run_command"]
+        # The model's columns, typed from the first part whatever its size.
+        assert llm["model"] == list(MODEL)
+        assert rows["alpha", "scripted", "a05", 1]["model"] == [[], 0, 0, 0.0]
     assert {"steps", "messages", "evaluators", "attribution"} <= set(loaded["features"])
 
 

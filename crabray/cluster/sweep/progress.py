@@ -6,7 +6,30 @@ Its own module so that the scheduler, which updates the counts, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelLoad:
+    """One model endpoint's limiter as the progress display shows it.
+
+    The run fills these from its model limiters (``crabray.agents.model_gate``); the
+    sweep layer only carries them, so it needs nothing of the agents layer.
+    """
+
+    model: str
+    limit: int | None
+    """Calls in flight the limiter allows now (its adaptive limit); None when it caps
+    only requests or tokens per minute."""
+    in_flight: int
+    waiting: int
+    """Calls waiting for a grant."""
+
+    def line(self) -> str:
+        """E.g. ``model gpt-4o: limit 8, 3 in flight, 5 waiting``."""
+        limit = "no call limit" if self.limit is None else f"limit {self.limit}"
+        waiting = f", {self.waiting} waiting" if self.waiting else ""
+        return f"model {self.model}: {limit}, {self.in_flight} in flight{waiting}"
 
 
 @dataclass
@@ -27,6 +50,9 @@ class SweepProgress:
     sum of its levels per host kind); None with a fixed concurrency."""
     ceiling: int | None = None
     """With ``--concurrency auto``: the most the cluster's slots allow (the levels' bound)."""
+    models: list[ModelLoad] = field(default_factory=list)
+    """The run's model limiters as last read (at most once a second); empty when its
+    agents call no model with limits."""
 
     def in_flight_line(self) -> str:
         """What the progress display says of the episodes in flight with ``--concurrency
@@ -36,5 +62,10 @@ class SweepProgress:
             return ""
         return f"in flight {self.in_flight} (auto, max {self.level} of {self.ceiling})"
 
+    def models_line(self) -> str:
+        """The model limiters beside the sandboxes, e.g. ``model gpt-4o: limit 8, 3 in
+        flight``; empty without limiters."""
+        return "; ".join(load.line() for load in self.models)
 
-__all__ = ["SweepProgress"]
+
+__all__ = ["ModelLoad", "SweepProgress"]

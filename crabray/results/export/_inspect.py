@@ -191,7 +191,8 @@ def _sample(episode: ExportedEpisode, model: str) -> InspectSample:
         started_at=result.started_at.isoformat(),
         completed_at=result.finished_at.isoformat(),
         total_time=result.wall_time_sec,
-        working_time=result.wall_time_sec,
+        # As Inspect's: without the waits for the model's rate limits (and before retries).
+        working_time=max(result.wall_time_sec - result.model_wait_sec, 0.0),
         uuid=result.episode_id,
         error=None if graded else _error(episode),
     )

@@ -93,6 +93,10 @@ class JsonlEpisode(BaseModel):
     tokens_out: int
     model_calls: int
     model_latency_sec: float
+    model_latencies_sec: list[float]
+    model_retries: int
+    model_rate_limited: int
+    model_wait_sec: float
     cost_usd: float
     wall_time_sec: float
     setup_time_sec: float
