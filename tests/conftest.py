@@ -27,48 +27,25 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COMPONENT_DIRS = (
-    "attribution",
-    "backends/docker",
-    "backends/ssh",
-    "backends/vm",
-    "cluster",
-    "desktop",
-    "docs",
-    "integrity",
-    "interrupts",
-    "preflight",
-)
-"""Test folders whose tests start Ray, Docker, sshd, QEMU, a desktop or the documentation site."""
-COMPONENT_FIXTURES = frozenset(
-    {"client", "crab_desktop_image", "local_ray", "two_workers", "private_ray", "desktop"}
-)
-"""Fixtures that start one of those components."""
-COMPONENT_PARAMS = ("docker", "ssh", "vm")
-"""Parametrized ids naming a backend that is one of those components."""
-
-
-def _needs_a_component(item: pytest.Item) -> bool:
-    """Whether ``item`` starts Ray, Docker, sshd, QEMU, a desktop or a browser, or is slow."""
-    if item.get_closest_marker("ray") or item.get_closest_marker("slow"):
-        return True
-    where = Path(str(item.fspath)).relative_to(ROOT / "tests").as_posix()
-    if where.startswith(COMPONENT_DIRS) or "browser" in where:
-        return True
-    if COMPONENT_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return True
-    if any(kind in item.name.split("_") for kind in COMPONENT_PARAMS):
-        return True  # test_a_vm_without_python3_...: the backend is in its name
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and any(
-        kind in str(value) for value in callspec.params.values() for kind in COMPONENT_PARAMS
-    )
+COMPONENT_MARKS = ("component", "ray", "slow")
+"""The marks that declare a test costly: it starts Ray, Docker, sshd, QEMU, a desktop or a
+browser (``component``, or ``ray`` for Ray alone), or takes more than a few seconds (``slow``)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Split the suite by cost: ``-m fast`` runs the units, ``-m component`` the rest."""
+    """Split the suite by declared cost: ``-m component`` runs what is marked costly, ``-m fast``
+    the rest, so that forgetting a mark slows ``-m fast`` down rather than hiding a test.
+
+    A test is declared costly where its cost is known, with the narrowest scope that holds:
+    ``@pytest.mark.component`` on a test, ``pytest.param(..., marks=pytest.mark.component)``
+    on a parameter (the backend kinds of ``tests/backends/conftest.py``), ``pytestmark`` in a
+    module, or, for a folder whose every test needs the component, ``pytest_itemcollected``
+    in its ``conftest.py`` (pytest calls it for the tests under that folder only). Nothing is
+    guessed from folder, fixture or test names.
+    """
     for item in items:
-        item.add_marker("component" if _needs_a_component(item) else "fast")
+        costly = any(item.get_closest_marker(name) for name in COMPONENT_MARKS)
+        item.add_marker("component" if costly else "fast")
 
 
 def raw_episode_rows(out: Path, columns: list[str]) -> list[dict[str, Any]]:

@@ -71,6 +71,7 @@ def test_help_loads_neither_ray_nor_the_authoring_model_nor_arrow(args: tuple[st
     assert not loaded & {*AUTHORING, *RAY, "pyarrow", "pandas"}
 
 
+@pytest.mark.slow  # three commands, each a fresh interpreter: seconds
 def test_leaderboard_and_runs_list_load_neither_ray_nor_the_authoring_model(out: Path) -> None:
     board = loaded_by("leaderboard", str(out), "--format", "json")
     assert "crabray.results" in board  # it did read the results

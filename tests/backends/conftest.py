@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,10 @@ KIND_OF = {"local-bwrap": "local", "docker-python": "docker", "vm-python": "vm"}
 commands go through the sandbox's guest process, where busybox's take plain execs.
 ``vm-python`` is the test VM with python3; only the guest tests use it (its
 boots are slow, and ssh runs the same command path)."""
+
+LOCAL_KINDS = frozenset({"local", "local-bwrap"})
+"""The kinds (and variants) whose sandboxes are processes of this machine; every other kind
+starts sshd, a container or a VM, and its tests are ``component`` tests (``kind_params``)."""
 
 BackendFactory = Callable[..., Backend]
 LeftoverCheck = Callable[[dict[str, Any], list[int]], list[str]]
@@ -185,7 +189,14 @@ def backend_kind(contract_kind: str) -> str:
     return KIND_OF.get(contract_kind, contract_kind)
 
 
-@pytest.fixture(params=BACKEND_KINDS)
+def kind_params(kinds: Sequence[str]) -> list[Any]:
+    """``kinds`` as the params of a fixture, each kind outside ``LOCAL_KINDS`` marked ``component``
+    (tests/conftest.py), so that ``-m fast`` runs the local kinds and ``-m component`` the rest."""
+    component = pytest.mark.component
+    return [kind if kind in LOCAL_KINDS else pytest.param(kind, marks=component) for kind in kinds]
+
+
+@pytest.fixture(params=kind_params(BACKEND_KINDS))
 def contract_kind(request: pytest.FixtureRequest) -> str:
     """The kind (or variant) under test; skipped (or failed under ``CI=true``) when not usable."""
     return require_kind(request.param)

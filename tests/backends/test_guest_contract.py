@@ -18,7 +18,7 @@ from crabray.backends.base import MAX_OUTPUT_BYTES, OUTPUT_CUT_MARKER
 from crabray.backends.episode_env import EpisodeEnv
 from crabray.backends.guest import GuestCallError
 from crabray.core.env import AgentSignals
-from tests.backends.conftest import require_kind
+from tests.backends.conftest import kind_params, require_kind
 from tests.backends.guest_fixtures.seed_actions import (
     check_file_exist,
     count_calls,
@@ -31,7 +31,7 @@ GUEST_KINDS = ("local", "local-bwrap", "ssh", "docker-python", "vm-python")
 """The kinds (and variants) whose sandboxes have python3 for a guest."""
 
 
-@pytest.fixture(params=GUEST_KINDS)
+@pytest.fixture(params=kind_params(GUEST_KINDS))
 def contract_kind(request: pytest.FixtureRequest) -> str:
     """Every guest kind with python3 in its sandbox (busybox's ``docker`` has none).
 

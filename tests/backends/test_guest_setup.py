@@ -83,6 +83,7 @@ def test_a_task_with_a_plain_evaluator_in_it_is_a_setup_error(busybox: Environme
     assert result.steps == 0
 
 
+@pytest.mark.component  # QEMU
 def test_a_vm_without_python3_keeps_plain_commands_and_names_what_is_missing(
     tmp_path: Path,
 ) -> None:

@@ -23,6 +23,12 @@ from ray.cluster_utils import Cluster
 from crabray.cluster.runtime.nodes import NodeConfig, ray_start_command
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test here starts Ray, one instance or a cluster of several nodes: a ``component`` test
+    (tests/conftest.py). pytest calls this hook for the tests of this folder only."""
+    item.add_marker(pytest.mark.component)
+
+
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
     """A real single-node Ray instance hosting 2 'local' and 1 'other' sandbox slots."""

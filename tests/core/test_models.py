@@ -71,7 +71,7 @@ def messages(info: pytest.ExceptionInfo[ValidationError]) -> str:
 # -- public API -----------------------------------------------------------------------------
 
 
-def test_public_exports_are_exactly_the_authoring_api_and_evaluate() -> None:
+def test_public_exports_are_exactly_the_authoring_api_and_evaluate_with_its_types() -> None:
     assert sorted(crabray.__all__) == sorted(
         [
             "Action",
@@ -84,6 +84,8 @@ def test_public_exports_are_exactly_the_authoring_api_and_evaluate() -> None:
             "EnvironmentConfig",
             "Evaluator",
             "GraphEvaluator",
+            "RunSettings",
+            "RunSummary",
             "SubTask",
             "Task",
             "TaskGenerator",

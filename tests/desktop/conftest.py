@@ -27,6 +27,12 @@ from tests.backends.docker.dockerd import docker_missing
 WIDTH, HEIGHT = 640, 480
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test here needs an X server (Xvfb) or a desktop container: a ``component`` test
+    (tests/conftest.py). pytest calls this hook for the tests of this folder only."""
+    item.add_marker(pytest.mark.component)
+
+
 def require_screen_tools() -> None:
     """Skip (fail under CI) when the host lacks what a screen needs."""
     missing = missing_tools()

@@ -5,10 +5,13 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
 from crabray.cli import app
+
+pytestmark = pytest.mark.slow  # renders every command's --help: seconds
 
 
 def _commands() -> list[tuple[str, Any]]:

@@ -183,6 +183,7 @@ def started_service(tmp_path: Path, stop: str | None = None) -> tuple[ServiceReg
     return reg, port
 
 
+@pytest.mark.slow  # waits out the SIGTERM its server ignores
 def test_what_a_reset_started_is_stopped_when_the_run_ends(tmp_path: Path) -> None:
     reg, port = started_service(tmp_path, stop="echo stopping > stopped.txt")
     assert stop_services(reg) == ["notes"]
@@ -191,6 +192,7 @@ def test_what_a_reset_started_is_stopped_when_the_run_ends(tmp_path: Path) -> No
     assert stop_services(reg) == [], "nothing is left to stop"
 
 
+@pytest.mark.slow  # waits out the SIGTERM its server ignores
 def test_a_service_in_use_by_another_run_is_left_running(tmp_path: Path) -> None:
     reg, port = started_service(tmp_path)
     lock_service(reg, "notes")  # an episode of another run holds it
@@ -203,6 +205,7 @@ def test_a_service_in_use_by_another_run_is_left_running(tmp_path: Path) -> None
     assert not listening(port)
 
 
+@pytest.mark.slow  # waits out the SIGTERM its server ignores
 def test_a_failing_stop_command_is_reported_and_the_service_still_stopped(
     tmp_path: Path,
 ) -> None:

@@ -13,7 +13,9 @@ from crabray.agents import Agent
 from crabray.backends import Backend, create_backend
 from crabray.core.result import TerminationReason
 from crabray.episode import EpisodeLimits, EpisodeSettings, WatchedRecord, watch_episode
-from tests.test_episode import ScriptAgent, call, forever
+from tests.episode.test_episode import ScriptAgent, call, forever
+
+pytestmark = pytest.mark.slow  # a stuck step is waited out: up to a minute
 
 Watch = Callable[[Agent, Callable[[], bool], float], WatchedRecord]
 

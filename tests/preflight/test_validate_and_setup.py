@@ -15,6 +15,8 @@ from crabray.formats.task_json._setup import SetupCommandError
 from tests.conftest import crabray
 from tests.preflight.suites import evaluator_suite, host_error_suite
 
+pytestmark = pytest.mark.slow  # the real CLI, real sandboxes: seconds each
+
 
 def test_validate_names_an_evaluator_argument_of_the_wrong_type(tmp_path: Path) -> None:
     suite = evaluator_suite(tmp_path / "suite")

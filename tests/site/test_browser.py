@@ -36,6 +36,8 @@ from tests.site.conftest import (
     write_older_run,
 )
 
+pytestmark = pytest.mark.component  # Chromium, driven by Playwright
+
 SERVER_START_SEC = 60.0
 
 

@@ -26,6 +26,8 @@ from crabray.results import ResultSink
 from crabray.results.site import build_site
 from tests.site.conftest import RUN_ID, Console, SiteDataset, episode
 
+pytestmark = pytest.mark.component  # Chromium, driven by Playwright
+
 VIEWPORT = {"width": 1400, "height": 1000}
 FAIL_RED = (0xB4, 0x23, 0x18)
 """The fail badge's colour (the stylesheet's --bad)."""

@@ -14,6 +14,12 @@ import pytest
 from tests.backends.docker.dockerd import require_docker
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test here needs the Docker engine: a ``component`` test (tests/conftest.py).
+    pytest calls this hook for the tests of this folder only."""
+    item.add_marker(pytest.mark.component)
+
+
 @pytest.fixture(autouse=True)
 def _engine() -> None:
     require_docker()

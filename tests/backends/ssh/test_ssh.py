@@ -31,6 +31,8 @@ from crabray.core.retry import RetryPolicy
 from tests.backends.conftest import host_pid_alive, wait_until
 from tests.backends.ssh.sshd import Sshd, running_sshd, shared_sshd, sshd_missing
 
+pytestmark = pytest.mark.component  # a real sshd
+
 REPO = Path(__file__).resolve().parents[3]
 
 

@@ -26,6 +26,8 @@ from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError, SandboxError, SandboxFileError
 from tests.backends.vm.vmimage import qemu_running, vm_leftovers, vm_missing, vm_settings
 
+pytestmark = pytest.mark.component  # QEMU virtual machines
+
 
 def _require_vm() -> None:
     hint = vm_missing()

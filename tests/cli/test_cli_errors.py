@@ -131,6 +131,7 @@ def test_task_json_nested_too_deeply(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.component  # sshd and local Ray
 def test_unknown_ssh_host_key_stops_the_run_before_it_opens(tmp_path: Path) -> None:
     """Only a worker can find out (orphan cleanup connects first): no Ray trace, no manifest."""
     missing = sshd_missing()

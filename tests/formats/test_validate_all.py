@@ -14,6 +14,7 @@ from crabray.cli import app
 from crabray.core.errors import ConfigError
 from crabray.formats import SuiteErrors, load_suite, resolve_suite
 from crabray.run import load_checked_suite
+from tests.conftest import ROOT
 
 INCONSISTENT = textwrap.dedent(
     """\
@@ -95,9 +96,9 @@ def test_a_run_refuses_the_suite_with_the_same_problems(tmp_path: Path) -> None:
 
 def test_a_task_knows_the_line_it_was_written_at() -> None:
     task = Task(id="here", description="d", evaluator=path_exists(path="x"))
-    assert task.defined_at == (__file__, 97)
+    assert task.defined_at == (__file__, 98)
 
 
 def test_tasks_built_by_crabray_loaders_carry_no_line() -> None:
-    suite = load_suite(resolve_suite(Path(__file__).parents[1] / "tasks" / "task_json_demo"))
+    suite = load_suite(resolve_suite(ROOT / "tasks" / "task_json_demo"))
     assert all(entry.task.defined_at is None for entry in suite.entries.values())

@@ -22,8 +22,9 @@ from crabray.formats import (
     resolve_suite,
 )
 from crabray.run import check_suite
+from tests.conftest import ROOT
 
-DEMO = Path(__file__).resolve().parents[1] / "tasks" / "demo"
+DEMO = ROOT / "tasks" / "demo"
 
 HEADER = """\
 from crabray import BenchmarkConfig, EnvironmentConfig, Task

@@ -78,6 +78,7 @@ def listener() -> Iterator[int]:
         yield int(sock.getsockname()[1])
 
 
+@pytest.mark.slow  # a Ray driver tries the address: seconds
 def test_joining_a_cluster_with_no_node_here_fails_fast(listener: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = crabray(

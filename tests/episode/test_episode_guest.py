@@ -23,7 +23,7 @@ from crabray.episode import EpisodeSettings, run_episode
 from crabray.results import read_episodes
 from tests.backends.guest_fixtures.seed_actions import check_file_exist, divide
 from tests.conftest import crabray
-from tests.test_episode import ScriptAgent, call
+from tests.episode.test_episode import ScriptAgent, call
 
 
 @pytest.fixture
