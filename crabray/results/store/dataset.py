@@ -25,10 +25,10 @@ import pyarrow.parquet as pq
 from crabray.core.errors import ResultsError
 from crabray.core.result import Attribution, TerminationReason, attribution_of
 from crabray.results._numpy import to_arrow, to_numpy
-from crabray.results.store._fs import Location, resolve
 from crabray.results.store._keys import episode_codes, one_row_per, top_rank_tied
 from crabray.results.store._layout import PART_SUFFIX, Table, check_run_id
 from crabray.results.store._parts import CATEGORICAL_COLUMNS, DICTIONARY, read_file_by_file
+from crabray.results.store.root import ResultsRoot
 from crabray.results.store.schema import (
     EPISODE_KEY,
     EPISODES_SCHEMA,
@@ -66,7 +66,7 @@ class _PartVanishedError(ResultsError):
         )
 
 
-def _run_dirs(location: Location, table: Table, run_id: str | None) -> list[str]:
+def _run_dirs(location: ResultsRoot, table: Table, run_id: str | None) -> list[str]:
     root = location.join(table)
     if run_id is not None:
         return [location.join(table, f"run_id={run_id}")]
@@ -298,7 +298,7 @@ def _read(
     schema = EPISODES_SCHEMA if table == "episodes" else STEPS_SCHEMA
     if run_id is not None:
         check_run_id(run_id)
-    location = resolve(out_dir)
+    location = ResultsRoot.parse(out_dir)
     for _ in range(_MAX_LIST_RETRIES):
         files = [
             path

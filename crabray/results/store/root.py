@@ -10,14 +10,20 @@ before any command has chosen to load pyarrow.
 
 from __future__ import annotations
 
+import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from crabray.core.errors import ResultsError
 from crabray.results.store._uri import is_store, is_url, local_dir, shown_uri
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,43 @@ class ResultsRoot:
     def shown(self) -> str:
         """How messages name the root: the path, or the URI without keys."""
         return shown_uri(self.given) if self.is_url else self.given
+
+    @cached_property
+    def _opened(self) -> tuple[pafs.FileSystem, str]:
+        from crabray.results.store._fs import open_root
+
+        return open_root(self.given)
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        """The pyarrow file system readers list and open the root's files through (a
+        local one for a path, pyarrow's own for the URIs it opens, fsspec's for others).
+
+        Raises:
+            ResultsError: The URL's scheme is unknown, or its driver is not installed.
+        """
+        return self._opened[0]
+
+    def join(self, *parts: str) -> str:
+        """A path under the root, on ``filesystem``."""
+        return posixpath.join(self._opened[1], *parts)
+
+    def subdirectories(self, directory: str) -> list[str]:
+        """Directories directly under ``directory`` (hidden ones excluded); [] if absent."""
+        from pyarrow.fs import FileType
+
+        from crabray.results.store._fs import children
+
+        return children(self.filesystem, directory, FileType.Directory, self.shown)
+
+    def files(self, directory: str, suffix: str) -> list[str]:
+        """Files ending in ``suffix`` directly under ``directory`` (hidden excluded), sorted."""
+        from pyarrow.fs import FileType
+
+        from crabray.results.store._fs import children
+
+        found = children(self.filesystem, directory, FileType.File, self.shown)
+        return [path for path in found if path.endswith(suffix)]
 
     def local(self) -> Path:
         """The local directory a writer needs.
