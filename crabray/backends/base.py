@@ -153,6 +153,35 @@ class Backend(ABC):
     limit (it swaps in a spare built ahead); a slow reset (a VM's revert)
     stays a call of its own, so the next episode's limit starts after it."""
 
+    default_memory_mb: ClassVar[int] = 512
+    """The memory (MiB) a sandbox is taken to need when its settings set no ``memory_mb``.
+
+    With ``--concurrency auto`` each environment actor takes its sandbox's memory as
+    Ray's ``memory`` resource, so a node is never given more sandboxes than its memory
+    holds (:func:`crabray.cluster.runtime.placement.sandbox_memory_mb`). A backend with
+    a memory limit of its own says its settings' default here (docker: a container's
+    limit; vm: a guest's memory); 512 MiB for one that says nothing."""
+
+    uses_node_memory: ClassVar[bool] = True
+    """Whether the sandbox lives on the node of its actor, and so takes that node's memory.
+
+    False where it lives on another machine (ssh): its actor then takes no memory
+    resource, whatever its settings say."""
+
+    @classmethod
+    def reaches_worker(cls, settings: dict[str, Any]) -> bool:
+        """Whether what runs in a sandbox with ``settings`` can signal the worker process
+        running its episode (the host's user, in the host's process namespace).
+
+        Read on the driver when an episode's worker died on a live node: the death is
+        then the episode's own (a final ``sandbox_error``) only if one of its sandboxes
+        could have killed it; else it was killed from outside and the episode is retried
+        (:func:`crabray.cluster.actors.episode_call.died_result`). A method, not an
+        attribute, because it may depend on the settings (local: ``isolation: none``).
+        The default: a confined sandbox cannot.
+        """
+        return False
+
     settings: BackendSettings | None
     """The parsed ``backend_settings`` (``None`` for a backend without a ``settings_model``)."""
 

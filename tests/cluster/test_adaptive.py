@@ -11,12 +11,17 @@ import re
 import textwrap
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+from crabray import backends
 from crabray.agents import agent_spec
+from crabray.backends import LocalBackend, register_backend
+from crabray.cluster.actors.episode_call import reaches_its_worker
+from crabray.cluster.actors.sandbox import SandboxSpec
 from crabray.cluster.runtime.placement import actor_options, capacity, sandbox_memory_mb
 from crabray.cluster.sweep.adaptive import (
     ControllerSettings,
@@ -25,6 +30,7 @@ from crabray.cluster.sweep.adaptive import (
     host_memory_used,
 )
 from crabray.cluster.sweep.progress import SweepProgress
+from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
 from crabray.results.store.runs import read_manifest
@@ -105,6 +111,39 @@ def test_a_sandbox_asks_ray_for_its_backends_memory() -> None:
     assert actor_options("local", {}, 300)["memory"] == 300 * MiB
     assert "memory" not in actor_options("local", {})
     assert 0 < host_memory_used() < 1
+
+
+def test_a_new_backend_states_its_placement_facts_on_its_own_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memory a sandbox takes on its node, and whether it can reach its episode's
+    worker, are read from the backend's class: a new kind touches only its own package."""
+    monkeypatch.setattr(backends, "_BACKENDS", backends._BACKENDS.copy())
+
+    @register_backend
+    class RoomyBackend(LocalBackend):
+        kind = "roomy"
+        default_memory_mb = 3000
+
+        @classmethod
+        def reaches_worker(cls, settings: dict[str, Any]) -> bool:
+            return bool(settings.get("shares_the_worker"))
+
+    @register_backend
+    class FarBackend(LocalBackend):
+        kind = "far"
+        uses_node_memory = False
+
+    assert sandbox_memory_mb("roomy", {}) == 3000
+    assert sandbox_memory_mb("roomy", {"memory_mb": 700}) == 700
+    assert sandbox_memory_mb("far", {"memory_mb": 700}) == 0
+    roomy = EnvironmentConfig(name="r", backend="roomy", backend_settings={})
+    assert reaches_its_worker(SandboxSpec.of(roomy)) is False
+    shared = roomy.model_copy(update={"backend_settings": {"shares_the_worker": True}})
+    assert reaches_its_worker(SandboxSpec.of(shared)) is True
+    unconfined = EnvironmentConfig(name="u", backend_settings={"isolation": "none"})
+    assert reaches_its_worker(SandboxSpec.of(unconfined)) is True
+    assert reaches_its_worker(SandboxSpec.of(EnvironmentConfig(name="c"))) is False
 
 
 SUITE = textwrap.dedent(

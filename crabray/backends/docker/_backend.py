@@ -123,6 +123,8 @@ class DockerBackend(Backend):
 
     kind = "docker"
     reset_in_call = True
+    default_memory_mb = DockerSettings.model_fields["memory_mb"].default
+    """A container's memory limit when its settings set none (``DockerSettings.memory_mb``)."""
     settings_model = DockerSettings
     settings: DockerSettings
 

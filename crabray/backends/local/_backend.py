@@ -139,8 +139,18 @@ class LocalBackend(Backend):
 
     kind = "local"
     reset_in_call = True
+    default_memory_mb = 256
+    """A shell and a few commands: ``memory_mb`` here is a per-process bound, unset by default."""
     settings_model = LocalSettings
     settings: LocalSettings
+
+    @override
+    @classmethod
+    def reaches_worker(cls, settings: dict[str, Any]) -> bool:
+        """Only an unconfined sandbox (``isolation: none``) runs as the host's user in the
+        host's process namespace; a confined one (bubblewrap's pid namespace) cannot see
+        the worker."""
+        return settings.get("isolation") == "none"
 
     def __init__(self, config: EnvironmentConfig) -> None:
         super().__init__(config)

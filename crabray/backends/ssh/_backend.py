@@ -110,6 +110,8 @@ class SshBackend(Backend):
     """
 
     kind = "ssh"
+    uses_node_memory = False
+    """The sandbox lives on another machine: its actor takes none of its node's memory."""
     settings_model = SshSettings
     settings: SshSettings
 

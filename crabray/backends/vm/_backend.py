@@ -94,6 +94,8 @@ class VmBackend(Backend):
     """
 
     kind = "vm"
+    default_memory_mb = VmSettings.model_fields["memory_mb"].default
+    """A guest's memory when its settings set none (``VmSettings.memory_mb``)."""
     settings_model = VmSettings
     settings: VmSettings
 

@@ -20,6 +20,7 @@ import ray
 from pydantic import BaseModel, Field
 
 from crabray.agents import AgentSpec, create_agent
+from crabray.backends import backend_class
 from crabray.backends.base import Backend
 from crabray.cluster.actors.sandbox import ActorBackend, SandboxSpec
 from crabray.cluster.runtime.ray_runtime import remote_cause
@@ -181,13 +182,12 @@ def sandbox_result(call: EpisodeCall, task: Task, error: BaseException) -> Episo
 def reaches_its_worker(spec: SandboxSpec) -> bool:
     """Whether what runs in the sandbox can signal the worker process running its episode.
 
-    Only an unconfined local sandbox (``isolation: none``) runs as the host's
-    user in the host's process namespace. A confined one (bubblewrap's pid
-    namespace) and every other backend (a container, a remote host, a VM)
-    cannot see the worker, so a worker of theirs that dies was killed from
-    outside.
+    Its backend says (``Backend.reaches_worker``): only an unconfined local sandbox
+    (``isolation: none``) runs as the host's user in the host's process namespace.
+    A confined one and every other shipped backend (a container, a remote host, a
+    VM) cannot see the worker, so a worker of theirs that dies was killed from outside.
     """
-    return spec.backend == "local" and spec.backend_settings.get("isolation") == "none"
+    return backend_class(spec.backend).reaches_worker(spec.backend_settings)
 
 
 def died_result(

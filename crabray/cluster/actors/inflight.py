@@ -41,7 +41,7 @@ class InFlight:
     node_call: Any = None
     """The host actor's ``node`` reference: where the episode ran, even if it never returns."""
     placed: bool = False
-    """Ray has placed every actor of it (``Scheduler._check_placement``)."""
+    """Ray has placed every actor of it (``hosts.HostWatch.check_placement``, in the sweep)."""
     unplaced: str | None = None
     """Why it was given up: its actors were not placed in time."""
     queued: bool = False

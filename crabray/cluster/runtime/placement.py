@@ -19,6 +19,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from crabray.backends import backend_class
 from crabray.core.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -50,30 +51,20 @@ def node_labels(hosts: dict[str, int], extra: dict[str, str] | None = None) -> d
     return {**{kind_label(kind): "yes" for kind in hosts}, **(extra or {})}
 
 
-DEFAULT_MEMORY_MB: dict[str, int] = {"local": 256, "docker": 1024, "vm": 256, "ssh": 0}
-"""The memory a sandbox is taken to need when its settings set no ``memory_mb``.
-
-docker and vm: their own settings' defaults (a container's limit, a guest's
-memory). local: 256 MiB, a shell and a few commands (its ``memory_mb`` is a
-per-process bound, unset by default). ssh: nothing, the sandbox lives on
-another machine. A backend not named here: ``FALLBACK_MEMORY_MB``.
-"""
-
-FALLBACK_MEMORY_MB = 512
-
-
 def sandbox_memory_mb(backend: str, settings: dict[str, Any]) -> int:
     """The memory (MiB) a sandbox of ``backend`` with ``settings`` asks Ray for.
 
-    Its ``memory_mb`` setting when it sets one, else ``DEFAULT_MEMORY_MB``; an
-    ssh sandbox takes none on the node of its actor.
+    Its ``memory_mb`` setting when it sets one, else its backend's
+    ``Backend.default_memory_mb``; none for a backend whose sandboxes live on
+    another machine (``Backend.uses_node_memory``: ssh).
     """
+    cls = backend_class(backend)
     limit = settings.get("memory_mb")
-    if backend == "ssh":
+    if not cls.uses_node_memory:
         return 0
     if isinstance(limit, int) and limit > 0:
         return limit
-    return DEFAULT_MEMORY_MB.get(backend, FALLBACK_MEMORY_MB)
+    return cls.default_memory_mb
 
 
 def actor_options(kind: str, label_selector: dict[str, str], memory_mb: int = 0) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The decision is a small pure class, ``LevelController``: observations in, a
 level out, per host kind, so that one kind saturating never holds back
 another, and so it can be tested with synthetic observations. The scheduler
-feeds it once a second (``Scheduler._adapt``) and reads the level of each kind
+feeds it once a second (``levels.Levels.adapt``) and reads the level of each kind
 before it dispatches an episode.
 
 The rules, in order (the first that applies decides):
