@@ -50,7 +50,8 @@ from typing import Any
 TARGET_SANDBOXES = 10_000
 TARGET_NODES = 100
 FLUSH_SEC = 0.5
-"""The scheduler's ``_FLUSH_SEC``: a batch goes to disk at most this long after it finished."""
+"""``_FLUSH_SEC`` of ``crabray/cluster/sweep/records.py``: a batch goes to disk at most
+this long after it finished."""
 
 
 def load() -> str:
