@@ -412,11 +412,18 @@ class ModelLimiters:
 
         The scheduler asks before it cancels an episode past its driver-side deadline:
         an agent waiting for its model's turn is not stuck (the episode's own clock
-        leaves such waits out, ``model_wait_sec``).
+        leaves such waits out, ``model_wait_sec``). A limiter that cannot be read counts
+        as not queueing: the deadline then acts as it does without limiters, and the
+        scheduler's loop goes on.
         """
-        return any(
-            state.waiting or state.in_flight >= state.limit for state in self.states().values()
-        )
+        from ray.exceptions import RayError
+
+        try:
+            states = self.states()
+        except RayError as exc:
+            logger.warning("could not read the model limiters; deadlines apply as set: %s", exc)
+            return False
+        return any(state.waiting or state.in_flight >= state.limit for state in states.values())
 
     def stop(self) -> None:
         """Kill the run's actors (a failure to is logged: the run's results are written)."""

@@ -82,10 +82,13 @@ class Deadlines:
             if not flight.cancelled:  # a follower's time starts once its reset has ended
                 self.restart(flight)
         now = time.monotonic()
+        queued: bool | None = None  # the limiters are asked once, and only if a deadline passed
         for ref, flight in in_flight.items():
             if flight.deadline is None or now < flight.deadline:
                 continue
-            if not flight.cancelled and self.models_queued():
+            if not flight.cancelled and queued is None:
+                queued = self.models_queued()
+            if not flight.cancelled and queued:
                 flight.deadline = now + self.settings.timeout_grace_sec
             elif not flight.cancelled:
                 logger.warning("episode %s is past its time limit; cancelling", flight.item.task_id)
