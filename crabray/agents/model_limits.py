@@ -14,7 +14,21 @@ model) so that the run as a whole stays within:
   baseline (at most once per round trip, so one burst of refusals is one
   decrease), and grows by one call per round of successful calls while calls
   fill it (one per ``PROBE_CALLS`` near where the provider last refused); when it cannot
-  shrink further, a 429's ``Retry-After`` pauses every grant.
+  shrink further, a 429's ``Retry-After`` pauses every grant;
+- a learned ceiling: the highest whole limit at which a full round of calls filled
+  the limit and succeeded without a 429. A 429 above it is a probe that went one call
+  too far: the limit goes back to that level, not down by a quarter. A 429 at or
+  below it says the provider takes less than it did: the level is forgotten and the
+  limit steps one call down (a further 429 shrinks it by ``DECREASE_FACTOR``).
+
+Why the ceiling: the limiter counts a call from its grant to its release, the
+provider from its arrival to its answer. On a cluster the difference is the way
+there and back (the actor's messages, HTTP): on the bench's 3-node cluster a
+grant was held 358 ms for a call the mock served in 304 (``docs/models.md``), so
+a limit at the provider's own number leaves it about a sixth idle. The limit
+that keeps the provider full is above the provider's number, where a probe
+meets an occasional 429: cheap (the provider refuses at once) as long as one
+429 does not cost a quarter of the limit.
 
 The core is plain Python with an injected clock: it never sleeps and never
 blocks, so it is tested deterministically. What waits around it is in
@@ -168,6 +182,10 @@ class ModelLimiter:
         self._paused_until = 0.0
         self._last_decrease = -math.inf
         self._refused_at: float | None = None
+        self._ceiling: int | None = None
+        """The learned ceiling (the module's docstring); None until a round proves one."""
+        self._round: tuple[int, int] = (0, 0)
+        """The whole limit now, and its calls that succeeded filling it since it was reached."""
         self._latency: float | None = None
         self._baseline: float | None = None
         self.granted_count = 0
@@ -248,10 +266,8 @@ class ModelLimiter:
             self._succeeded(grant, latency_sec, now)
         elif outcome is Outcome.RATE_LIMITED:
             self.rate_limited += 1
-            self._refused_at = self.limit
             floor = self.limit <= self.limits.min_connections
-            # The calls still in flight are what the provider took: no more fit.
-            self._decrease(now, "a 429", ceiling=float(max(len(self._granted), 1)))
+            self._refused(now)
             if floor and retry_after_sec:
                 self._paused_until = max(self._paused_until, now + retry_after_sec)
         elif outcome is Outcome.SERVER_ERROR:
@@ -336,21 +352,54 @@ class ModelLimiter:
                 return
         if not self.limits.adaptive or not (grant.saturated or self._waiting):
             return
+        self._count_round()
         step = 1.0 / max(self.limit, 1.0)
         if self._refused_at is not None and self.limit + 1 >= self._refused_at:
             step = min(step, 1.0 / PROBE_CALLS)
         self.limit = min(self.limit + step, float(self.limits.max_connections))
 
-    def _decrease(self, now: float, why: str, ceiling: float | None = None) -> None:
-        """Shrink the adaptive limit, at most once per round trip, to ``ceiling`` at most
-        (a 429's: the calls the provider had in flight when it refused)."""
-        if not self.limits.adaptive:
+    def _count_round(self) -> None:
+        """A call succeeded filling the limit: once a whole round has at this level, the
+        provider takes it (the learned ceiling rises to it)."""
+        level = max(math.floor(self.limit), 1)
+        at, calls = self._round
+        calls = calls + 1 if at == level else 1
+        self._round = (level, calls)
+        if calls >= level and (self._ceiling is None or level > self._ceiling):
+            self._ceiling = level
+
+    def _refused(self, now: float) -> None:
+        """A 429: back to the learned ceiling when the limit was above it; one call down
+        when the provider refused the ceiling itself (which is forgotten); else shrink."""
+        if not self.limits.adaptive or self._deciding(now):
             return
+        level = max(math.floor(self.limit), 1)
+        self._refused_at = self.limit
+        ceiling = self._ceiling
+        if ceiling is not None and ceiling < level:
+            self._decrease(now, "a 429 past the learned ceiling", to=float(ceiling))
+        elif ceiling is not None:
+            self._ceiling = None
+            self._decrease(now, "a 429 at the learned ceiling", to=float(level - 1))
+        else:
+            # The calls still in flight are what the provider took: no more fit.
+            self._decrease(now, "a 429", ceiling=float(max(len(self._granted), 1)))
+
+    def _deciding(self, now: float) -> bool:
+        """Whether a decrease was made within the last round trip (a burst is one)."""
         round_trip = max(self._latency or 0.0, _MIN_ROUND_TRIP_SEC)
-        if now - self._last_decrease < round_trip:
+        return now - self._last_decrease < round_trip
+
+    def _decrease(
+        self, now: float, why: str, ceiling: float | None = None, to: float | None = None
+    ) -> None:
+        """Shrink the adaptive limit, at most once per round trip: to ``to`` if given, else
+        by ``DECREASE_FACTOR`` and to ``ceiling`` at most (a 429's: the calls the provider
+        had in flight when it refused), never below half in one step."""
+        if not self.limits.adaptive or self._deciding(now):
             return
         before = self.limit
-        shrunk = self.limit * DECREASE_FACTOR
+        shrunk = self.limit * DECREASE_FACTOR if to is None else min(to, self.limit)
         if ceiling is not None:
             shrunk = min(shrunk, max(ceiling, shrunk / 2))  # never below half in one step
         self.limit = max(shrunk, float(self.limits.min_connections))

@@ -7,6 +7,7 @@ confined local sandboxes.
 
 from __future__ import annotations
 
+import os
 import re
 import textwrap
 import threading
@@ -37,7 +38,7 @@ from crabray.results.store.runs import read_manifest
 from crabray.run import RunOptions, run_suite
 from crabray.run.resume import resume_config
 from crabray.run.settings import RunConfig
-from tests.conftest import crabray
+from tests.conftest import ROOT, crabray, serve_mock_llm
 
 MiB = 1024 * 1024
 
@@ -79,6 +80,18 @@ def test_start_latency_well_past_a_lower_levels_steps_down() -> None:
     assert control.observe("docker", busy(8, 2, start_latency_sec=1.0)) == 3
     assert control.observe("docker", busy(8, 3, start_latency_sec=1.2)) == 4
     assert control.observe("docker", busy(8, 4, start_latency_sec=3.0)) == 3
+
+
+def test_a_model_queueing_calls_holds_every_level_until_it_drains() -> None:
+    """Sandboxes added while the model's limiter queues calls would only wait for the
+    model: the level holds (it does not fall: the episodes in flight keep the model busy)."""
+    control = LevelController(ControllerSettings(start=2))
+    assert control.observe("local", busy(8, 2, model_queued=True)) == 2
+    assert control.observe("local", busy(8, 2, model_queued=True)) == 2
+    assert control.observe("docker", busy(8, 2, model_queued=True)) == 2
+    assert control.observe("local", busy(8, 2)) == 3
+    progress = SweepProgress(total=9, in_flight=2, level=2, ceiling=12, held_by_models=True)
+    assert progress.in_flight_line() == "in flight 2 (auto, max 2 of 12, held: model queues)"
 
 
 def test_each_kind_has_its_own_level() -> None:
@@ -292,3 +305,50 @@ def test_a_probe_on_each_node_reads_its_memory_by_the_kinds_it_hosts() -> None:
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+MODEL_AGENT = """
+[[agents]]
+name = "limited"
+kind = "openai"
+model = "crabray-mock"
+base_url = "{url}"
+{limits}
+"""
+
+
+def auto_run_against_the_mock(tmp_path: Path, limits: str) -> tuple[str, list[tuple[int, bool]]]:
+    """``crabray run --concurrency auto`` of 8 LLM episodes against the mock (1 s a call);
+    the run's stderr, and each progress line's level and whether a model queue held it."""
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    tmp_path.mkdir()
+    with serve_mock_llm("tasks/demo", ROOT, env, tmp_path / "serve.log", ("--latency", "1")) as url:
+        agents = tmp_path / "agents.toml"
+        agents.write_text(MODEL_AGENT.format(url=url, limits=limits))
+        run = crabray(
+            "run", "tasks/demo", "--agent-config", str(agents), "--agent", "limited",
+            "--task", "deploy-config", "--epochs", "8", "--concurrency", "auto",
+            "--max-attempts", "1", "--out", str(tmp_path / "out"), timeout=600,
+        )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    episodes = read_episodes(tmp_path / "out")
+    assert (episodes["termination_reason"] == "success").all(), episodes["error"].tolist()
+    shown = re.findall(r"\(auto, max (\d+) of \d+(, held: model queues)?\)", run.stderr)
+    assert shown, run.stderr
+    return run.stderr, [(int(level), bool(held)) for level, held in shown]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_auto_holds_its_level_while_the_models_limiter_queues_calls(tmp_path: Path) -> None:
+    """One call at a time for the model (its limiter, not adaptive): the episodes' calls
+    queue, so the level stays at its start, 2, and the progress says why. The same run
+    with a limiter that never queues: no line says a model held the level."""
+    stderr, shown = auto_run_against_the_mock(
+        tmp_path / "queued", "max_connections = 1\nadaptive = false\nrpm = 0"
+    )
+    assert max(level for level, _ in shown) == 2, stderr
+    assert any(held for _, held in shown), stderr
+    assert re.search(r"model crabray-mock: limit 1, 1 in flight, 1 waiting", stderr), stderr
+    stderr, shown = auto_run_against_the_mock(tmp_path / "free", "rpm = 0")
+    assert not any(held for _, held in shown), stderr

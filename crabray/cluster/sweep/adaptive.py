@@ -15,7 +15,14 @@ The rules, in order (the first that applies decides):
 3. sandbox starts take ``latency_factor`` times as long as the fastest seen at
    a lower level: one level down;
 4. every episode the level allows is in flight, memory is below
-   ``memory_ramp``, CPU below ``cpu_ramp``: one level up.
+   ``memory_ramp``, CPU below ``cpu_ramp``, and no model limiter of the run
+   queues calls: one level up.
+
+A model queueing holds the level rather than lowering it: the sandboxes in
+flight are what keeps the model's queue full, and an LLM agent's sandbox that
+waits for its model costs the host neither memory nor CPU, so without rule 4's
+last part the level would climb to the slots while the agents wait for their
+turn (``crabray.agents.model_gate.ModelLimiters.queued``).
 
 After a backoff the level holds for ``hold_after_backoff`` observations.
 The level stays within 1 and the kind's ceiling (the slots the cluster has
@@ -69,6 +76,11 @@ class KindObservation(BaseModel):
     )
     cpu_used: float | None = Field(
         default=None, description="Highest CPU load (0-1, load per core) of those nodes."
+    )
+    model_queued: bool = Field(
+        default=False,
+        description="Whether a model limiter of the run queues calls: more episodes would "
+        "wait for the model, holding their sandboxes.",
     )
 
 
@@ -135,6 +147,7 @@ class LevelController:
         s = self.settings
         return (
             seen.in_flight >= level
+            and not seen.model_queued
             and (seen.memory_used is None or seen.memory_used < s.memory_ramp)
             and (seen.cpu_used is None or seen.cpu_used < s.cpu_ramp)
         )

@@ -4,14 +4,16 @@ With a fixed ``--concurrency N``, at most N, whatever kinds they use. With
 ``--concurrency auto``, a level per host kind that ``adaptive.LevelController``
 raises and lowers: this module feeds it once a second what was seen of each kind
 since its last look (start failures, setup times, episodes in flight, the
-memory and CPU of the nodes hosting it) and reads its level before an episode is
-dispatched, so that one kind at its level holds back only the episodes needing it.
+memory and CPU of the nodes hosting it, whether a model limiter of the run
+queues calls) and reads its level before an episode is dispatched, so that one
+kind at its level holds back only the episodes needing it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from crabray.cluster.actors.inflight import InFlight, SweepItem
@@ -37,10 +39,18 @@ class Levels:
     Args:
         concurrency: The fixed concurrency, or None for ``--concurrency auto``.
         needs: The sandboxes of each task (which kinds an episode uses).
+        models_queued: Whether the run's model limiters queue calls now (asked once per
+            observation, with auto only): no level rises while one does.
     """
 
-    def __init__(self, concurrency: int | None, needs: SandboxNeeds) -> None:
+    def __init__(
+        self,
+        concurrency: int | None,
+        needs: SandboxNeeds,
+        models_queued: Callable[[], bool] | None = None,
+    ) -> None:
         self.needs = needs
+        self.models_queued = models_queued or (lambda: False)
         self.controller = LevelController() if concurrency is None else None
         """With ``--concurrency auto``: the level of each host kind (``adapt``)."""
         self._fixed = concurrency or 0
@@ -100,13 +110,16 @@ class Levels:
 
         Memory and CPU are this host's on a local instance; on a cluster, those of
         the worst node hosting the kind, as its probe last read them
-        (``node_load.NodeLoad``).
+        (``node_load.NodeLoad``). The model limiters are asked once for every kind: a
+        model's queue holds every level (which kinds' episodes call which model is the
+        agents' business, not the scheduler's).
         """
         if self.controller is None:
             return
         local = is_local_instance()
         if not local:
             self._node_load.poll()
+        queued = self.models_queued()
         ceilings: Counter[str] = Counter()
         for key, slots in capacity.items():
             ceilings[key[0]] += slots
@@ -118,6 +131,7 @@ class Levels:
                 in_flight=busy[kind],
                 start_failures=self._start_failures.pop(kind, 0),
                 start_latency_sec=latencies[len(latencies) // 2] if latencies else None,
+                model_queued=queued,
                 **self._load_of(kind, local),
             )
             before = self.controller.level(kind)
@@ -125,6 +139,7 @@ class Levels:
             if level != before:
                 logger.info("concurrency auto: %s %d -> %d (%s)", kind, before, level, seen)
         progress.level = sum(self.controller.level(kind) for kind in ceilings)
+        progress.held_by_models = queued
         progress.ceiling = sum(max(1, slots) for slots in ceilings.values())
 
     def _busy_kinds(self, in_flight: dict[Any, InFlight]) -> Counter[str]:

@@ -50,6 +50,9 @@ class SweepProgress:
     sum of its levels per host kind); None with a fixed concurrency."""
     ceiling: int | None = None
     """With ``--concurrency auto``: the most the cluster's slots allow (the levels' bound)."""
+    held_by_models: bool = False
+    """With ``--concurrency auto``: a model limiter queued calls at the levels' last
+    observation, so no level rose (more sandboxes would only wait for the model)."""
     models: list[ModelLoad] = field(default_factory=list)
     """The run's model limiters as last read (at most once a second); empty when its
     agents call no model with limits."""
@@ -57,10 +60,12 @@ class SweepProgress:
     def in_flight_line(self) -> str:
         """What the progress display says of the episodes in flight with ``--concurrency
         auto``, e.g. ``in flight 6 (auto, max 8 of 12)``: the level now, of the most the
-        slots allow. Empty with a fixed concurrency (the display stays as it was)."""
+        slots allow, and ``, held: model queues`` while a model limiter's queue holds it.
+        Empty with a fixed concurrency (the display stays as it was)."""
         if self.level is None:
             return ""
-        return f"in flight {self.in_flight} (auto, max {self.level} of {self.ceiling})"
+        held = ", held: model queues" if self.held_by_models else ""
+        return f"in flight {self.in_flight} (auto, max {self.level} of {self.ceiling}{held})"
 
     def models_line(self) -> str:
         """The model limiters beside the sandboxes, e.g. ``model gpt-4o: limit 8, 3 in

@@ -121,7 +121,7 @@ class Scheduler:
         self.status: StatusPublisher | None = None
         self._in_flight: dict[Any, InFlight] = {}
         self.needs = SandboxNeeds(suite, memory=auto)
-        self.levels = Levels(fixed, self.needs)
+        self.levels = Levels(fixed, self.needs, lambda: self.models_queued())
         self.admission = Admission(self.needs, self.levels, self.pool, settings.reserve_after_sec)
         self.retries = Retries(settings.retry, self.admission)
         self.deadlines = Deadlines(suite, settings, lambda: self.models_queued())
