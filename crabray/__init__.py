@@ -33,7 +33,7 @@ if TYPE_CHECKING:
         evaluator,
     )
     from crabray.core.errors import CrabrayError
-    from crabray.run import RunSettings, RunSummary, evaluate
+    from crabray.run import RunSpec, RunSummary, evaluate
 
     __version__: str
 
@@ -64,7 +64,7 @@ __all__ = [
     "EnvironmentConfig",
     "Evaluator",
     "GraphEvaluator",
-    "RunSettings",
+    "RunSpec",
     "RunSummary",
     "SubTask",
     "Task",
@@ -80,7 +80,7 @@ __all__ = [
 _ELSEWHERE = {
     "CrabrayError": "crabray.core.errors",
     "evaluate": "crabray.run.api",
-    "RunSettings": "crabray.run.settings",
+    "RunSpec": "crabray.run.spec",
     "RunSummary": "crabray.run.runner",
 }
 _authoring = lazy_getattr(

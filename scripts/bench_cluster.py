@@ -92,7 +92,7 @@ def one_sweep(
 
     from crabray.agents import agent_spec
     from crabray.results import read_steps
-    from crabray.run import RunOptions, run_suite
+    from crabray.run import RunSpec, run_suite
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(nodes):
@@ -104,9 +104,8 @@ def one_sweep(
     with tempfile.TemporaryDirectory(prefix="crabray-bench-cluster-") as tmp:
         suite = Path(tmp) / "suite.py"
         suite.write_text(SUITE.replace("TASKS", str(tasks)).replace("BACKEND", BACKENDS[backend]))
-        options = RunOptions(
+        options = RunSpec.of(
             suite=str(suite),
-            agents=[agent_spec("oracle")],
             out_dir=Path(tmp) / "out",
             concurrency=concurrency,
             pooling=pooling,
@@ -115,6 +114,7 @@ def one_sweep(
         started = time.perf_counter()
         summary = run_suite(
             options,
+            [agent_spec("oracle")],
             on_submit=lambda item, t: submitted.__setitem__(
                 (item.task_id, item.epoch, item.attempt), t
             ),
@@ -122,7 +122,7 @@ def one_sweep(
         elapsed = time.perf_counter() - started
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         columns = ["task_id", "epoch", "attempt", "step", "timestamp"]
-        steps = read_steps(options.out_dir, columns=columns)
+        steps = read_steps(options.results.out_dir.given, columns=columns)
     ray.shutdown()
     cluster.shutdown()
     first = steps[steps.step == 0].groupby(["task_id", "epoch", "attempt"])["timestamp"].min()
@@ -196,7 +196,7 @@ def scale_sweep(
     from crabray.agents import agent_spec
     from crabray.cluster.runtime.nodes import NodeConfig, start_node, start_workers, stop_nodes
     from crabray.results import read_episodes, read_steps
-    from crabray.run import RunOptions, run_suite
+    from crabray.run import RunSpec, run_suite
 
     episodes = nodes * slots * rounds
     tasks = min(episodes, MAX_TASKS)
@@ -219,22 +219,25 @@ def scale_sweep(
             suite = Path(tmp) / "suite.py"
             text = SLEEP_SUITE.replace("TASKS", str(tasks)).replace("SLEEP", f"{sleep:g}")
             suite.write_text(text)
-            options = RunOptions(
+            options = RunSpec.of(
                 suite=str(suite),
-                agents=[agent_spec("oracle")],
                 out_dir=Path(tmp) / "out",
                 concurrency=nodes * slots,
                 epochs=max(1, episodes // tasks),
             )
             dispatched: list[float] = []
             run_started = time.time()
-            summary = run_suite(options, on_submit=lambda _item, t: dispatched.append(t))
+            summary = run_suite(
+                options, [agent_spec("oracle")], on_submit=lambda _item, t: dispatched.append(t)
+            )
             t_end = time.perf_counter()
             ray.shutdown()
         finally:
             stop_nodes(state)
-        first = read_steps(options.out_dir, columns=["task_id", "epoch", "step", "timestamp"])
-        ends = read_episodes(options.out_dir, columns=["finished_at"])["finished_at"]
+        first = read_steps(
+            options.results.out_dir.given, columns=["task_id", "epoch", "step", "timestamp"]
+        )
+        ends = read_episodes(options.results.out_dir.given, columns=["finished_at"])["finished_at"]
     starts = sorted(first[first.step == 0]["timestamp"].map(lambda ts: ts.timestamp()))
     finishes = sorted(ts.timestamp() for ts in ends)
     k = nodes * slots

@@ -99,13 +99,11 @@ def in_process(suite_path: Path, out: Path) -> Timing:
 def on_ray(suite_path: Path, out: Path, concurrency: int) -> Timing:
     """The real runner on the connected local Ray instance."""
     from crabray.agents import agent_spec
-    from crabray.run import RunOptions, run_suite
+    from crabray.run import RunSpec, run_suite
 
-    options = RunOptions(
-        suite=str(suite_path), agents=[agent_spec("oracle")], out_dir=out, concurrency=concurrency
-    )
+    options = RunSpec.of(suite=str(suite_path), out_dir=out, concurrency=concurrency)
     timing = Timing()
-    summary = run_suite(options, on_progress=lambda p: timing.mark(p.done))
+    summary = run_suite(options, [agent_spec("oracle")], on_progress=lambda p: timing.mark(p.done))
     assert summary.successes == summary.ran == summary.planned, summary
     return timing
 

@@ -551,16 +551,15 @@ def episodes_per_sec(
 ) -> Throughput:
     """Run the trivial suite with the oracle through the real runner; when episodes finished."""
     from crabray.agents import agent_spec
-    from crabray.run import RunOptions, run_suite
+    from crabray.run import RunSpec, run_suite
 
     if "backend=KIND" not in SUITE:
         raise RuntimeError("the suite of scripts/bench_episodes.py changed: adapt SUITE here")
     suite = root / f"suite_{label}_{concurrency}.py"
     text = SUITE.replace("KIND", repr(KIND_OF.get(label, label)))
     suite.write_text(text.replace("SETTINGS", repr(settings)).replace("N_TASKS", str(episodes)))
-    options = RunOptions(
+    options = RunSpec.of(
         suite=str(suite),
-        agents=[agent_spec("oracle")],
         out_dir=root / f"out_{label}_{concurrency}",
         concurrency=concurrency,
     )
@@ -571,7 +570,7 @@ def episodes_per_sec(
         now = time.perf_counter() - t0
         finished.extend([now] * (progress.done - len(finished)))
 
-    summary = run_suite(options, on_progress=mark)
+    summary = run_suite(options, [agent_spec("oracle")], on_progress=mark)
     if summary.successes != summary.planned:
         logger.warning(
             "%s c=%d: only %d of %d episodes succeeded",

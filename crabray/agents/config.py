@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +33,7 @@ from crabray.agents.base import AgentSpec
 from crabray.agents.registry import available_agents
 from crabray.core.errors import AuthenticationError, ConfigError
 from crabray.core.result import DEFAULT_MAX_CONVERSATION_BYTES, MIN_CONVERSATION_BYTES
+from crabray.core.toml_file import read_toml
 
 logger = logging.getLogger(__name__)
 
@@ -174,12 +174,7 @@ def read_agent_configs(path: str | Path) -> dict[str, AgentConfig]:
             names the file, the table (``agents[INDEX] (NAME)``) and the field.
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read agents file: {exc.strerror}", file=str(path)) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"not valid TOML: {exc}", file=str(path)) from exc
+    data = read_toml(path, "agents file")
     unknown = sorted(set(data) - {"agents"})
     if unknown:
         raise ConfigError(

@@ -29,9 +29,9 @@ from crabray.results.board.stats import wilson_interval
 from crabray.results.store.audit import FINDING_CLASSES, AuditReport, fails, falls, write_audit
 from crabray.results.store.dataset import read_episodes, read_steps
 from crabray.results.store.runs import read_manifest
-from crabray.run.runner import RunOptions, StartCallback, load_checked_suite, run_suite
+from crabray.run.runner import StartCallback, load_checked_suite, run_suite
 from crabray.run.selection import select_tasks
-from crabray.run.settings import RunConfig
+from crabray.run.spec import RunSpec
 
 DEFAULT_REPEATS = 3
 DEFAULT_FAIL_ON = tuple(kind for kind in FINDING_CLASSES if kind != "no-reference")
@@ -42,7 +42,7 @@ ship none of: the audit then says so, and fails only when asked to."""
 class AuditOptions(BaseModel):
     """What to audit and how: the run's options (without agents), k, the probes, what fails."""
 
-    run: RunConfig = Field(description="The run's suite and settings; its agents are the audit's.")
+    run: RunSpec = Field(description="The run's suite and settings; its agents are the audit's.")
     repeats: int | None = Field(
         default=None,
         gt=0,
@@ -65,10 +65,11 @@ def audit_agents(options: AuditOptions) -> list[AgentSpec]:
     Raises:
         ConfigError: A probe that is not a registered probe, or a finding class unknown.
     """
-    if options.run.suite is None:
+    what = options.run.what
+    if what.suite is None:
         raise ConfigError("no suite: give SUITE", field="SUITE")
     # Loaded first: a probe its module registers is then known here as in the workers.
-    suite = load_checked_suite(options.run.resolve(options.run.suite))
+    suite = load_checked_suite(what.resolve(what.suite))
     known = probe_kinds()
     chosen = known if options.probes is None else options.probes
     unknown = [name for name in chosen if name not in known]
@@ -77,7 +78,7 @@ def audit_agents(options: AuditOptions) -> list[AgentSpec]:
             f"not a probe: {', '.join(unknown)}; known probes: {', '.join(known)}",
             field="--probe",
         )
-    task_ids = select_tasks(suite, options.run.task_ids, options.run.tags, options.run.limit)
+    task_ids = select_tasks(suite, what.task_ids, what.tags, what.limit)
     facts = {
         task_id: task_facts(suite.entries[task_id].task).model_dump(exclude_defaults=True)
         for task_id in task_ids
@@ -119,17 +120,17 @@ def run_audit(
     counted = check_fail_on(options.fail_on)
     options = _as_recorded(options)
     agents = audit_agents(options)
-    config = options.run.settings() | {"epochs": 1}
-    run = RunOptions(**config, suite=str(options.run.suite), agents=agents)
-    summary = run_suite(run, on_start=on_start, on_progress=on_progress)
-    return audit_report(run, summary.run_id, options.repeats or DEFAULT_REPEATS, counted)
+    run = options.run.updated(RunSpec.of(epochs=1))  # each agent's own epochs: k, or 1
+    summary = run_suite(run, agents, on_start=on_start, on_progress=on_progress)
+    return audit_report(run, agents, summary.run_id, options.repeats or DEFAULT_REPEATS, counted)
 
 
 def _as_recorded(options: AuditOptions) -> AuditOptions:
     """A resumed audit's k and probes, where none are given: what its run recorded."""
-    if options.run.resume is None:
+    results = options.run.results
+    if results.resume is None:
         return options
-    manifest = read_manifest(options.run.out_dir, options.run.resume)
+    manifest = read_manifest(results.out_dir.given, results.resume)
     specs = {spec["name"]: spec for spec in manifest.options.get("agents", [])}
     recorded_k = specs.get(REFERENCE, {}).get("epochs")
     probes = [name for name in manifest.agents if name not in (REFERENCE, BASELINE)]
@@ -141,24 +142,27 @@ def _as_recorded(options: AuditOptions) -> AuditOptions:
     )
 
 
-def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str]) -> AuditReport:
+def audit_report(
+    run: RunSpec, agents: list[AgentSpec], run_id: str, repeats: int, counted: list[str]
+) -> AuditReport:
     """The report of an audit run, from its rows; written to ``OUT/audits/RUN.json``."""
-    episodes = read_episodes(run.out_dir, run_id, EPISODE_COLUMNS)
-    steps = read_steps(run.out_dir, run_id, STEP_COLUMNS)
+    out = run.results.out_dir.given
+    episodes = read_episodes(out, run_id, EPISODE_COLUMNS)
+    steps = read_steps(out, run_id, STEP_COLUMNS)
     probes = {
         agent.name: cls
-        for agent in run.agents
+        for agent in agents
         if issubclass(cls := agent_class(agent.kind), ProbeAgent)
     }
     finding_of = {name: cls.finding for name, cls in probes.items()}
     guarded = frozenset(name for name, cls in probes.items() if cls.harness_guards)
-    order = [agent.name for agent in run.agents]
+    order = [agent.name for agent in agents]
     tasks = task_audits(episodes, steps, finding_of, order, guarded)
     fell = sum(falls(task, counted) for task in tasks)
     low, high = wilson_interval(fell, len(tasks)) if tasks else (0.0, 0.0)
     report = AuditReport(
         run_id=run_id,
-        suite=run.suite,
+        suite=run.what.suite or "",
         repeats=repeats,
         probes=order,
         counted=counted,
@@ -169,5 +173,5 @@ def audit_report(run: RunOptions, run_id: str, repeats: int, counted: list[str])
         low=low,
         high=high,
     )
-    write_audit(run.out_dir, report)
+    write_audit(out, report)
     return report

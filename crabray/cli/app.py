@@ -161,24 +161,23 @@ def main(
     logging.getLogger("ray").setLevel(max(level, logging.ERROR))
 
 
-_RUN_PANELS = {
-    "What to run": (
-        "suite", "task", "tag", "limit", "suite_format", "index", "base_image", "services",
-    ),
-    "Agents": ("agent", "model", "agent_config"),
-    "Execution": (
-        "epochs", "max_steps", "time_limit_sec", "max_attempts", "concurrency", "backend",
-        "backend_setting", "warm", "pool", "local_slots",
-    ),
-    "Results": ("out", "resume", "config", "verified_only"),
-    "Cluster": ("address", "detach", "sync_every"),
-}  # fmt: skip
-"""The panels of ``crabray run --help``: 26 options read better in five groups."""
+_RUN_PANELS = ("What to run", "Agents", "Limits", "Execution", "Results")
+"""The panels of ``crabray run --help``, in order: the titles of ``RunSpec``'s parts, which
+each option of a run's field takes from its field (``crabray.cli.options``)."""
+
+_COMMAND_PANELS = {
+    "suite": "What to run",
+    "config": "Results",
+    "verified_only": "Results",
+    "detach": "Execution",
+    "sync_every": "Execution",
+}
+"""The panels of ``run``'s arguments and options that are not a field of the run."""
 
 _METAVARS = {int: "N", float: "SECONDS", Path: "PATH"}
 
 
-_NAMED = {"out": "DIR", "resume": "RUN_ID", "run": "RUN_ID", "address": "ADDRESS"}
+_NAMED = {"out": "DIR", "out_dir": "DIR", "resume": "RUN_ID", "run": "RUN_ID", "address": "ADDRESS"}
 """Metavars that say more than the option's name or type."""
 
 
@@ -232,12 +231,11 @@ def _quiet_help_option(command: Any) -> None:
 
 
 def _in_panels(command: Any) -> None:
-    """``run``'s options in ``_RUN_PANELS``' panels, the panels in that order."""
+    """``run``'s options in their parts' panels, the panels in ``_RUN_PANELS``' order."""
     order = list(_RUN_PANELS)
     for param in command.params:
-        param.rich_help_panel = next(
-            (panel for panel, names in _RUN_PANELS.items() if param.name in names), None
-        )
+        panel = getattr(param, "rich_help_panel", None) or _COMMAND_PANELS.get(param.name)
+        param.rich_help_panel = panel
     command.params.sort(
         key=lambda p: order.index(p.rich_help_panel) if p.rich_help_panel else len(order)
     )

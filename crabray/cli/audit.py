@@ -99,7 +99,7 @@ def audit(
     fail_on: FailOnOpt = None,
     output: FormatOpt = AuditFormat.TABLE,
     list_probes: ListProbesOpt = False,
-    out: OutOpt = None,
+    out_dir: OutOpt = None,
     backend: BackendOpt = None,
     backend_setting: BackendSettingOpt = None,
     concurrency: ConcurrencyOpt = None,
@@ -124,53 +124,54 @@ def audit(
     """
     from crabray.audit import AuditOptions
     from crabray.core.errors import CrabrayError
-    from crabray.run.settings import RunConfig, merge_overrides
+    from crabray.run.spec import RunSpec
 
     if list_probes:
         _print_probes()
         return
     if suite is None and resume is None:
         raise CrabrayError("no suite: give SUITE (crabray audit tasks/demo)")
-    given: dict[str, Any] = {
-        "suite": None if suite is None else str(suite),
-        "format": suite_format,
-        "backend": backend,
-        "backend_settings": backend_settings_of(backend_setting),
-        "index": None if index is None else str(index),
-        "base_image": base_image,
-        "services": None if services is None else str(services),
-        "out_dir": out,
-        "concurrency": concurrency,
-        "address": address,
-        "resume": resume,
-        "time_limit_sec": time_limit_sec,
-        "max_attempts": max_attempts,
-        "task_ids": task or None,
-        "tags": tag or None,
-        "limit": limit,
-    }
-    settings = merge_overrides(RunConfig(), given)
-    if settings.address is not None and settings.address.startswith(("http://", "https://")):
+    spec = RunSpec.of(
+        suite=suite,
+        format=suite_format,
+        backend=backend,
+        backend_settings=backend_settings_of(backend_setting),
+        index=index,
+        base_image=base_image,
+        services=services,
+        out_dir=out_dir,
+        concurrency=concurrency,
+        address=address,
+        resume=resume,
+        time_limit_sec=time_limit_sec,
+        max_attempts=max_attempts,
+        task_ids=task or None,
+        tags=tag or None,
+        limit=limit,
+    )
+    address = spec.execution.address
+    if address is not None and address.startswith(("http://", "https://")):
         raise CrabrayError(
             "an audit joins a cluster from one of its nodes (--address HOST:PORT); it is not "
             "submitted to a head's job API"
         )
-    if settings.resume is not None:
-        from crabray.run.resume import resume_config
+    if spec.results.resume is not None:
+        from crabray.run.resume import resume_spec
 
-        settings = resume_config(settings)
+        spec = resume_spec(spec)
     options = AuditOptions(
-        run=settings,
+        run=spec,
         repeats=repeats,
         probes=probe or None,
         fail_on=_classes(fail_on),
     )
-    report = _interruptible(options, output is AuditFormat.JSON, settings.out_dir)
+    root = spec.results.out_dir
+    report = _interruptible(options, output is AuditFormat.JSON, root.given)
     if output is AuditFormat.JSON:
         typer.echo(json.dumps(_json(report), indent=2))
     else:
-        _print_report(report, settings.out_dir)
-    unjudged = _unjudged(report, settings.out_dir)
+        _print_report(report, root.given)
+    unjudged = _unjudged(report, root.given)
     if report.failing or unjudged:
         raise typer.Exit(1)
 

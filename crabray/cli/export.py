@@ -13,7 +13,7 @@ from crabray.cli.terminal import console
 from crabray.core.errors import CrabrayError
 from crabray.results.export import ExportFormat
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import DEFAULT_RESULTS
+from crabray.run.spec import DEFAULT_RESULTS
 
 EXPORT_EXAMPLES = """Examples:
 

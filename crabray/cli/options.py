@@ -1,7 +1,7 @@
 """The options and arguments ``crabray`` commands share, each declared once.
 
 A command that takes one uses its alias here, so its help text and default
-are written in one place (run settings' defaults in ``RunSettings``).
+are written in one place (a run's defaults in ``RunSpec``'s fields).
 """
 
 from __future__ import annotations
@@ -14,12 +14,31 @@ import typer
 
 from crabray.cli.terminal import errors
 from crabray.core.errors import CrabrayError
-from crabray.run.settings import RunSettings
+from crabray.run.spec import field_of, part_title
+
+
+def _default(key: str) -> str:
+    """The default of a run's field as ``--help`` shows it: written once, on the field."""
+    default = field_of(key).default
+    return str(getattr(default, "given", default))  # a results root: as it would be typed
+
+
+def _run_option(key: str, *names: str, **option: Any) -> Any:
+    """The option of a run's field (by its flat key), in the help panel of the field's part
+    (What to run, Agents, Limits, Execution, Results: ``RunSpec``'s parts' titles)."""
+    return typer.Option(*names, rich_help_panel=part_title(key), **option)
+
+
+def _setting_option(key: str, *names: str, **option: Any) -> Any:
+    """``_run_option``, its default shown as the field has it."""
+    return _run_option(key, *names, show_default=_default(key), **option)
+
 
 SuiteArg = Annotated[Path, typer.Argument(help="A suite: a .py file or a folder of tasks.")]
 SuiteFormatOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "format",
         "--suite-format",
         help="Suite format (python, task-json, task-folder, crab-dataset, or a plugin's); "
         "detected when omitted.",
@@ -31,14 +50,16 @@ OldFormatOpt = Annotated[
 ]
 IndexOpt = Annotated[
     Path | None,
-    typer.Option(
+    _run_option(
+        "index",
         "--index",
         help="Task-JSON: an index file mapping each tool to the task ids to run (JSON).",
     ),
 ]
 BaseImageOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "base_image",
         "--base-image",
         help="Task folders and Harbor suites: the image replacing every FROM of the tasks' "
         "Dockerfiles (task folders' default: the original base image becomes "
@@ -47,7 +68,8 @@ BaseImageOpt = Annotated[
 ]
 ServicesOpt = Annotated[
     Path | None,
-    typer.Option(
+    _run_option(
+        "services",
         "--services",
         help="Task folders: the service registry file (default: services.yml at the suite root).",
     ),
@@ -80,16 +102,6 @@ DescriptionOpt = Annotated[
 ]
 
 
-def _default(field: str) -> str:
-    """The default of a run setting as ``--help`` shows it: written once, in ``RunSettings``."""
-    return str(RunSettings.model_fields[field].default)
-
-
-def _setting_option(field: str, *names: str, **option: Any) -> Any:
-    """The option of run setting ``field``, its default shown as ``RunSettings`` writes it."""
-    return typer.Option(*names, show_default=_default(field), **option)
-
-
 # The options of ``crabray run``, each declared once: a command sharing one uses its alias.
 RunSuiteArg = Annotated[
     Path | None,
@@ -97,7 +109,8 @@ RunSuiteArg = Annotated[
 ]
 AgentOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    _run_option(
+        "agents",
         "--agent",
         "-a",
         help="Agent to run: oracle, noop or a name from --agent-config (repeatable).",
@@ -147,7 +160,8 @@ ConcurrencyOpt = Annotated[
 ]
 AddressOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "address",
         envvar="RAY_ADDRESS",
         help="Ray cluster to join (HOST:PORT, from a node of it), or the head's job API "
         "(http://HEAD:8265: the run is submitted as a Ray job, results stay on the head "
@@ -157,7 +171,8 @@ AddressOpt = Annotated[
 ]
 ResumeOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "resume",
         help="Resume this run id, or 'latest': run only its unfinished episodes, with the "
         "suite, agents and options it was started with.",
     ),
@@ -166,10 +181,13 @@ EpochsOpt = Annotated[
     int | None,
     _setting_option("epochs", min=1, help="Episodes of each task per agent (for pass@k)."),
 ]
-MaxStepsOpt = Annotated[int | None, typer.Option(min=1, help="Override every task's step budget.")]
+MaxStepsOpt = Annotated[
+    int | None, _run_option("max_steps", min=1, help="Override every task's step budget.")
+]
 TimeLimitOpt = Annotated[
     float | None,
-    typer.Option(
+    _run_option(
+        "time_limit_sec",
         min=0.001,
         help="Override every task's time budget, in seconds (default: the task's, else the "
         "suite's, else 3600).",
@@ -181,7 +199,8 @@ MaxAttemptsOpt = Annotated[
 ]
 MaxCostOpt = Annotated[
     float | None,
-    typer.Option(
+    _run_option(
+        "max_cost_usd",
         "--max-cost-usd",
         min=0.000001,
         help="The run's budget in USD over every agent (their price tables): once spent, no "
@@ -190,7 +209,8 @@ MaxCostOpt = Annotated[
 ]
 MaxTokensOpt = Annotated[
     int | None,
-    typer.Option(
+    _run_option(
+        "max_tokens",
         "--max-tokens",
         min=1,
         help="The run's budget in model tokens over every agent; as --max-cost-usd.",
@@ -198,7 +218,8 @@ MaxTokensOpt = Annotated[
 ]
 TaskOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    _run_option(
+        "task_ids",
         "--task",
         "-t",
         metavar="ID",
@@ -207,11 +228,13 @@ TaskOpt = Annotated[
 ]
 TagOpt = Annotated[
     list[str] | None,
-    typer.Option("--tag", metavar="TAG", help="Only tasks carrying this tag (repeatable)."),
+    _run_option("tags", "--tag", metavar="TAG", help="Only tasks carrying this tag (repeatable)."),
 ]
 LimitOpt = Annotated[
     int | None,
-    typer.Option("--limit", min=1, metavar="N", help="At most N tasks: the first, in suite order."),
+    _run_option(
+        "limit", "--limit", min=1, metavar="N", help="At most N tasks: the first, in suite order."
+    ),
 ]
 
 
@@ -230,7 +253,8 @@ def known_backend_option(value: str | None) -> str | None:
 
 BackendOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "backend",
         callback=known_backend_option,
         help="Sandbox backend (local, docker, ...): of suites that name none (task-JSON: "
         "docker when every snapshot has an image, else local; task folders: docker), or "
@@ -257,7 +281,8 @@ def backend_settings_of(values: list[str] | None) -> dict[str, Any] | None:
 
 BackendSettingOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    _run_option(
+        "backend_settings",
         "--backend-setting",
         metavar="KEY=VALUE",
         help="A python suite's backend setting for every environment (repeatable), e.g. "
@@ -266,7 +291,8 @@ BackendSettingOpt = Annotated[
 ]
 ModelOpt = Annotated[
     str | None,
-    typer.Option(
+    _run_option(
+        "model",
         "--model",
         "-m",
         metavar="MODEL",
@@ -276,7 +302,11 @@ ModelOpt = Annotated[
 ]
 AgentConfigOpt = Annotated[
     Path | None,
-    typer.Option("--agent-config", help="Agents file (TOML) defining LLM agents --agent can name."),
+    _run_option(
+        "agent_config",
+        "--agent-config",
+        help="Agents file (TOML) defining LLM agents --agent can name.",
+    ),
 ]
 WarmOpt = Annotated[
     int | None,
@@ -284,7 +314,8 @@ WarmOpt = Annotated[
 ]
 PoolOpt = Annotated[
     bool | None,
-    typer.Option(
+    _run_option(
+        "pooling",
         "--pool/--no-pool",
         help="Reuse environments across episodes.",
         show_default="pool" if _default("pooling") == "True" else "no-pool",
@@ -292,7 +323,9 @@ PoolOpt = Annotated[
 ]
 LocalSlotsOpt = Annotated[
     int | None,
-    typer.Option(min=1, help="Sandboxes of each kind a local Ray instance hosts at once."),
+    _run_option(
+        "local_slots", min=1, help="Sandboxes of each kind a local Ray instance hosts at once."
+    ),
 ]
 DetachOpt = Annotated[
     bool,

@@ -25,7 +25,7 @@ from crabray.core.result import Attribution
 from crabray.core.words import counted
 from crabray.results.board.trust import UnverifiedGroup
 from crabray.run.outcomes import Cause
-from crabray.run.settings import DEFAULT_RESULTS
+from crabray.run.spec import DEFAULT_RESULTS
 
 EXIT_NOT_THE_AGENTS = 1
 """Exit code of a run that left benchmark or infrastructure errors (bad input exits 2)."""

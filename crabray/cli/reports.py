@@ -15,7 +15,7 @@ from crabray.cli.roots import no_runs, resolve_run, shown_root
 from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import DEFAULT_RESULTS
+from crabray.run.spec import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
     import pandas as pd

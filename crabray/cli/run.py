@@ -56,14 +56,14 @@ from crabray.cli.terminal import console, errors, print_copyable
 from crabray.core.errors import CrabrayError
 from crabray.core.words import counted, plural
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import DEFAULT_RESULTS
+from crabray.run.spec import is_default_root
 
 if TYPE_CHECKING:
     from crabray.cluster.sweep.progress import SweepProgress
     from crabray.run.budget import BudgetReached
     from crabray.run.outcomes import Cause
     from crabray.run.runner import RunSummary, StartCallback
-    from crabray.run.settings import RunConfig
+    from crabray.run.spec import RunSpec
 
 RUN_EXAMPLES = """Examples:
 
@@ -94,7 +94,7 @@ def run(
     agent: AgentOpt = None,
     model: ModelOpt = None,
     config: RunFileOpt = None,
-    out: OutOpt = None,
+    out_dir: OutOpt = None,
     concurrency: ConcurrencyOpt = None,
     address: AddressOpt = None,
     resume: ResumeOpt = None,
@@ -124,75 +124,68 @@ def run(
 ) -> None:
     """Run agents on every task of SUITE; episodes stream into the results root as they finish."""
     from crabray.cluster.runtime.token_auth import use_token_auth
-    from crabray.run.settings import RunConfig, load_run_config, merge_overrides
+    from crabray.run.spec import RunSpec, load_run_spec
 
-    given = {
-        "suite": suite,
-        "agents": agent or None,
-        "agent_config": agent_config,
-        "format": chosen_format(suite_format, old_format),
-        "backend": backend,
-        "backend_settings": backend_settings_of(backend_setting),
-        "index": index,
-        "base_image": base_image,
-        "services": services,
-        "out_dir": out,
-        "concurrency": concurrency,
-        "address": address,
-        "resume": resume,
-        "epochs": epochs,
-        "max_steps": max_steps,
-        "time_limit_sec": time_limit_sec,
-        "max_attempts": max_attempts,
-        "max_cost_usd": max_cost_usd,
-        "max_tokens": max_tokens,
-        "task_ids": task or None,
-        "tags": tag or None,
-        "limit": limit,
-        "warm": warm,
-        "pooling": pool,
-        "local_slots": local_slots,
-    }
-    base = RunConfig() if config is None else load_run_config(config)
-    settings = merge_overrides(base, {k: _as_str(v) for k, v in given.items()})
-    if settings.resume is not None and not _submitted(settings.address):
-        from crabray.run.resume import resume_config
+    flags = RunSpec.of(
+        suite=suite,
+        agents=agent or None,
+        agent_config=agent_config,
+        model=model,
+        format=chosen_format(suite_format, old_format),
+        backend=backend,
+        backend_settings=backend_settings_of(backend_setting),
+        index=index,
+        base_image=base_image,
+        services=services,
+        out_dir=out_dir,
+        concurrency=concurrency,
+        address=address,
+        resume=resume,
+        epochs=epochs,
+        max_steps=max_steps,
+        time_limit_sec=time_limit_sec,
+        max_attempts=max_attempts,
+        max_cost_usd=max_cost_usd,
+        max_tokens=max_tokens,
+        task_ids=task or None,
+        tags=tag or None,
+        limit=limit,
+        warm=warm,
+        pooling=pool,
+        local_slots=local_slots,
+    )
+    spec = (RunSpec() if config is None else load_run_spec(config)).updated(flags)
+    submitted = _submitted(spec.execution.address)
+    if spec.results.resume is not None and not submitted:
+        from crabray.run.resume import resume_spec
 
-        settings = resume_config(settings)  # the run's suite, agents and options
-    if settings.suite is None:
+        spec = resume_spec(spec)  # the run's suite, agents and options
+    if spec.what.suite is None:
         raise CrabrayError("no suite: give SUITE, or `suite = ...` in a --config file")
-    if not settings.agents:
+    if not spec.agents.names:
         raise CrabrayError("no agent: give --agent NAME, or `agents = [...]` in a --config file")
-    if _submitted(settings.address):
-        # On the cluster, as a job.
-        submit_run(
-            settings,
-            detach=detach,
-            sync_every=sync_every,
-            model=model,
-            verified_only=verified_only,
-        )
+    if submitted:  # on the cluster, as a job
+        submit_run(spec, detach=detach, sync_every=sync_every, verified_only=verified_only)
         return
     if detach:
         raise CrabrayError("--detach is for a submitted run: give --address http://HEAD:8265")
-    use_token_auth(settings.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
+    use_token_auth(spec.execution.address)  # before Ray is imported: Ray reads RAY_AUTH_MODE then
     from crabray.cluster.runtime.ray_runtime import disconnect
     from crabray.run.api import evaluate
 
     gc.freeze()  # the modules just imported live to the end: the run's collections skip them
 
     def show_end(run_id: str, causes: list[Cause]) -> int:
-        return _print_end(settings, run_id, causes, verified_only=verified_only)
+        return _print_end(spec, run_id, causes, verified_only=verified_only)
 
-    with _Interrupts(settings.out_dir, settings.resume, show_end) as interrupts:
+    root = spec.results.out_dir
+    with _Interrupts(root, spec.results.resume, show_end) as interrupts:
         try:
             with _RunDisplay() as display:
                 summary = evaluate(
-                    settings.suite,
-                    settings.agents,
-                    settings,
-                    agent_config=settings.agent_config,
-                    model=model,
+                    None,
+                    (),
+                    spec,
                     on_start=interrupts.watch(display.start),
                     on_progress=display.update,
                 )
@@ -211,7 +204,7 @@ def run(
         )
     code = show_end(summary.run_id, summary.not_the_agents)
     if summary.budget_reached is not None:
-        _print_budget_stop(summary, summary.budget_reached, settings.out_dir)
+        _print_budget_stop(summary, summary.budget_reached, root)
         code = BUDGET_EXIT
     if code:
         raise typer.Exit(code)
@@ -221,7 +214,7 @@ BUDGET_EXIT = 3
 """``crabray run``'s exit code when its budget stopped it before every episode ran."""
 
 
-def _print_budget_stop(summary: RunSummary, reached: BudgetReached, out: Path | str) -> None:
+def _print_budget_stop(summary: RunSummary, reached: BudgetReached, out: ResultsRoot) -> None:
     """Say which budget stopped the run, how far it got, and the command that goes on."""
     finished = summary.skipped + summary.ran
     console.print(
@@ -245,9 +238,7 @@ def _as_much_again(reached: BudgetReached) -> str:
     return f"{math.ceil((reached.spent.cost_usd + reached.limit) * 100) / 100:.2f}"
 
 
-def _print_end(
-    settings: RunConfig, run_id: str, causes: list[Cause], *, verified_only: bool
-) -> int:
+def _print_end(spec: RunSpec, run_id: str, causes: list[Cause], *, verified_only: bool) -> int:
     """What a finished run prints: its leaderboard, where its results are, the commands
     that look at them, its passes not verified and what was not the agents' doing.
 
@@ -257,16 +248,17 @@ def _print_end(
     from crabray.agents.config import bare_kinds
     from crabray.cli.outcomes import print_causes
 
-    out = settings.out_dir
+    root = spec.results.out_dir
+    out = root.given
     print_leaderboard(out, run_id, "table", verified_only=verified_only)
-    if any(name not in bare_kinds() for name in settings.agents):
+    if any(name not in bare_kinds() for name in spec.agents.names):
         _print_models(out, run_id)  # a name the agents file defines: an LLM agent
-    console.print(f"results: {escape(str(out))}   run id: [bold]{run_id}[/]")
-    submitted = settings.suite_origin is not None  # its machine prints its own, for its copy
+    console.print(f"results: {escape(out)}   run id: [bold]{run_id}[/]")
+    submitted = spec.what.suite_origin is not None  # its machine prints its own, for its copy
     if not submitted:
-        _print_next_steps(out, run_id)
+        _print_next_steps(root, run_id)
     _print_unverified(out, run_id, verified_only)
-    resume = None if submitted else _resume_command(out, run_id)
+    resume = None if submitted else _resume_command(root, run_id)
     return print_causes(causes, out, run_id, _prog(), resume)
 
 
@@ -323,11 +315,6 @@ def _submitted(address: str | None) -> bool:
     return address is not None and address.startswith(("http://", "https://"))
 
 
-def _as_str(value: object) -> object:
-    """A path given on the command line as the string the run settings hold."""
-    return str(value) if isinstance(value, Path) else value
-
-
 def _prog() -> str:
     """How the user can type this command again: ``crabray`` if that finds it, else its path."""
     import shutil
@@ -341,7 +328,7 @@ def _prog() -> str:
     return str(invoked)
 
 
-def _print_next_steps(out: Path | str, run_id: str) -> None:
+def _print_next_steps(out: ResultsRoot, run_id: str) -> None:
     """The exact commands that look at a run that just finished."""
     where = _where(out)
     prog = _prog()
@@ -351,7 +338,7 @@ def _print_next_steps(out: Path | str, run_id: str) -> None:
         (f"{prog} leaderboard{where} --html site", "a static site, every run"),
         (f"{prog} runs list{where}", "every run"),
     ]
-    if ResultsRoot.parse(out).is_url:  # a store: the leaderboard reads it, the others a folder
+    if out.is_url:  # a store: the leaderboard reads it, the others a folder
         steps = [steps[0], (f"{prog} leaderboard{where} --by task_id", "per task")]
     width = max(len(command) for command, _ in steps)
     console.print("look at it with:", highlight=False)
@@ -372,7 +359,7 @@ class _Interrupts:
     """
 
     def __init__(
-        self, out: Path | str, resume: str | None, show_end: Callable[[str, list[Cause]], int]
+        self, out: ResultsRoot, resume: str | None, show_end: Callable[[str, list[Cause]], int]
     ) -> None:
         self.out = out
         self.resume = resume
@@ -415,7 +402,7 @@ class _Interrupts:
 
         name = signal.Signals(self.signum).name
         if self.summary is None and self.run_id is not None and not isinstance(exc, RunInterrupted):
-            exc = interrupted_after(self.out, self.run_id, self.planned)
+            exc = interrupted_after(self.out.given, self.run_id, self.planned)
         if isinstance(exc, RunInterrupted) and exc.complete:
             self._finished(name, exc.run_id, exc.planned, None)
         if self.summary is not None:
@@ -451,25 +438,25 @@ class _Interrupts:
             f"all {counted(planned, 'episode')} {plural(planned, 'is', 'are')} saved",
             highlight=False,
         )
-        causes = summary.not_the_agents if summary else causes_not_the_agents(self.out, run_id)
+        causes = (
+            summary.not_the_agents if summary else causes_not_the_agents(self.out.given, run_id)
+        )
         self.show_end(run_id, causes)
         raise SystemExit(128 + self.signum) from None
 
 
-def _where(out: Path | str) -> str:
+def _where(out: ResultsRoot) -> str:
     """A results root as a command's argument: nothing for the default one."""
     import shlex
 
-    return "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
+    return "" if is_default_root(out) else f" {shlex.quote(out.given)}"
 
 
-def _resume_command(out: Path | str, run_id: str) -> str:
+def _resume_command(out: ResultsRoot, run_id: str) -> str:
     """The command that finishes ``run_id``: nothing else to give but a non-default root."""
     import shlex
 
-    from crabray.results import shown_uri
-
-    where = "" if out == DEFAULT_RESULTS else f" --out {shlex.quote(shown_uri(str(out)))}"
+    where = "" if is_default_root(out) else f" --out {shlex.quote(out.shown)}"
     return f"{_prog()} run --resume {run_id}{where}"
 
 

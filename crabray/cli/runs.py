@@ -10,7 +10,7 @@ from crabray.cli.roots import no_runs, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
 from crabray.cli.terminal import Column, console, fitted_table, safe_text
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import DEFAULT_RESULTS
+from crabray.run.spec import DEFAULT_RESULTS
 
 runs_app = typer.Typer(
     help="List the runs under a results root.",

@@ -2,7 +2,7 @@
 
 A run given the head's Job Submission API as its address is not run here:
 the suite is staged in a folder with a run file (``run.toml``) holding the
-run's settings, shipped as a Ray job's ``working_dir``, and ``crabray run``
+run's spec, shipped as a Ray job's ``working_dir``, and ``crabray run``
 runs on the head as the job's entrypoint, the driver of the sweep. Its output
 streams back here. Ctrl-C stops the job; what finished is kept on the head
 and ``--resume RUN_ID`` continues it. Results stay on the head (``~/crabray/
@@ -34,7 +34,7 @@ from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.cluster.runtime.submit import job_client
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import DEFAULT_RESULTS, RunConfig
+from crabray.run.spec import DEFAULT_RESULTS, RunSpec, field_of, is_default_root
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -76,13 +76,12 @@ def remote_out(out: str | Path) -> str:
 
 
 def submit_run(
-    settings: RunConfig,
+    spec: RunSpec,
     detach: bool = False,
     sync_every: float = DEFAULT_SYNC_SEC,
-    model: str | None = None,
     verified_only: bool = False,
 ) -> None:
-    """Run ``settings`` on the cluster whose Job Submission API is ``settings.address``.
+    """Run ``spec`` on the cluster whose Job Submission API is ``spec.execution.address``.
 
     Checks the suite and agents here first, so a broken suite fails before
     anything is uploaded. An ``--out`` URI is checked for its form only: the
@@ -90,11 +89,10 @@ def submit_run(
     it can before any episode runs.
 
     Args:
-        settings: The run.
+        spec: The run (its ``--model`` included: the run file shipped carries it).
         detach: Return once the job is submitted, printing how to follow and fetch it.
         sync_every: Followed, copy the finished episodes here every this many seconds
             (0: once, at the end).
-        model: ``--model``, passed on to the run on the head (checked here first).
         verified_only: ``--verified-only``, passed on: the head prints the run's leaderboard.
 
     Raises:
@@ -105,48 +103,48 @@ def submit_run(
     from crabray.cluster.runtime.submit import check_upload_size, submit
     from crabray.results import check_uri
 
-    if settings.address is None or settings.suite is None:
+    if spec.execution.address is None or spec.what.suite is None:
         raise CrabrayError("a submitted run needs --address http://HEAD:8265 and a suite")
-    if ResultsRoot.parse(settings.out_dir).is_store:
-        check_uri(str(settings.out_dir))
-    client = job_client(settings.address)  # first: it decides how Ray, imported next, authenticates
+    if spec.results.out_dir.is_store:
+        check_uri(spec.results.out_dir.given)
+    client = job_client(
+        spec.execution.address
+    )  # first: it decides how Ray, imported next, authenticates
     from crabray.agents import select_agents
     from crabray.agents.config import with_model
     from crabray.results import new_run_id
     from crabray.run.runner import load_checked_suite
 
-    with_model(select_agents(settings.agents, settings.agent_config), model)
-    suite = Path(settings.suite)
-    load_checked_suite(settings.resolve(suite))
+    with_model(select_agents(spec.agents.names, spec.agents.agent_config), spec.agents.model)
+    suite = Path(spec.what.suite)
+    load_checked_suite(spec.what.resolve(suite))
     folder = suite if suite.is_dir() else suite.parent
     size = check_upload_size(folder)
-    run_id = settings.resume or settings.run_id or new_run_id()
-    out = remote_out(settings.out_dir)
+    run_id = spec.results.resume or spec.results.run_id or new_run_id()
+    out = remote_out(spec.results.out_dir.given)
     with tempfile.TemporaryDirectory(prefix="crabray-job-") as staging:
-        _stage(settings, suite, folder, Path(staging), run_id)
+        _stage(spec, suite, folder, Path(staging), run_id)
         job_id = submit(
             client,
-            _entrypoint(out, model, verified_only=verified_only),
+            _entrypoint(out, verified_only=verified_only),
             Path(staging),
             f"crabray-{run_id}-{secrets.token_hex(3)}",
-            {"crabray_run_id": run_id, "crabray_out": str(settings.out_dir)},
+            {"crabray_run_id": run_id, "crabray_out": spec.results.out_dir.given},
         )
     shipped = f"({size / 2**20:.1f} MiB shipped)"
     if detach:
-        _print_detached(settings, run_id, job_id, shipped, model)
+        _print_detached(spec, run_id, job_id, shipped)
         return
-    mirror = _mirror(settings.address, run_id, str(settings.out_dir), sync_every)
+    mirror = _mirror(spec.execution.address, run_id, spec.results.out_dir.given, sync_every)
     submitted = (
-        f"submitted run [bold]{run_id}[/] as job {job_id} to {settings.address} "
-        f"{shipped}; {_mirror_note(mirror, settings)}; Ctrl-C stops it"
+        f"submitted run [bold]{run_id}[/] as job {job_id} to {spec.execution.address} "
+        f"{shipped}; {_mirror_note(mirror, spec)}; Ctrl-C stops it"
     )
     if mirror is not None:
         mirror.start()
-    resume = resume_command(settings, model, run_id)
-    code = _follow_or_stop(client, job_id, run_id, settings, submitted, resume)
-    errors.print(
-        _bring_results_here(client, mirror, settings, run_id), highlight=False, soft_wrap=True
-    )
+    resume = resume_command(spec, run_id)
+    code = _follow_or_stop(client, job_id, run_id, spec, submitted, resume)
+    errors.print(_bring_results_here(client, mirror, spec, run_id), highlight=False, soft_wrap=True)
     if code == EXIT_NOT_THE_AGENTS:  # the head named what was not the agents' doing
         errors.print(f"to resume the run: {escape(resume)}", highlight=False, soft_wrap=True)
     if code != 0:
@@ -163,9 +161,9 @@ def _mirror(address: str, run_id: str, out: str, sync_every: float) -> ResultsMi
     return ResultsMirror(address, run_id, remote_out(out), Path(out), sync_every)
 
 
-def _mirror_note(mirror: ResultsMirror | None, settings: RunConfig) -> str:
+def _mirror_note(mirror: ResultsMirror | None, spec: RunSpec) -> str:
     """Where a followed run's results are while it runs, said when it is submitted."""
-    out = escape(str(settings.out_dir))
+    out = escape(spec.results.out_dir.given)
     if mirror is None:
         return f"results are written on the head into {out}"
     if mirror.every_sec > 0:
@@ -174,7 +172,7 @@ def _mirror_note(mirror: ResultsMirror | None, settings: RunConfig) -> str:
 
 
 def _bring_results_here(
-    client: JobSubmissionClient, mirror: ResultsMirror | None, settings: RunConfig, run_id: str
+    client: JobSubmissionClient, mirror: ResultsMirror | None, spec: RunSpec, run_id: str
 ) -> str:
     """Copy what a followed run wrote since the last copy; say where its results are.
 
@@ -185,13 +183,13 @@ def _bring_results_here(
     fetch it. A copy that fails says so and gives the fetch command.
     """
     if mirror is None:
-        return _where_results_are(settings, run_id)
-    out = str(settings.out_dir)
+        return _where_results_are(spec, run_id)
+    out = spec.results.out_dir.given
     try:
         copied = mirror.finish(client)
     except CrabrayError as exc:
         return f"could not copy the results here ({safe_text(exc)}); " + _where_results_are(
-            settings, run_id
+            spec, run_id
         )
     size = sum(copied.listing.files.values())
     where = escape(shlex.quote(out))
@@ -203,35 +201,33 @@ def _bring_results_here(
     )
 
 
-def _where_results_are(settings: RunConfig, run_id: str) -> str:
+def _where_results_are(spec: RunSpec, run_id: str) -> str:
     """Where a submitted run's results are, and the command that reads (or fetches) them."""
-    out = str(settings.out_dir)
+    out = spec.results.out_dir.given
     if ResultsRoot.parse(out).is_store:
         board = f"crabray leaderboard {shlex.quote(out)} --run {run_id}"
         return f"results are in {escape(out)}; read them with:  {escape(board)}"
-    fetch = f"crabray runs fetch {run_id} --address {settings.address}"
-    if settings.out_dir != DEFAULT_RESULTS:
+    fetch = f"crabray runs fetch {run_id} --address {spec.execution.address}"
+    if not is_default_root(spec.results.out_dir):
         fetch += f" --from {shlex.quote(out)}"
     return f"results are on the head; copy them here with:  {escape(fetch)}"
 
 
-def _print_detached(
-    settings: RunConfig, run_id: str, job_id: str, shipped: str, model: str | None
-) -> None:
+def _print_detached(spec: RunSpec, run_id: str, job_id: str, shipped: str) -> None:
     """What a detached submission prints: the run and job ids, and how to follow and stop it."""
-    address = settings.address
+    address = spec.execution.address
     console.print(f"run id: [bold]{run_id}[/]   job id: {job_id}   {shipped}", highlight=False)
     console.print(
         f"follow it:  crabray runs follow {run_id} --address {address}\n"
         f"stop it:    crabray runs stop {run_id} --address {address}\n"
-        f"resume it:  {escape(resume_command(settings, model, run_id))}\n"
-        f"{_where_results_are(settings, run_id)}",
+        f"resume it:  {escape(resume_command(spec, run_id))}\n"
+        f"{_where_results_are(spec, run_id)}",
         highlight=False,
         soft_wrap=True,
     )
 
 
-def resume_command(settings: RunConfig, model: str | None, run_id: str) -> str:
+def resume_command(spec: RunSpec, run_id: str) -> str:
     """The command that resumes submitted run ``run_id``, to type as it is.
 
     A submitted resume ships the suite again and checks it here first, so it
@@ -240,19 +236,21 @@ def resume_command(settings: RunConfig, model: str | None, run_id: str) -> str:
     them against what it recorded), then ``--address`` and ``--resume``. How
     the episodes ran (concurrency, ...) the run recorded and keeps.
     """
-    from crabray.run.resume import WHAT
+    from crabray.core.setting import flag_of
+    from crabray.run.resume import keys_with
 
-    given = settings.model_fields_set
-    words = ["crabray", "run", str(settings.suite)]
-    for agent in settings.agents:
+    given = spec.given()
+    words = ["crabray", "run", str(spec.what.suite)]
+    for agent in spec.agents.names:
         words += ["--agent", agent]
-    if settings.agent_config is not None:
-        words += ["--agent-config", settings.agent_config]
-    if model is not None:
-        words += ["--model", model]
-    for name, flag in WHAT.items():
-        value = getattr(settings, name)
-        if name not in given or value is None:
+    if spec.agents.agent_config is not None:
+        words += ["--agent-config", spec.agents.agent_config]
+    if spec.agents.model is not None:
+        words += ["--model", spec.agents.model]
+    values = spec.flat()
+    for key in keys_with("fixed"):
+        value, flag = values[key], flag_of(key, field_of(key))
+        if key not in given or value is None:
             continue
         if isinstance(value, dict):
             words += [w for key, item in value.items() for w in (flag, f"{key}={_word(item)}")]
@@ -260,9 +258,9 @@ def resume_command(settings: RunConfig, model: str | None, run_id: str) -> str:
             words += [w for item in value for w in (flag, str(item))]
         else:
             words += [flag, str(value)]
-    if settings.out_dir != DEFAULT_RESULTS:
-        words += ["--out", str(settings.out_dir)]
-    words += ["--address", str(settings.address), "--resume", run_id]
+    if not is_default_root(spec.results.out_dir):
+        words += ["--out", spec.results.out_dir.given]
+    words += ["--address", str(spec.execution.address), "--resume", run_id]
     return shlex.join(words)
 
 
@@ -275,7 +273,7 @@ def _follow_or_stop(
     client: JobSubmissionClient,
     job_id: str,
     run_id: str,
-    settings: RunConfig,
+    spec: RunSpec,
     submitted: str,
     resume: str,
 ) -> int:
@@ -306,27 +304,29 @@ def _follow_or_stop(
         return 130
 
 
-def _entrypoint(out: str, model: str | None, *, verified_only: bool = False) -> str:
-    """The job's command: the staged run file, its results root on the head, ``--model``
-    and ``--verified-only`` (options of the run, not settings of its run file)."""
+def _entrypoint(out: str, *, verified_only: bool = False) -> str:
+    """The job's command: the staged run file, its results root on the head and
+    ``--verified-only`` (an option of the command, not of the run)."""
     command = f"crabray run --config run.toml --out {out}"
-    if model is not None:
-        command += f" --model {shlex.quote(model)}"
     return f"{command} --verified-only" if verified_only else command
 
 
-def _stage(settings: RunConfig, suite: Path, folder: Path, staging: Path, run_id: str) -> None:
+def _stage(spec: RunSpec, suite: Path, folder: Path, staging: Path, run_id: str) -> None:
     """Lay out the job's working_dir: the suite under ``suite/``, other files, ``run.toml``."""
     from crabray.cluster.runtime.submit import NOT_SHIPPED
 
     shutil.copytree(folder, staging / "suite", ignore=shutil.ignore_patterns(*NOT_SHIPPED))
-    fields = settings.model_dump(mode="json", exclude_unset=True, exclude=_NOT_IN_RUN_FILE)
+    fields = {
+        key: value
+        for key, value in spec.flat(given_only=True, mode="json").items()
+        if key not in _NOT_IN_RUN_FILE
+    }
     fields["suite"] = "suite" if suite.is_dir() else f"suite/{suite.name}"
     for name in _SHIPPED_PATHS:
         if fields.get(name) is not None:
             fields[name] = _ship_file(Path(fields[name]), folder, staging)
-    if settings.resume is not None:
-        fields["resume"] = settings.resume
+    if spec.results.resume is not None:
+        fields["resume"] = spec.results.resume
     else:
         fields["run_id"] = run_id
     fields["suite_origin"] = f"{socket.gethostname()}:{suite.resolve()}"

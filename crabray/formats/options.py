@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from crabray.core.setting import setting
+
 if TYPE_CHECKING:
     from crabray.formats.suite import SuiteRef
 
@@ -14,26 +16,40 @@ if TYPE_CHECKING:
 class SuiteOptions(BaseModel):
     """How to read a suite, beyond its path: defined once, for every command that reads one.
 
-    A run's settings (``crabray.run.RunSettings``) carry these fields; the
+    A run's description (``crabray.run.RunSpec``) carries these fields; the
     ``tasks`` commands build one from their options.
     """
 
-    format: str | None = Field(default=None, description="Suite format; detected when unset.")
+    format: str | None = Field(
+        default=None,
+        json_schema_extra=setting("--suite-format", resume="fixed"),
+        description="Suite format; detected when unset.",
+    )
     backend: str | None = Field(
-        default=None, description="Sandbox backend of formats that name none; theirs when unset."
+        default=None,
+        json_schema_extra=setting("--backend", resume="fixed"),
+        description="Sandbox backend of formats that name none; theirs when unset.",
     )
     backend_settings: dict[str, Any] | None = Field(
         default=None,
+        json_schema_extra=setting("--backend-setting", resume="fixed"),
         description="Python suites: backend settings for every environment (with backend: "
         "replacing theirs on another backend; else updating them), e.g. {image = ...}.",
     )
-    index: str | None = Field(default=None, description="Task-JSON index file selecting tasks.")
+    index: str | None = Field(
+        default=None,
+        json_schema_extra=setting("--index", resume="fixed"),
+        description="Task-JSON index file selecting tasks.",
+    )
     base_image: str | None = Field(
         default=None,
+        json_schema_extra=setting("--base-image", resume="fixed"),
         description="Task folders: the image that replaces every FROM of a Dockerfile.",
     )
     services: str | None = Field(
-        default=None, description="Task folders: the service registry file (default services.yml)."
+        default=None,
+        json_schema_extra=setting("--services", resume="fixed"),
+        description="Task folders: the service registry file (default services.yml).",
     )
 
     def resolve(self, path: str | Path) -> SuiteRef:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from crabray.agents import AgentSpec, select_agents
 from crabray.agents.config import with_model
@@ -15,24 +14,22 @@ from crabray.core.session import Benchmark, benchmark_configs
 from crabray.formats import SuiteRef, load_suite
 from crabray.formats.python import FORMAT as PYTHON
 from crabray.formats.python import defining_file, importing_suite
-from crabray.run.runner import RunOptions, RunSummary, StartCallback, run_suite
-from crabray.run.settings import RunConfig, RunSettings, load_run_config, merge_overrides
+from crabray.run.runner import RunSummary, StartCallback, run_suite
+from crabray.run.spec import RunSpec, load_run_spec
 
 
 def evaluate(
-    suite: str | Path | BenchmarkConfig | Benchmark,
-    agents: Sequence[str | AgentSpec],
-    settings: RunSettings | None = None,
+    suite: str | Path | BenchmarkConfig | Benchmark | None,
+    agents: Sequence[str | AgentSpec] = (),
+    spec: RunSpec | None = None,
     *,
-    agent_config: str | Path | None = None,
     config: str | Path | None = None,
-    model: str | None = None,
     on_start: StartCallback | None = None,
     on_progress: ProgressCallback | None = None,
 ) -> RunSummary:
     """Run ``agents`` on every task of ``suite``; episodes stream into the results root.
 
-    ``crabray run`` is a shell over this call: it builds ``settings`` from its
+    ``crabray run`` is a shell over this call: it builds a ``RunSpec`` from its
     flags and run file and calls it, so a run made here is the run the command
     line makes.
 
@@ -44,23 +41,23 @@ def evaluate(
     the suite imports it.
 
     Args:
-        suite: A suite path, or a benchmark object bound in a file.
+        suite: A suite path, or a benchmark object bound in a file; ``None``: the
+            spec's (or the run file's) ``suite``.
         agents: Names as on the command line (``"oracle"``, ``"noop"``, a name in
-            ``agent_config``) or ``AgentSpec``s.
-        settings: How the run runs (``RunSettings``: results root, concurrency,
-            epochs, limits, task selection, budgets, ``resume``, ``address``, ...).
-            The fields set override those of the run file ``config``.
-        agent_config: The agents file (TOML) defining the named LLM agents.
-        config: A run file whose settings apply under ``settings``.
-        model: A model over the agents file's, for every LLM agent (``--model``).
+            the agents file) or ``AgentSpec``s; empty: the spec's ``agents``.
+        spec: The run (``RunSpec``: results root, concurrency, epochs, limits, task
+            selection, budgets, agents file, model, ``resume``, ``address``, ...),
+            e.g. ``RunSpec.of(epochs=2, agent_config="agents.toml")``. The fields it
+            sets override those of the run file ``config``.
+        config: A run file whose settings apply under ``spec``.
         on_start: Told the run id, the episodes planned and those left to run.
         on_progress: Told the counts after every batch of finished episodes.
 
     Returns:
         What the run did, and a handle to its rows (``RunSummary.episodes()``).
         The run is on the Ray cluster this process is connected to, or at
-        ``settings.address``, or on a local instance started for it and stopped
-        when it ends.
+        ``spec.execution.address``, or on a local instance started for it and
+        stopped when it ends.
 
     Raises:
         ConfigError: A setting, agent or the suite is invalid (``SuiteErrors``
@@ -72,7 +69,7 @@ def evaluate(
 
     Example:
         >>> from notes import bench  # doctest: +SKIP
-        >>> summary = crabray.evaluate(bench, ["oracle", "noop"], RunSettings(epochs=2))
+        >>> summary = crabray.evaluate(bench, ["oracle", "noop"], RunSpec.of(epochs=2))
         >>> summary.episodes().groupby("agent").success.mean()  # doctest: +SKIP
     """
     importing = importing_suite()
@@ -83,35 +80,48 @@ def evaluate(
             "`if __name__ == '__main__':`",
             file=str(importing),
         )
-    given = {} if settings is None else settings.model_dump(exclude_unset=True)
+    given = spec or RunSpec()
+    names = [agent for agent in agents if isinstance(agent, str)]
     if isinstance(suite, BenchmarkConfig | Benchmark):
         suite, given = _benchmark_file(suite, given)
-    base = RunConfig() if config is None else load_run_config(config)
-    names = [agent for agent in agents if isinstance(agent, str)]
-    chosen = merge_overrides(base, {**given, "suite": str(suite), "agents": names or None})
-    if chosen.address is not None and chosen.address.startswith(("http://", "https://")):
+    base = RunSpec() if config is None else load_run_spec(config)
+    chosen = base.updated(given).updated(_what_and_who(suite, names))
+    if chosen.agents.agent_config is not None:  # recorded whole: a resume may start elsewhere
+        resolved = str(Path(chosen.agents.agent_config).resolve())
+        chosen = chosen.updated(RunSpec.of(agent_config=resolved))
+    if chosen.execution.address is not None and chosen.execution.address.startswith(
+        ("http://", "https://")
+    ):
         raise ConfigError(
             "a run submitted to a head's job API is made by the command line: "
-            f"crabray run {suite} --address {chosen.address}",
+            f"crabray run {chosen.what.suite} --address {chosen.execution.address}",
             field="address",
         )
+    return _run_and_leave(chosen, _agent_specs(chosen, agents), on_start, on_progress)
+
+
+def _what_and_who(suite: str | Path | None, names: list[str]) -> RunSpec:
+    """The suite and agent names given as ``evaluate``'s arguments, as fields they set."""
+    return RunSpec.of(suite=suite, agents=names or None)
+
+
+def _agent_specs(spec: RunSpec, agents: Sequence[str | AgentSpec]) -> list[AgentSpec]:
+    """The run's agents as specs: its names looked up in its agents file, then the specs
+    given whole, each with the spec's model over its own.
+
+    Raises:
+        ConfigError: No agent at all, or a name no agents file defines.
+    """
+    names = spec.agents.names
+    agent_config = spec.agents.agent_config
     specs = select_agents(names, agent_config) if names else []
     specs += [agent for agent in agents if isinstance(agent, AgentSpec)]
     if not specs:
         raise ConfigError("no agent: give at least one agent name or AgentSpec", field="agents")
-    options = RunOptions(
-        **chosen.settings(),
-        suite=str(suite),
-        agents=with_model(specs, model),
-        agent_config=None if agent_config is None else str(Path(agent_config).resolve()),
-        model=model,
-    )
-    return _run_and_leave(options, on_start, on_progress)
+    return with_model(specs, spec.agents.model)
 
 
-def _benchmark_file(
-    benchmark: BenchmarkConfig | Benchmark, settings: dict[str, Any]
-) -> tuple[Path, dict[str, Any]]:
+def _benchmark_file(benchmark: BenchmarkConfig | Benchmark, spec: RunSpec) -> tuple[Path, RunSpec]:
     """The file a run of ``benchmark`` loads as its suite, and the settings that run only
     its tasks (``task_ids``, unless given, when the file defines other benchmarks too).
 
@@ -133,10 +143,10 @@ def _benchmark_file(
             f"{given}: a run loads the benchmark from its file in every process that runs "
             "its episodes, so change the file, not the object"
         )
-    chosen = {"format": PYTHON, **settings}
-    if len(mine) < len(loaded.entries) and settings.get("task_ids") is None:
+    chosen: dict[str, object] = {"format": PYTHON}
+    if len(mine) < len(loaded.entries) and spec.what.task_ids is None:
         chosen["task_ids"] = [_exact(task_id) for task_id in mine]
-    return path, chosen
+    return path, RunSpec.model_validate(chosen).updated(spec)
 
 
 def _exact(task_id: str) -> str:
@@ -145,7 +155,10 @@ def _exact(task_id: str) -> str:
 
 
 def _run_and_leave(
-    options: RunOptions, on_start: StartCallback | None, on_progress: ProgressCallback | None
+    spec: RunSpec,
+    agents: list[AgentSpec],
+    on_start: StartCallback | None,
+    on_progress: ProgressCallback | None,
 ) -> RunSummary:
     """Run, then stop the local Ray instance if this call started one (a cluster stays joined)."""
     import ray
@@ -154,7 +167,7 @@ def _run_and_leave(
 
     joined_before = ray.is_initialized()
     try:
-        return run_suite(options, on_start=on_start, on_progress=on_progress)
+        return run_suite(spec, agents, on_start=on_start, on_progress=on_progress)
     finally:
         if not joined_before:
             disconnect()

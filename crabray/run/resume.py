@@ -7,13 +7,17 @@ come from the manifest the run wrote when it started.
 
 An option given alongside ``--resume`` is of one of two kinds:
 
-- what the episodes are (``WHAT``: suite, agents, agents file, epochs, tasks,
-  step and time limits, suite format and its options): it must equal what the
-  run recorded, else the resume is refused: a run whose episodes differ is
-  another run;
-- how they run (``HOW``: concurrency, attempts, pooling, warm-up, local slots,
-  the Ray address, the run's budget): it applies to the resume, which may use
+- what the episodes are (the fields whose metadata says ``resume="fixed"``:
+  epochs, tasks, step and time limits, suite format and its options; and the
+  suite, agents and agents file): it must equal what the run recorded, else the
+  resume is refused: a run whose episodes differ is another run;
+- how they run (``resume="kept"``: concurrency, attempts, pooling, warm-up,
+  local slots, the run's budget): it applies to the resume, which may use
   other resources (a higher budget lets a run stopped by its budget go on).
+
+The rules are read from the fields of ``RunSpec`` (``crabray.core.setting``),
+not listed here: a new field says what a resume does with it where it is
+declared.
 
 A manifest written before a field was recorded has no value for it: the
 resume then says which option to pass.
@@ -22,89 +26,70 @@ resume then says which option to pass.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from crabray.core.errors import ConfigError, ResultsError
 from crabray.core.redact import REDACTED
+from crabray.core.setting import flag_of, resume_rule
 from crabray.results import RunManifest, latest_run, list_runs, read_manifest
 from crabray.results.store.root import ResultsRoot
-from crabray.run.settings import RunConfig, recorded_backend_settings
+from crabray.run.spec import FLAT_KEYS, RunSpec, field_of, recorded_backend_settings, validated
 
 LATEST = "latest"
 
-WHAT: dict[str, str] = {
-    "format": "--suite-format",
-    "backend": "--backend",
-    "backend_settings": "--backend-setting",
-    "index": "--index",
-    "base_image": "--base-image",
-    "services": "--services",
-    "epochs": "--epochs",
-    "task_ids": "--task",
-    "tags": "--tag",
-    "limit": "--limit",
-    "max_steps": "--max-steps",
-    "time_limit_sec": "--time-limit-sec",
-}
-"""Options that decide what the run's episodes are, with their flags: a resume keeps them."""
 
-HOW = (
-    "concurrency",
-    "max_attempts",
-    "pooling",
-    "warm",
-    "local_slots",
-    "suite_origin",
-    "max_cost_usd",
-    "max_tokens",
-)
-"""Options a resume takes from the manifest unless given: how episodes run, not what they are."""
+def keys_with(rule: str) -> list[str]:
+    """The flat keys whose resume rule is ``rule`` (``fixed`` or ``kept``)."""
+    return [key for key in FLAT_KEYS if resume_rule(field_of(key)) == rule]
 
 
-def resume_config(config: RunConfig) -> RunConfig:
-    """``config`` (a ``--resume``'s) completed from the run's manifest, its id resolved.
+def resume_spec(spec: RunSpec) -> RunSpec:
+    """``spec`` (a ``--resume``'s) completed from the run's manifest, its id resolved.
 
     Args:
-        config: The settings given; ``config.resume`` is a run id or ``latest``, and
-            the fields set (``model_fields_set``) are those the user gave.
+        spec: The run as given; ``spec.results.resume`` is a run id or ``latest``, and
+            the fields set (``RunSpec.given``) are those the user gave.
 
     Raises:
         ConfigError: An option given differs from what the run recorded, or the
             manifest predates a field the resume needs (the message names the flag).
         ResultsError: The run (or any run, for ``latest``) is not in the results root.
     """
-    if config.resume is None:
-        return config
-    manifest = _read(config.out_dir, config.resume)
-    given = config.model_fields_set
-    update: dict[str, object] = {"resume": manifest.run_id}
-    if "suite" not in given or config.suite is None:
+    if spec.results.resume is None:
+        return spec
+    manifest = _read(spec.results.out_dir, spec.results.resume)
+    given = spec.given()
+    values = spec.flat()
+    update: dict[str, Any] = {"resume": manifest.run_id}
+    if "suite" not in given or spec.what.suite is None:
         update["suite"] = manifest.suite
-    if "agents" not in given or not config.agents:
+    if "agents" not in given or not spec.agents.names:
         update["agents"] = list(manifest.agents)
-    update |= _agent_config(config, manifest)
-    for name, flag in WHAT.items():
-        recorded = manifest.options.get(name)
-        if name == "backend_settings":
+    update |= _agent_config(spec, manifest)
+    for key in keys_with("fixed"):
+        flag = flag_of(key, field_of(key))
+        recorded = manifest.options.get(key)
+        if key == "backend_settings":
             _check_secret_settings(manifest, given)
-        if name in given:
-            value = getattr(config, name)
-            if name == "backend_settings" and value:
+        if key in given:
+            value = values[key]
+            if key == "backend_settings" and value:
                 value = recorded_backend_settings(value)  # compared as recorded: no secret shown
-            if name in manifest.options and recorded != value:
+            if key in manifest.options and recorded != value:
                 raise ConfigError(
-                    f"run {manifest.run_id} was started with {name}={recorded!r}, not {value!r}; "
+                    f"run {manifest.run_id} was started with {key}={recorded!r}, not {value!r}; "
                     f"pass the same {flag} to resume it, or leave it out (a resume takes it "
                     "from the run)",
                     field="--resume",
                 )
-        elif name in manifest.options:
-            update[name] = recorded
+        elif key in manifest.options:
+            update[key] = recorded
         else:
-            raise _predates(manifest, name, flag)
-    for name in HOW:
-        if name not in given and manifest.options.get(name) is not None:
-            update[name] = manifest.options[name]
-    return RunConfig.model_validate({**config.model_dump(exclude_unset=True), **update})
+            raise _predates(manifest, key, flag)
+    for key in keys_with("kept"):
+        if key not in given and manifest.options.get(key) is not None:
+            update[key] = manifest.options[key]
+    return validated({**spec.flat(given_only=True), **update})
 
 
 def _check_secret_settings(manifest: RunManifest, given: set[str]) -> None:
@@ -131,9 +116,8 @@ def _check_secret_settings(manifest: RunManifest, given: set[str]) -> None:
     )
 
 
-def _read(out: str | Path, run_id: str) -> RunManifest:
+def _read(given: ResultsRoot, run_id: str) -> RunManifest:
     """The manifest of ``run_id`` (``latest``: the newest run) under a folder or a store."""
-    given = ResultsRoot.parse(out)
     with given.readable(whole=False) as root:
         return _read_local(root, run_id, given)
 
@@ -153,10 +137,10 @@ def _read_local(root: Path, run_id: str, given: ResultsRoot) -> RunManifest:
     return read_manifest(root, run_id)
 
 
-def _agent_config(config: RunConfig, manifest: RunManifest) -> dict[str, object]:
+def _agent_config(spec: RunSpec, manifest: RunManifest) -> dict[str, object]:
     """The agents file: the run's, checked against one given; or say to pass it."""
     recorded = manifest.agent_config
-    given = config.agent_config
+    given = spec.agents.agent_config
     if given is not None:
         if recorded is not None and Path(given).resolve() != Path(recorded).resolve():
             raise ConfigError(

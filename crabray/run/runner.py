@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,6 @@ from crabray.core import EnvironmentConfig
 from crabray.core.errors import ConfigError, CrabrayError, ResultsError
 from crabray.core.redact import RedactingFilter, Redactor, secrets_in_environment
 from crabray.core.result import EpisodeRecord, TerminationReason
-from crabray.core.retry import RetryPolicy
 from crabray.core.words import counted
 from crabray.formats import Suite, SuiteErrors, SuiteRef, load_suite
 from crabray.formats.validate import validate_suite
@@ -65,32 +65,13 @@ from crabray.run.model_progress import ModelProgress
 from crabray.run.outcomes import Cause, causes_not_the_agents
 from crabray.run.preflight import preflight
 from crabray.run.selection import select_tasks
-from crabray.run.settings import DEFAULT_RESULTS, RunSettings, recorded_backend_settings
+from crabray.run.spec import DEFAULT_RESULTS, RunSpec, recorded_backend_settings
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
 logger = logging.getLogger(__name__)
-
-
-class RunOptions(RunSettings):
-    """What to run (the suite, the agents' specs), where the results go, and how.
-
-    The settings and their defaults are ``RunSettings``'s (``crabray.run.settings``),
-    which ``crabray run`` builds from its options and a run file.
-    """
-
-    suite: str = Field(description="Path of the suite.")
-    agents: list[AgentSpec] = Field(min_length=1)
-    agent_config: str | None = Field(
-        default=None, description="The agents file the agents came from, recorded for resume."
-    )
-    model: str | None = Field(
-        default=None,
-        description="The model given over the agents file's (--model), already in `agents`: "
-        "a resume given none keeps each agent's recorded model, one given must equal it.",
-    )
 
 
 class RunSummary(BaseModel):
@@ -178,67 +159,86 @@ StartCallback = Callable[[str, int, int], None]
 
 
 def run_suite(
-    options: RunOptions,
+    spec: RunSpec,
+    agents: list[AgentSpec],
     on_start: StartCallback | None = None,
     on_progress: ProgressCallback | None = None,
     on_submit: SubmitCallback | None = None,
 ) -> RunSummary:
-    """Run every episode of ``options`` that has no final result yet.
+    """Run every episode of ``spec`` that has no final result yet.
 
-    A results root given as a URI (``s3://...``) is written through a local
-    staging folder uploaded as files land (``ResultsRoot.staged``).
+    ``agents`` are ``spec.agents`` resolved into their specs (``crabray.evaluate``
+    resolves them). A results root given as a URI (``s3://...``) is written
+    through a local staging folder uploaded as files land (``ResultsRoot.staged``).
 
     Raises:
         ConfigError: The suite is invalid (``SuiteErrors`` lists every problem), or a
             resume does not match its run.
         ResultsError: The results directory or store cannot be read or written.
     """
-    with ResultsRoot.parse(options.out_dir).staged(options.resume) as out_dir:
-        staged = options.model_copy(update={"out_dir": out_dir})
-        summary = _run_suite(staged, options.out_dir, on_start, on_progress, on_submit)
-    return summary.model_copy(update={"out_dir": str(options.out_dir)})
+    if not agents:
+        raise ConfigError("no agent: give at least one agent", field="agents")
+    root = spec.results.out_dir
+    with root.staged(spec.results.resume) as out:
+        run = _Run(spec, agents, out, root)
+        summary = _run_suite(run, on_start, on_progress, on_submit)
+    return summary.model_copy(update={"out_dir": root.given})
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A run as it goes: its description, its agents' specs, and its results root both as
+    given (``root``: recorded, shown) and as the local folder written (``out``: a store's
+    staging folder)."""
+
+    spec: RunSpec
+    agents: list[AgentSpec]
+    out: Path
+    root: ResultsRoot
 
 
 def _run_suite(
-    options: RunOptions,
-    out_given: str | Path,
+    run: _Run,
     on_start: StartCallback | None,
     on_progress: ProgressCallback | None,
     on_submit: SubmitCallback | None,
 ) -> RunSummary:
-    """``run_suite`` with its results root on the local file system; ``out_given`` is recorded."""
-    ref = options.resolve(options.suite)
-    suite = load_checked_suite(ref)
-    task_ids = select_tasks(suite, options.task_ids, options.tags, options.limit)
-    if suite.unsupported and not options.task_ids:
+    """``run_suite`` with its results root on the local file system (``run.out``)."""
+    what = run.spec.what
+    if what.suite is None:
+        raise ConfigError("no suite: give a suite path", field="suite")
+    suite = load_checked_suite(what.resolve(what.suite))
+    task_ids = select_tasks(suite, what.task_ids, what.tags, what.limit)
+    if suite.unsupported and not what.task_ids:
         logger.warning(
             "skipping %s this installation cannot run: %s",
             counted(len(suite.unsupported), "task"),
             "; ".join(suite.unsupported_reasons()),
         )
-    check_output_dir(ResultsRoot.parse(options.out_dir).local())
-    if options.resume is None:
-        manifest = _new_manifest(options, suite, out_given)
+    check_output_dir(run.out)
+    resume = run.spec.results.resume
+    if resume is None:
+        manifest = _new_manifest(run, suite)
     else:
-        manifest = _resumed_run(options, options.resume, suite)
-        options = _with_recorded_models(options, manifest)
+        manifest = _resumed_run(run, resume, suite)
+        run = replace(run, agents=_with_recorded_models(run, manifest))
         # A manifest from before a field was recorded gains what this resume was given.
         manifest = manifest.model_copy(
             update={
                 "options": {
-                    **_recorded_options(options, out_given),
+                    **_recorded_options(run),
                     **manifest.options,
-                    **_budget_options(options),
+                    **_budget_options(run.spec),
                 },
-                "agent_config": manifest.agent_config or options.agent_config,
+                "agent_config": manifest.agent_config or run.spec.agents.agent_config,
             }
         )
-    with run_lock(out_given, manifest.run_id):
-        return _run_locked(options, suite, task_ids, manifest, on_start, on_progress, on_submit)
+    with run_lock(run.root.given, manifest.run_id):
+        return _run_locked(run, suite, task_ids, manifest, on_start, on_progress, on_submit)
 
 
 def _run_locked(
-    options: RunOptions,
+    run: _Run,
     suite: Suite,
     task_ids: list[str],
     manifest: RunManifest,
@@ -247,14 +247,14 @@ def _run_locked(
     on_submit: SubmitCallback | None,
 ) -> RunSummary:
     """The run, once this process holds its lock: nobody else writes it meanwhile."""
-    run_id = manifest.run_id
-    done = finished_keys(options.out_dir, run_id)
-    attempts = attempts_so_far(options.out_dir, run_id)
+    run_id, out, execution = manifest.run_id, run.out, run.spec.execution
+    done = finished_keys(out, run_id)
+    attempts = attempts_so_far(out, run_id)
     planned = [
         (agent, task_id, epoch)
-        for agent in options.agents
+        for agent in run.agents
         for task_id in task_ids
-        for epoch in range(agent.epochs or options.epochs)
+        for epoch in range(agent.epochs or run.spec.what.epochs)
     ]
     items = [
         SweepItem(
@@ -270,38 +270,39 @@ def _run_locked(
         # Everything that can refuse the run happens before its manifest exists.
         envs = _task_environments(suite, {item.task_id for item in items})
         needs = _host_needs(envs)
-        ceiling = _concurrency_ceiling(options.concurrency)
-        slots = options.local_slots or 2 * ceiling
+        ceiling = _concurrency_ceiling(execution.concurrency)
+        slots = execution.local_slots or 2 * ceiling
         selectors = {k: v for _, selector in needs for k, v in selector}
         widest = max((len(task_envs) for task_envs in envs.values()), default=1)
         cpus = local_cpus(widest, len(items), ceiling)
         hosts = {kind: slots for kind, _ in needs}
-        preflight(suite, envs, options.agents, options.address)
-        connect(options.address, num_cpus=cpus, hosts=hosts, labels=selectors)
+        preflight(suite, envs, run.agents, execution.address)
+        connect(execution.address, num_cpus=cpus, hosts=hosts, labels=selectors)
         check_hostable(needs)
         specs = [SandboxSpec.of(env) for task_envs in envs.values() for env in task_envs]
         cleanup_orphans(specs, here=is_local_instance())
-    budget = RunBudget.of_run(options.out_dir, run_id, options.max_cost_usd, options.max_tokens)
+    limits = run.spec.limits
+    budget = RunBudget.of_run(out, run_id, limits.max_cost_usd, limits.max_tokens)
     if items:
         budget.check_room(run_id)
     manifest = manifest.model_copy(update={"planned": len(planned), "state": RunState.RUNNING})
-    write_manifest(options.out_dir, manifest)
+    write_manifest(out, manifest)
     if on_start is not None:
         on_start(run_id, len(planned), len(items))
     progress = SweepProgress(total=0)
-    redactor = Redactor([*agent_secrets(options.agents), *secrets_in_environment(os.environ)])
-    sink = ResultSink(options.out_dir, run_id, redactor)
+    redactor = Redactor([*agent_secrets(run.agents), *secrets_in_environment(os.environ)])
+    sink = ResultSink(out, run_id, redactor)
     scheduler = None
     try:
-        with _redacted_logs(redactor), _run_log(options.out_dir, run_id, redactor):
+        with _redacted_logs(redactor), _run_log(out, run_id, redactor):
             logger.info(
                 "run %s: %s, %d to run", run_id, counted(len(planned), "episode"), len(items)
             )
             if items:
-                limiters = ModelLimiters.start(run_id, options.agents)  # one per model, the run's
+                limiters = ModelLimiters.start(run_id, run.agents)  # one per model, the run's
                 scheduler = Scheduler(
                     suite,
-                    _scheduler_settings(options, run_id),
+                    SchedulerSettings(run_id=run_id, execution=execution, limits=limits.episode),
                     _writer(suite, sink),
                     ModelProgress(limiters, on_progress),  # the models beside the sandboxes
                     on_submit,
@@ -318,21 +319,21 @@ def _run_locked(
                     # A worker killed from outside leaves its sandbox (a disk, a cgroup).
                     cleanup_orphans(specs, here=is_local_instance(), left_by=LOST_WORKER)
                 sink.compact()
-        not_the_agents = causes_not_the_agents(options.out_dir, run_id)
+        not_the_agents = causes_not_the_agents(out, run_id)
     except KeyboardInterrupt as exc:
         so_far = scheduler.progress if scheduler is not None else progress
         finished = len(planned) - len(items) + so_far.done
         interrupted = RunInterrupted(run_id, len(planned), finished, so_far.cancelled)
         # Interrupted as it wound up, with every episode's final row on disk: finished.
         state = RunState.FINISHED if interrupted.complete else RunState.INTERRUPTED
-        _record_state(options.out_dir, manifest, state)
+        _record_state(out, manifest, state)
         raise interrupted from exc
     except BaseException:
-        _record_state(options.out_dir, manifest, RunState.FAILED)
+        _record_state(out, manifest, RunState.FAILED)
         raise
     finished = len(planned) - len(items) + progress.done
     stopped = budget.reached if finished < len(planned) else None
-    _record_state(options.out_dir, manifest, RunState.STOPPED if stopped else RunState.FINISHED)
+    _record_state(out, manifest, RunState.STOPPED if stopped else RunState.FINISHED)
     return RunSummary(
         run_id=run_id,
         planned=len(planned),
@@ -352,19 +353,6 @@ def _concurrency_ceiling(concurrency: Concurrency) -> int:
     """What sizes a local Ray instance: the fixed concurrency, or with 'auto' this
     machine's cores (the controller's levels stay within the slots made from it)."""
     return os.cpu_count() or 1 if concurrency == AUTO else int(concurrency)
-
-
-def _scheduler_settings(options: RunOptions, run_id: str) -> SchedulerSettings:
-    knobs = {"placement_timeout_sec": options.placement_timeout_sec}
-    return SchedulerSettings(
-        **{name: value for name, value in knobs.items() if value is not None},
-        run_id=run_id,
-        concurrency=options.concurrency,
-        retry=RetryPolicy(max_attempts=options.max_attempts),
-        limits=options.limits,
-        pooling=options.pooling,
-        warm=options.warm,
-    )
 
 
 def _record_state(out_dir: str | Path, manifest: RunManifest, state: RunState) -> None:
@@ -535,17 +523,17 @@ def _host_needs(
     }
 
 
-def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> RunManifest:
+def _new_manifest(run: _Run, suite: Suite) -> RunManifest:
     """The manifest of a new run, written once nothing can refuse the run any more.
 
     It records the results root as given (a store's URI, keys removed), not the
     staging folder a store's run is written through.
     """
-    run_id = options.run_id or new_run_id()
-    if options.run_id is not None and run_id in list_runs(options.out_dir):
+    chosen = run.spec.results.run_id
+    run_id = chosen or new_run_id()
+    if chosen is not None and run_id in list_runs(run.out):
         raise ConfigError(
-            f"run {run_id} exists in {ResultsRoot.parse(out_given).shown}; "
-            f"resume it with --resume {run_id}",
+            f"run {run_id} exists in {run.root.shown}; resume it with --resume {run_id}",
             field="run_id",
         )
     return RunManifest(
@@ -559,35 +547,42 @@ def _new_manifest(options: RunOptions, suite: Suite, out_given: str | Path) -> R
                 if entry.benchmark.description
             )
         ),
-        agents=[a.name for a in options.agents],
-        agent_config=options.agent_config,
-        options=_recorded_options(options, out_given),
+        agents=[a.name for a in run.agents],
+        agent_config=run.spec.agents.agent_config,
+        options=_recorded_options(run),
         crabray_version=__version__,
     )
 
 
-def _recorded_options(options: RunOptions, out_given: str | Path) -> dict[str, Any]:
-    """The options a manifest records; the results root as given (a store's URI, no keys).
+_NOT_RECORDED = {"resume", "address", "run_id", "agent_config", "model"}
+"""Flat keys a manifest leaves out: which run and where (a resume says), and what the
+manifest keeps in fields of its own."""
+
+
+def _recorded_options(run: _Run) -> dict[str, Any]:
+    """The run as its manifest records it, by flat keys (``RunSpec.flat``), with the
+    agents' specs and the results root as given (a store's URI, no keys).
 
     A backend setting named like a secret (``password``, ``api_key``) is recorded
     without its value (``recorded_backend_settings``): a resume asks for it again.
     """
-    recorded = options.model_dump(
-        mode="json", exclude={"resume", "address", "run_id", "agent_config", "model"}
-    )
+    recorded = run.spec.flat(mode="json")
+    for key in _NOT_RECORDED:
+        recorded.pop(key)
     if recorded.get("backend_settings"):
         recorded["backend_settings"] = recorded_backend_settings(recorded["backend_settings"])
-    return {**recorded, "out_dir": ResultsRoot.parse(out_given).shown}
+    agents = [agent.model_dump(mode="json") for agent in run.agents]
+    return {**recorded, "agents": agents, "out_dir": run.root.shown}
 
 
-def _budget_options(options: RunOptions) -> dict[str, Any]:
+def _budget_options(spec: RunSpec) -> dict[str, Any]:
     """The budget a resume runs with (given, else the run's): the manifest records it, so
     the next resume keeps a budget raised by this one."""
-    return {"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens}
+    return {"max_cost_usd": spec.limits.max_cost_usd, "max_tokens": spec.limits.max_tokens}
 
 
-def _with_recorded_models(options: RunOptions, manifest: RunManifest) -> RunOptions:
-    """``options`` whose agents keep the models the run recorded for them.
+def _with_recorded_models(run: _Run, manifest: RunManifest) -> list[AgentSpec]:
+    """The run's agents, each keeping the model the run recorded for it.
 
     A run is one model per agent: a resume given no ``--model`` goes on with the
     model each agent started with, even if its agents file now says another
@@ -601,15 +596,16 @@ def _with_recorded_models(options: RunOptions, manifest: RunManifest) -> RunOpti
         for spec in manifest.options.get("agents") or []
         if isinstance(spec, dict)
     }
+    given_model = run.spec.agents.model
     agents = []
-    for spec in options.agents:
+    for spec in run.agents:
         model = recorded.get(spec.name)
         if model is None or model == spec.model:
             agents.append(spec)
-        elif options.model is not None:
+        elif given_model is not None:
             raise ConfigError(
                 f"run {manifest.run_id} ran agent {spec.name!r} with model {model!r}, not "
-                f"{options.model!r}; resume it with --model {model} or without --model",
+                f"{given_model!r}; resume it with --model {model} or without --model",
                 field="--model",
             )
         else:
@@ -622,19 +618,20 @@ def _with_recorded_models(options: RunOptions, manifest: RunManifest) -> RunOpti
                 spec.model,
             )
             agents.append(spec.model_copy(update={"model": model}))
-    return options.model_copy(update={"agents": agents})
+    return agents
 
 
-def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:
-    """The manifest of ``resume``, checked against what the options say to run."""
-    agents = [a.name for a in options.agents]
-    manifest = read_manifest(options.out_dir, resume)
-    if options.suite_origin is not None:
+def _resumed_run(run: _Run, resume: str, suite: Suite) -> RunManifest:
+    """The manifest of ``resume``, checked against what the run says to run."""
+    agents = [a.name for a in run.agents]
+    manifest = read_manifest(run.out, resume)
+    what = run.spec.what
+    if what.suite_origin is not None:
         origin = manifest.options.get("suite_origin")
-        if origin != options.suite_origin:
+        if origin != what.suite_origin:
             raise ConfigError(
                 f"run {resume} ran the suite shipped from {origin or manifest.suite}, not "
-                f"{options.suite_origin}",
+                f"{what.suite_origin}",
                 field="--resume",
             )
     elif Path(manifest.suite).resolve() != Path(suite.ref.path).resolve():
@@ -652,7 +649,7 @@ def _resumed_run(options: RunOptions, resume: str, suite: Suite) -> RunManifest:
         ("tags", "--tag"),
         ("limit", "--limit"),
     ):
-        recorded, given = manifest.options.get(option), getattr(options, option)
+        recorded, given = manifest.options.get(option), getattr(what, option)
         if recorded != given:
             raise ConfigError(
                 f"run {resume} was started with {option}={recorded!r}, not {given!r}; "

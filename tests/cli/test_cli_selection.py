@@ -125,9 +125,18 @@ def test_help_shows_human_metavars(command: list[str]) -> None:
 def test_run_help_groups_its_options_in_panels() -> None:
     page = crabray("run", "--help", check=True).stdout
     panels = re.findall(r"╭─ ([A-Z][A-Za-z ]+?) ─", page)
-    assert panels == ["What to run", "Options", "What to run", "Agents", "Execution",
-                      "Results", "Cluster"]  # fmt: skip
-    agents = page[page.index("╭─ Agents") : page.index("╭─ Execution")]
+    assert panels == [
+        "What to run",
+        "Options",
+        "What to run",
+        "Agents",
+        "Limits",
+        "Execution",
+        "Results",
+    ]  # fmt: skip, issue 38: the panels are RunSpec's parts
+    agents = page[page.index("╭─ Agents") : page.index("╭─ Limits")]
+    limits = page[page.index("╭─ Limits") : page.index("╭─ Execution")]
+    assert "--max-steps" in limits and "--max-cost-usd" in limits
     assert "--model" in agents and "MODEL" in agents and "--agent-config" in agents
     assert re.search(r"--limit\s+N", page)
     assert re.search(r"--task\s+-t\s+ID", page)

@@ -120,7 +120,7 @@ def test_a_detached_run_says_the_real_command_that_resumes_it(
     import shlex
 
     from crabray.cli.submit import _print_detached
-    from crabray.run.settings import RunConfig, merge_overrides
+    from crabray.run.spec import RunSpec
 
     given = {
         "suite": "tasks/task_json_demo",
@@ -132,9 +132,10 @@ def test_a_detached_run_says_the_real_command_that_resumes_it(
         "concurrency": "8",
         "out_dir": "sweep results",
         "address": "http://10.0.0.5:8265",
+        "model": "m-1",
     }
-    settings = merge_overrides(RunConfig(), given)
-    _print_detached(settings, "20261205-162521-9d255a", "job-1", "(1.0 MiB shipped)", "m-1")
+    spec = RunSpec.of(**given)
+    _print_detached(spec, "20261205-162521-9d255a", "job-1", "(1.0 MiB shipped)")
     shown = capsys.readouterr().out
     assert "..." not in shown, shown
     (line,) = [line for line in shown.splitlines() if line.startswith("resume it:")]

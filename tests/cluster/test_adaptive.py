@@ -35,9 +35,8 @@ from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
 from crabray.results.store.runs import read_manifest
-from crabray.run import RunOptions, run_suite
-from crabray.run.resume import resume_config
-from crabray.run.settings import RunConfig
+from crabray.run import RunSpec, run_suite
+from crabray.run.resume import resume_spec
 from tests.conftest import ROOT, crabray, serve_mock_llm
 
 MiB = 1024 * 1024
@@ -210,13 +209,13 @@ def test_memory_as_a_resource_keeps_sandboxes_within_a_nodes_memory(tmp_path: Pa
         suite.write_text(SUITE.replace("SETTINGS", repr({"memory_mb": 600})))
         watcher.start()
         summary = run_suite(
-            RunOptions(
+            RunSpec.of(
                 suite=str(suite),
-                agents=[agent_spec("oracle")],
                 out_dir=tmp_path,
                 concurrency="auto",
                 address=cluster.address,
-            )
+            ),
+            [agent_spec("oracle")],
         )
         done.set()
         watcher.join()
@@ -224,13 +223,13 @@ def test_memory_as_a_resource_keeps_sandboxes_within_a_nodes_memory(tmp_path: Pa
         too_big.write_text(SUITE.replace("SETTINGS", repr({"memory_mb": 2000})))
         with pytest.raises(ConfigError, match=r"2000 MiB of Ray's memory resource"):
             run_suite(
-                RunOptions(
+                RunSpec.of(
                     suite=str(too_big),
-                    agents=[agent_spec("oracle")],
                     out_dir=tmp_path / "big",
                     concurrency="auto",
                     address=cluster.address,
-                )
+                ),
+                [agent_spec("oracle")],
             )
     finally:
         done.set()
@@ -265,8 +264,8 @@ def test_an_auto_run_records_every_episode_shows_its_level_and_a_resume_keeps_au
     assert re.search(line, done.stderr)
     (run_id,) = set(episodes.run_id)
     assert read_manifest(out, run_id).options["concurrency"] == "auto"
-    resumed = resume_config(RunConfig(resume=run_id, out_dir=out))
-    assert resumed.concurrency == "auto"
+    resumed = resume_spec(RunSpec.of(resume=run_id, out_dir=out))
+    assert resumed.execution.concurrency == "auto"
     again = crabray("run", "--resume", run_id, "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert len(read_episodes(out)) == 22

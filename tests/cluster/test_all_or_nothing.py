@@ -16,8 +16,7 @@ import pytest
 
 from crabray.cluster.sweep.progress import SweepProgress
 from crabray.cluster.sweep.scheduler import Scheduler
-from crabray.cluster.sweep.settings import SchedulerSettings
-from crabray.episode import EpisodeLimits
+from crabray.cluster.sweep.settings import Execution, SchedulerSettings
 from crabray.formats import Suite
 from crabray.results import ResultSink
 from tests.cluster.conftest import crabray_head
@@ -113,10 +112,7 @@ def sweep(
     suite: Suite = load_suite(resolve_suite(suite_path))
     settings = SchedulerSettings(
         run_id="mixed",
-        concurrency=2,
-        limits=EpisodeLimits(),
-        pooling=pooling,
-        warm=0,
+        execution=Execution(concurrency=2, pooling=pooling),
         reserve_after_sec=reserve_after_sec,
     )
     scheduler = Scheduler(suite, settings, ResultSink(out, "mixed").write)
@@ -211,12 +207,7 @@ def test_an_episode_whose_slots_are_held_elsewhere_fails_as_infrastructure(
     suite: Suite = load_suite(resolve_suite(tmp_path / "mixed.py"))
     settings = SchedulerSettings(
         run_id="held",
-        concurrency=2,
-        limits=EpisodeLimits(),
-        pooling=True,
-        warm=0,
-        placement_timeout_sec=3,
-        retry={"max_attempts": 1},
+        execution=Execution(concurrency=2, placement_timeout_sec=3, max_attempts=1),
     )
     out = tmp_path / "out"
     scheduler = Scheduler(suite, settings, ResultSink(out, "held").write)

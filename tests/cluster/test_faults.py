@@ -14,7 +14,6 @@ import pytest
 from ray.cluster_utils import Cluster
 
 from crabray.core.errors import CrabrayError
-from crabray.episode import EpisodeLimits
 from crabray.results import read_episodes
 from tests.conftest import ROOT, raw_episode_rows, write_sleepy_suite
 
@@ -111,7 +110,7 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     from crabray.cluster.actors.inflight import SweepItem
     from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.cluster.sweep.scheduler import Scheduler
-    from crabray.cluster.sweep.settings import SchedulerSettings
+    from crabray.cluster.sweep.settings import Execution, SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
@@ -121,10 +120,7 @@ def test_an_episode_past_its_time_limit_is_stopped_and_recorded(tmp_path: Path) 
     sink = ResultSink(tmp_path / "out", "timeouts")
     settings = SchedulerSettings(
         run_id="timeouts",
-        concurrency=2,
-        limits=EpisodeLimits(),
-        pooling=True,
-        warm=0,
+        execution=Execution(concurrency=2),
         timeout_grace_sec=1.0,
         kill_grace_sec=1.0,
     )
@@ -189,7 +185,7 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(
     from crabray.cluster.actors.inflight import SweepItem
     from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.cluster.sweep.scheduler import Scheduler
-    from crabray.cluster.sweep.settings import SchedulerSettings
+    from crabray.cluster.sweep.settings import Execution, SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
@@ -205,10 +201,7 @@ def test_losing_the_only_node_of_a_kind_stops_the_run_after_the_wait(
 
     settings = SchedulerSettings(
         run_id="lost",
-        concurrency=2,
-        limits=EpisodeLimits(),
-        pooling=True,
-        warm=0,
+        execution=Execution(concurrency=2),
         host_wait_sec=5.0,
     )
     scheduler = Scheduler(suite, settings, sink.write, on_submit=lose_the_node_at_first_dispatch)

@@ -16,8 +16,7 @@ import pytest
 
 from crabray.cluster.sweep.progress import SweepProgress
 from crabray.cluster.sweep.scheduler import Scheduler
-from crabray.cluster.sweep.settings import SchedulerSettings
-from crabray.episode import EpisodeLimits
+from crabray.cluster.sweep.settings import Execution, SchedulerSettings
 from crabray.formats import Suite
 from crabray.results import ResultSink, read_episodes
 from tests.conftest import raw_episode_rows, write_sleepy_suite
@@ -127,7 +126,9 @@ RESET_BREAKING_SUITE = textwrap.dedent(
 )
 
 
-def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepProgress]:
+def sweep(
+    suite_path: Path, out: Path, max_attempts: int = 3, **knobs: Any
+) -> tuple[Scheduler, SweepProgress]:
     """Run every task of the suite once with the oracle at concurrency 1, pooled."""
     from crabray.agents import agent_spec
     from crabray.cluster.actors.inflight import SweepItem
@@ -135,9 +136,8 @@ def sweep(suite_path: Path, out: Path, **knobs: Any) -> tuple[Scheduler, SweepPr
     from crabray.formats import load_suite, resolve_suite
 
     suite: Suite = load_suite(resolve_suite(suite_path))
-    settings = SchedulerSettings(
-        run_id="pipe", concurrency=1, limits=EpisodeLimits(), pooling=True, warm=0, **knobs
-    )
+    execution = Execution(concurrency=1, max_attempts=max_attempts)
+    settings = SchedulerSettings(run_id="pipe", execution=execution, **knobs)
     scheduler = Scheduler(suite, settings, ResultSink(out, "pipe").write)
     connect(hosts={"local": 2})
     try:
@@ -153,7 +153,7 @@ def test_an_episode_that_breaks_its_sandbox_is_retried_alone(tmp_path: Path) -> 
     suite = tmp_path / "pipe.py"
     suite.write_text(BREAKING_SUITE)
     out = tmp_path / "out"
-    scheduler, _ = sweep(suite, out, retry={"max_attempts": 2, "backoff_initial_sec": 0.1})
+    scheduler, _ = sweep(suite, out, max_attempts=2, backoff={"backoff_initial_sec": 0.1})
     assert scheduler.pool.stats.queued >= 3, "episodes were queued behind running ones"
     rows = raw_episode_rows(out, ["task_id", "attempt", "termination_reason"])
     broken = sorted((r["attempt"], r["termination_reason"]) for r in rows if r["task_id"] == "t2")
@@ -192,7 +192,7 @@ def test_an_episode_whose_own_reset_fails_runs_again_elsewhere(tmp_path: Path) -
     suite = tmp_path / "pipe.py"
     suite.write_text(RESET_BREAKING_SUITE.replace("ROOTS", str(tmp_path / "roots")))
     out = tmp_path / "out"
-    scheduler, progress = sweep(suite, out, retry={"max_attempts": 2, "backoff_initial_sec": 0.1})
+    scheduler, progress = sweep(suite, out, max_attempts=2, backoff={"backoff_initial_sec": 0.1})
     assert scheduler.pool.stats.failed_resets == 1, "t1's reset failed"
     assert scheduler.pool.stats.created == 2, "the broken sandbox's actor was replaced"
     assert (progress.done, progress.retries, progress.infra_failures) == (3, 0, 0)

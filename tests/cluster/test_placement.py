@@ -12,7 +12,7 @@ from crabray.agents import agent_spec
 from crabray.cluster.runtime.placement import capacity, check_hostable, hosted_kinds
 from crabray.core.errors import ConfigError
 from crabray.results import read_episodes
-from crabray.run import RunOptions, run_suite
+from crabray.run import RunSpec, run_suite
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ def test_a_label_selector_pins_every_episode_to_matching_nodes(
     suite = tmp_path / "pinned.py"
     suite.write_text(SUITE.replace("SELECTOR", repr({"family": "b"})))
     summary = run_suite(
-        RunOptions(suite=str(suite), agents=[agent_spec("oracle")], out_dir=tmp_path, concurrency=4)
+        RunSpec.of(suite=str(suite), out_dir=tmp_path, concurrency=4), [agent_spec("oracle")]
     )
     assert summary.successes == 6
     family_b = {
@@ -111,9 +111,7 @@ def test_one_episode_drives_environments_on_two_nodes(tmp_path: Path) -> None:
     try:
         suite = tmp_path / "spanning.py"
         suite.write_text(SPANNING)
-        summary = run_suite(
-            RunOptions(suite=str(suite), agents=[agent_spec("oracle")], out_dir=tmp_path)
-        )
+        summary = run_suite(RunSpec.of(suite=str(suite), out_dir=tmp_path), [agent_spec("oracle")])
     finally:
         ray.shutdown()
         cluster.shutdown()

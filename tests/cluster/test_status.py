@@ -15,7 +15,6 @@ from ray.cluster_utils import Cluster
 from crabray.cluster.runtime.placement import node_labels, node_resources
 from crabray.cluster.sweep.progress import SweepProgress
 from crabray.cluster.sweep.status import BOARD_NAME, NAMESPACE, RunStatus, StatusBoard, run_statuses
-from crabray.episode import EpisodeLimits
 from tests.conftest import ROOT, write_sleepy_suite
 
 
@@ -94,14 +93,12 @@ def _sweep_and_read_statuses(tmp_path: Path, address: str | None) -> list[tuple[
     from crabray.cluster.actors.inflight import SweepItem
     from crabray.cluster.runtime.ray_runtime import connect, disconnect
     from crabray.cluster.sweep.scheduler import Scheduler
-    from crabray.cluster.sweep.settings import SchedulerSettings
+    from crabray.cluster.sweep.settings import Execution, SchedulerSettings
     from crabray.formats import load_suite, resolve_suite
     from crabray.results import ResultSink
 
     suite = load_suite(resolve_suite(write_sleepy_suite(tmp_path / "sweep.py", tasks=2, sleep=0)))
-    settings = SchedulerSettings(
-        run_id="seen", concurrency=1, limits=EpisodeLimits(), pooling=True, warm=0
-    )
+    settings = SchedulerSettings(run_id="seen", execution=Execution(concurrency=1))
     scheduler = Scheduler(suite, settings, ResultSink(tmp_path / "out", "seen").write)
     connect(address, hosts={"local": 2})
     try:

@@ -84,7 +84,7 @@ def test_public_exports_are_exactly_the_authoring_api_and_evaluate_with_its_type
             "EnvironmentConfig",
             "Evaluator",
             "GraphEvaluator",
-            "RunSettings",
+            "RunSpec",
             "RunSummary",
             "SubTask",
             "Task",

@@ -31,7 +31,7 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
     summary = crabray.evaluate(
         DEMO,
         ["oracle", AgentSpec(name="idle", kind="noop")],
-        crabray.RunSettings(out_dir=out, task_ids=["hello-file", "count-lines"], concurrency=1),
+        crabray.RunSpec.of(out_dir=out, task_ids=["hello-file", "count-lines"], concurrency=1),
     )
     episodes = read_episodes(out)
     assert summary.planned == summary.ran == len(episodes) == 4
@@ -47,7 +47,7 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
     again = crabray.evaluate(
         DEMO,
         agents,
-        crabray.RunSettings(
+        crabray.RunSpec.of(
             out_dir=out, task_ids=["hello-file", "count-lines"], resume=summary.run_id
         ),
     )
@@ -57,12 +57,33 @@ def test_evaluate_runs_a_suite_and_writes_its_rows(tmp_path: Path) -> None:
 
 def test_evaluate_refuses_a_job_api_address_with_the_command_that_submits() -> None:
     with pytest.raises(ConfigError, match=r"crabray run .* --address http://head:8265"):
-        crabray.evaluate(DEMO, ["oracle"], crabray.RunSettings(address="http://head:8265"))
+        crabray.evaluate(DEMO, ["oracle"], crabray.RunSpec.of(address="http://head:8265"))
 
 
 def test_evaluate_names_an_unknown_setting() -> None:
+    with pytest.raises(ConfigError, match="concurency: Extra inputs are not permitted"):
+        crabray.RunSpec.of(concurency=2)
     with pytest.raises(ValidationError, match="concurency"):
-        crabray.RunSettings(concurency=2)  # type: ignore[call-arg]
+        crabray.RunSpec(concurency=2)  # type: ignore[call-arg]
+
+
+def test_a_run_spec_is_one_description_by_concern() -> None:
+    """Issue 38: flat keys (a run file's, the flags') land in their part, typed; the results
+    root is parsed once; a field set is told apart from a default, so an override sets only
+    what it was given."""
+    from crabray.results.store.root import ResultsRoot
+
+    spec = crabray.RunSpec.of(
+        suite="tasks/demo", agents=["oracle"], concurrency=4, max_steps=3, out_dir="s3://b/r"
+    )
+    assert spec.execution.concurrency == 4
+    assert spec.limits.max_steps == 3 and spec.limits.episode.max_steps == 3
+    assert spec.results.out_dir == ResultsRoot("s3://b/r") and spec.results.out_dir.is_store
+    assert spec.what.suite == "tasks/demo" and spec.agents.names == ["oracle"]
+    assert spec.given() == {"suite", "agents", "concurrency", "max_steps", "out_dir"}
+    merged = spec.updated(crabray.RunSpec.of(concurrency=None, epochs=2))
+    assert (merged.execution.concurrency, merged.what.epochs) == (4, 2)
+    assert crabray.RunSpec.model_validate(spec.model_dump()) == spec, "it round-trips"
 
 
 def test_evaluate_names_an_unknown_agent() -> None:
@@ -100,7 +121,7 @@ def test_evaluate_runs_a_benchmark_object(tmp_path: Path, notes: ModuleType) -> 
     file that defines it, which is what every worker loads."""
     require_kind("local-bwrap")
     out = tmp_path / "out"
-    summary = crabray.evaluate(notes.bench, ["oracle", "noop"], crabray.RunSettings(out_dir=out))
+    summary = crabray.evaluate(notes.bench, ["oracle", "noop"], crabray.RunSpec.of(out_dir=out))
     episodes = read_episodes(out)
     assert summary.planned == summary.ran == len(episodes) == 2
     assert episodes.set_index("agent")["success"].to_dict() == {"oracle": True, "noop": False}
@@ -119,7 +140,7 @@ def test_evaluate_says_where_a_benchmark_object_must_live(tmp_path: Path) -> Non
         tasks=[Task(id="t", description="d", evaluator=path_exists(path="x"))],
     )
     with pytest.raises(ConfigError, match="bind it at module level") as caught:
-        crabray.evaluate(made_here, ["oracle"], crabray.RunSettings(out_dir=tmp_path / "out"))
+        crabray.evaluate(made_here, ["oracle"], crabray.RunSpec.of(out_dir=tmp_path / "out"))
     assert "made-here" in str(caught.value)
     assert not (tmp_path / "out").exists()
 

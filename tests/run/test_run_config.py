@@ -9,10 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from crabray.cli import app
-from crabray.cluster.sweep.settings import SchedulerSettings
+from crabray.cluster.sweep.settings import Execution, SchedulerSettings
 from crabray.core.errors import ConfigError
 from crabray.results import list_runs, read_episodes, read_manifest
-from crabray.run import RunConfig, RunSettings, load_run_config, merge_overrides
+from crabray.run import RunSpec, load_run_spec
+from crabray.run.spec import FLAT_KEYS
 from tests.conftest import ROOT, crabray
 
 runner = CliRunner()
@@ -31,28 +32,28 @@ def test_a_run_file_is_read_with_paths_relative_to_it(tmp_path: Path) -> None:
         'suite = "../suite.py"\nagents = ["oracle", "noop"]\nconcurrency = 4\n'
         'out_dir = "/abs/results"\ntask_ids = ["a"]\n'
     )
-    config = load_run_config(path)
-    assert Path(config.suite or "") == path.parent / "../suite.py"
-    assert config.agents == ["oracle", "noop"]
-    assert (config.concurrency, config.epochs) == (4, RunSettings().epochs)
-    assert config.out_dir == Path("/abs/results")
-    assert config.task_ids == ["a"]
+    spec = load_run_spec(path)
+    assert Path(spec.what.suite or "") == path.parent / "../suite.py"
+    assert spec.agents.names == ["oracle", "noop"]
+    assert (spec.execution.concurrency, spec.what.epochs) == (4, RunSpec().what.epochs)
+    assert spec.results.out_dir.path == Path("/abs/results")
+    assert spec.what.task_ids == ["a"]
 
 
 def test_options_override_only_the_fields_they_set(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
     path.write_text('suite = "s.py"\nagents = ["oracle"]\nconcurrency = 4\nepochs = 3\n')
-    merged = merge_overrides(load_run_config(path), {"epochs": 1, "concurrency": None})
-    assert (merged.concurrency, merged.epochs) == (4, 1)
-    assert merged.agents == ["oracle"]
-    assert merged.suite == str(tmp_path / "s.py")
+    merged = load_run_spec(path).updated(RunSpec.of(epochs=1, concurrency=None))
+    assert (merged.execution.concurrency, merged.what.epochs) == (4, 1)
+    assert merged.agents.names == ["oracle"]
+    assert merged.what.suite == str(tmp_path / "s.py")
 
 
 def test_every_bad_field_of_a_run_file_is_named_with_the_file(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
     path.write_text('concurency = 4\nepochs = 0\nagents = "oracle"\n')
     with pytest.raises(ConfigError) as info:
-        load_run_config(path)
+        load_run_spec(path)
     message = str(info.value)
     assert message.startswith(f"{path}: ")
     assert "concurency: Extra inputs are not permitted" in message
@@ -65,18 +66,19 @@ def test_a_run_file_that_is_not_toml_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "run.toml"
     path.write_text("suite = [unclosed\n")
     with pytest.raises(ConfigError, match="not valid TOML"):
-        load_run_config(path)
+        load_run_spec(path)
     with pytest.raises(ConfigError, match="cannot read run file"):
-        load_run_config(tmp_path / "missing.toml")
+        load_run_spec(tmp_path / "missing.toml")
 
 
 def test_run_defaults_are_written_once() -> None:
-    """The scheduler takes the run-level knobs from the run settings; it has no defaults of them."""
-    required = {
-        name for name, field in SchedulerSettings.model_fields.items() if field.is_required()
-    }
-    assert {"concurrency", "limits", "pooling", "warm"} <= required
-    assert set(RunConfig.model_fields) >= set(RunSettings.model_fields)
+    """Issue 38: the scheduler takes the run's execution part whole; no field of a run is
+    declared twice, in the run or beside it."""
+    assert SchedulerSettings.model_fields["execution"].annotation is Execution
+    assert not set(SchedulerSettings.model_fields) & set(Execution.model_fields)
+    parts = [RunSpec.model_fields[name].annotation for name in RunSpec.model_fields]
+    names = [name for part in parts for name in part.model_fields]  # type: ignore[union-attr]
+    assert len(names) == len(set(names)) == len(FLAT_KEYS), "each flat key is one field"
 
 
 def test_limits_and_suite_options_are_declared_once() -> None:
@@ -87,10 +89,30 @@ def test_limits_and_suite_options_are_declared_once() -> None:
     for model in (SchedulerSettings, EpisodeSettings):
         assert model.model_fields["limits"].annotation is EpisodeLimits
         assert not set(model.model_fields) & set(EpisodeLimits.model_fields)
-    assert issubclass(RunSettings, EpisodeLimits) and issubclass(RunSettings, SuiteOptions)
-    settings = RunSettings(max_steps=3, time_limit_sec=9.5, backend="docker")
-    assert settings.limits == EpisodeLimits(max_steps=3, time_limit_sec=9.5)
-    assert settings.backend == "docker"
+    limits, what = (
+        RunSpec.model_fields["limits"].annotation,
+        RunSpec.model_fields["what"].annotation,
+    )
+    assert isinstance(limits, type) and issubclass(limits, EpisodeLimits)
+    assert isinstance(what, type) and issubclass(what, SuiteOptions)
+    spec = RunSpec.of(max_steps=3, time_limit_sec=9.5, backend="docker")
+    assert spec.limits.episode == EpisodeLimits(max_steps=3, time_limit_sec=9.5)
+    assert spec.what.backend == "docker"
+
+
+def test_resume_rules_come_from_the_fields() -> None:
+    """What a resume checks (what the episodes are) and keeps (how they run) is read from
+    each field's metadata, not listed beside the model."""
+    from crabray.run.resume import keys_with
+
+    assert set(keys_with("fixed")) == {
+        "format", "backend", "backend_settings", "index", "base_image", "services",
+        "epochs", "task_ids", "tags", "limit", "max_steps", "time_limit_sec",
+    }  # fmt: skip
+    assert set(keys_with("kept")) == {
+        "concurrency", "max_attempts", "pooling", "warm", "local_slots", "suite_origin",
+        "max_cost_usd", "max_tokens",
+    }  # fmt: skip
 
 
 def test_cli_run_file_errors_exit_2_with_file_and_field(tmp_path: Path) -> None:
@@ -168,11 +190,11 @@ def test_suite_format_option_and_its_deprecated_spelling(tmp_path: Path) -> None
 
 
 def test_the_example_run_file_is_valid_and_complete() -> None:
-    config = load_run_config(ROOT / "run.example.toml")
-    assert config.suite == str(ROOT / "tasks" / "demo")
-    assert config.agents == ["oracle", "noop"]
+    spec = load_run_spec(ROOT / "run.example.toml")
+    assert spec.what.suite == str(ROOT / "tasks" / "demo")
+    assert spec.agents.names == ["oracle", "noop"]
     text = (ROOT / "run.example.toml").read_text()
-    undocumented = [name for name in RunConfig.model_fields if f"{name} =" not in text]
+    undocumented = [key for key in FLAT_KEYS if f"{key} =" not in text]
     assert undocumented == [], "every field is shown in the example"
 
 

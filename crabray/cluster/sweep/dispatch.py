@@ -101,7 +101,10 @@ class Dispatch:
     def follow(self, leader: InFlight) -> None:
         """Queue the next episode of the same configuration behind ``leader`` on its actor
         (pooled, single-environment episodes: ``crabray.cluster.actors.pipeline``)."""
-        if not (self.settings.pooling and self.settings.pipeline) or len(leader.actors) != 1:
+        if (
+            not (self.settings.execution.pooling and self.settings.pipeline)
+            or len(leader.actors) != 1
+        ):
             return
         if self.followers.has(leader.host):
             return

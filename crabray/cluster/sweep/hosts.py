@@ -136,7 +136,7 @@ class HostWatch:
         saying why (retried as any infrastructure failure).
         """
         now = time.monotonic()
-        bound = self.settings.placement_timeout_sec
+        bound = self.settings.execution.placement_timeout_sec
         for flight in in_flight.values():
             if flight.placed or flight.unplaced is not None:
                 continue

@@ -111,10 +111,14 @@ class Scheduler:
         self.models_queued = models_queued or (lambda: False)
         self.control: Any = None
         """The run's ``RunControl`` actor, started by ``run`` (Ray is connected by then)."""
-        auto = settings.concurrency == AUTO
-        fixed = settings.concurrency if isinstance(settings.concurrency, int) else None
+        concurrency = settings.execution.concurrency
+        auto = concurrency == AUTO
+        fixed = concurrency if isinstance(concurrency, int) else None
         self.pool = EnvironmentPool(
-            pooling=settings.pooling, run_id=settings.run_id, max_actors=fixed, memory=auto
+            pooling=settings.execution.pooling,
+            run_id=settings.run_id,
+            max_actors=fixed,
+            memory=auto,
         )
         self.progress = SweepProgress(total=0)
         """The counts so far: what an interrupted run had done when it stopped."""
@@ -288,14 +292,15 @@ class Scheduler:
 
     def _warm(self) -> None:
         """Start ``warm`` environments of each configuration the queue needs, ahead."""
-        if not self.settings.warm or not self.settings.pooling:
+        execution = self.settings.execution
+        if not execution.warm or not execution.pooling:
             return
         wanted: dict[str, SandboxSpec] = {}
         for item in self.admission.queue:
             for spec in self.needs.specs_of(item.task_id):
                 wanted.setdefault(spec.pool_key, spec)
         for spec in wanted.values():
-            self.pool.warm(spec, self.settings.warm, self.hosts.capacity)
+            self.pool.warm(spec, execution.warm, self.hosts.capacity)
 
     def _wait_timeout(self) -> float:
         """How long ``ray.wait`` may block before a deadline, a retry, a flush or a
