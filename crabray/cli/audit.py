@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -34,7 +35,9 @@ from crabray.cli.terminal import console, errors, safe_text
 from crabray.core.words import counted, plural
 
 if TYPE_CHECKING:
+    from crabray.audit import AuditOptions
     from crabray.results.store.audit import AuditReport
+    from crabray.results.store.root import ResultsRoot
 
 AUDIT_EXAMPLES = """Examples:
 
@@ -166,17 +169,17 @@ def audit(
         fail_on=_classes(fail_on),
     )
     root = spec.results.out_dir
-    report = _interruptible(options, output is AuditFormat.JSON, root.given)
+    report = _interruptible(options, output is AuditFormat.JSON, root)
     if output is AuditFormat.JSON:
         typer.echo(json.dumps(_json(report), indent=2))
     else:
-        _print_report(report, root.given)
-    unjudged = _unjudged(report, root.given)
+        _print_report(report, root)
+    unjudged = _unjudged(report, root)
     if report.failing or unjudged:
         raise typer.Exit(1)
 
 
-def _unjudged(report: AuditReport, out: Any) -> int:
+def _unjudged(report: AuditReport, out: ResultsRoot) -> int:
     """Say (on standard error) which verdicts the infrastructure left unknown: a task whose
     every try of a probe failed there is not clean, only unaudited. Returns their count."""
     missing = [
@@ -190,13 +193,13 @@ def _unjudged(report: AuditReport, out: Any) -> int:
             f"[yellow]{counted(len(missing), 'verdict')} unknown[/]: every try failed in the "
             f"infrastructure, so these say nothing: {escape(', '.join(missing))}\n"
             f"audit them again with: crabray audit --resume {report.run_id} "
-            f"--out {escape(str(out))}",
+            f"--out {escape(shlex.quote(out.shown))}",
             highlight=False,
         )
     return len(missing)
 
 
-def _interruptible(options: Any, quiet: bool, out: Any) -> AuditReport:
+def _interruptible(options: AuditOptions, quiet: bool, out: ResultsRoot) -> AuditReport:
     """The audit, stopped cleanly by Ctrl-C or SIGTERM: what finished is saved, the
     terminal says how much and the command that goes on, and the exit code is the
     signal's (130, 143), as ``crabray run``'s."""
@@ -220,7 +223,8 @@ def _interruptible(options: Any, quiet: bool, out: Any) -> AuditReport:
                 f"[yellow]interrupted ({name})[/]: {exc.finished} of "
                 f"{counted(exc.planned, 'episode')} {plural(exc.finished, 'is', 'are')} "
                 "finished and saved\n"
-                f"audit on with: crabray audit --resume {exc.run_id} --out {escape(str(out))}",
+                f"audit on with: crabray audit --resume {exc.run_id} "
+                f"--out {escape(shlex.quote(out.shown))}",
                 highlight=False,
             )
         else:
@@ -285,7 +289,7 @@ def _json(report: AuditReport) -> list[dict[str, Any]]:
     ]
 
 
-def _print_report(report: AuditReport, out: Any) -> None:
+def _print_report(report: AuditReport, out: ResultsRoot) -> None:
     """The table of verdicts per task, each finding below it, then the suite's figure."""
     console.print(_verdicts_table(report))
     for task in report.tasks:
@@ -308,7 +312,7 @@ def _print_report(report: AuditReport, out: Any) -> None:
             highlight=False,
         )
     console.print(
-        f"report: {escape(str(Path(str(out)) / 'audits' / (report.run_id + '.json')))}   "
+        f"report: {escape(out.shown.rstrip('/') + '/audits/' + report.run_id + '.json')}   "
         f"run id: [bold]{report.run_id}[/]",
         highlight=False,
     )

@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from crabray.cli.options import DEFAULT_ROOT, root_argument, root_option
 from crabray.cli.roots import resolve_run
 from crabray.cli.terminal import console
 from crabray.core.errors import CrabrayError
 from crabray.results.export import ExportFormat
 from crabray.results.store.root import ResultsRoot
-from crabray.run.spec import DEFAULT_RESULTS
 
 EXPORT_EXAMPLES = """Examples:
 
@@ -44,10 +44,9 @@ def export(
         ),
     ],
     root_arg: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="OUT",
-            help="The results root holding the run, a folder or a store URI (as "
+        ResultsRoot | None,
+        root_argument(
+            "The results root holding the run, a folder or a store URI (as "
             "`crabray leaderboard OUT`); default results/.",
             show_default=False,
         ),
@@ -64,10 +63,11 @@ def export(
         ),
     ] = None,
     source: Annotated[
-        str | None,
-        typer.Option(
+        ResultsRoot | None,
+        root_option(
             "--from",
             metavar="OUT",
+            show_default=False,
             help="The results root, as `crabray runs fetch --from` names it: OUT's other spelling.",
         ),
     ] = None,
@@ -79,12 +79,14 @@ def export(
     from crabray.results.export import default_out, export_run
 
     if root_arg is not None and source is not None and root_arg != source:
-        raise CrabrayError(f"OUT {root_arg} and --from {source} name two results roots; give one")
-    source = root_arg or source or str(DEFAULT_RESULTS)
-    run_id = resolve_run(source, run_id, "export") or run_id
+        raise CrabrayError(
+            f"OUT {root_arg.shown} and --from {source.shown} name two results roots; give one"
+        )
+    root = root_arg or source or DEFAULT_ROOT
+    run_id = resolve_run(root, run_id, "export") or run_id
     target = _target(out if out is not None else default_out(run_id, fmt), run_id, fmt)
-    with ResultsRoot.parse(source).readable(whole=True) as root:
-        summary = export_run(root, run_id, fmt, target)
+    with root.readable(whole=True) as folder:
+        summary = export_run(folder, run_id, fmt, target)
     console.print(
         _said(summary.format, summary.episodes, summary.logs, target),
         highlight=False,

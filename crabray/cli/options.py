@@ -14,7 +14,8 @@ import typer
 
 from crabray.cli.terminal import errors
 from crabray.core.errors import CrabrayError
-from crabray.run.spec import field_of, part_title
+from crabray.results.store.root import ResultsRoot
+from crabray.run.spec import DEFAULT_RESULTS, field_of, part_title
 
 
 def _default(key: str) -> str:
@@ -33,6 +34,27 @@ def _setting_option(key: str, *names: str, **option: Any) -> Any:
     """``_run_option``, its default shown as the field has it."""
     return _run_option(key, *names, show_default=_default(key), **option)
 
+
+DEFAULT_ROOT = ResultsRoot(str(DEFAULT_RESULTS))
+"""The results root a command reads (or a run writes) when given none."""
+
+
+def root_argument(help: str, **argument: Any) -> Any:
+    """A results root argument (OUT): parsed by typer into a ``ResultsRoot``, once, so the
+    command and every helper it calls hold the root typed (``results`` by default)."""
+    argument.setdefault("show_default", str(DEFAULT_RESULTS))
+    return typer.Argument(parser=ResultsRoot.parse, metavar="OUT", help=help, **argument)
+
+
+def root_option(*names: str, help: str, **option: Any) -> Any:
+    """A results root option (``--out``, ``--from``), parsed as ``root_argument`` is."""
+    option.setdefault("show_default", str(DEFAULT_RESULTS))
+    option.setdefault("metavar", "DIR")
+    return typer.Option(*names, parser=ResultsRoot.parse, help=help, **option)
+
+
+RootArg = Annotated[ResultsRoot, root_argument("Results root: a folder or a store URI.")]
+"""The results root a reporting command reads (``runs list``, ``view``)."""
 
 SuiteArg = Annotated[Path, typer.Argument(help="A suite: a .py file or a folder of tasks.")]
 SuiteFormatOpt = Annotated[
@@ -124,11 +146,13 @@ RunFileOpt = Annotated[
     ),
 ]
 OutOpt = Annotated[
-    str | None,
+    ResultsRoot | None,
     _setting_option(
         "out_dir",
         "--out",
         "-o",
+        parser=ResultsRoot.parse,
+        metavar="DIR",
         help="Results root; each run is kept apart under it. A directory, or a URI of a "
         "store pyarrow writes (s3://BUCKET/PREFIX, gs://...): the run is staged locally and "
         "uploaded as episodes finish.",

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.markup import escape
 
@@ -24,8 +23,9 @@ from crabray.cli.terminal import console, safe_text
 from crabray.core.result import Attribution
 from crabray.core.words import counted
 from crabray.results.board.trust import UnverifiedGroup
+from crabray.results.store.root import ResultsRoot
 from crabray.run.outcomes import Cause
-from crabray.run.spec import DEFAULT_RESULTS
+from crabray.run.spec import is_default_root
 
 EXIT_NOT_THE_AGENTS = 1
 """Exit code of a run that left benchmark or infrastructure errors (bad input exits 2)."""
@@ -111,13 +111,13 @@ def _reason_line(group: UnverifiedGroup, several: bool) -> str:
 
 
 def print_causes(
-    causes: Sequence[Cause], out: Path | str, run_id: str, prog: str, resume: str | None
+    causes: Sequence[Cause], root: ResultsRoot, run_id: str, prog: str, resume: str | None
 ) -> int:
     """Print what was not the agent's doing and return the run's exit code (0 if nothing).
 
     Args:
         causes: The run's non-agent outcomes by cause (``RunSummary.not_the_agents``).
-        out: The results root, as the user gave it.
+        root: The run's results root (left out of the commands printed when the default).
         run_id: The run.
         prog: How the user types ``crabray``.
         resume: The command that resumes the run, to type as it is; None where it is not
@@ -125,7 +125,7 @@ def print_causes(
     """
     if not causes:
         return 0
-    where = "" if out == DEFAULT_RESULTS else f" {shlex.quote(str(out))}"
+    where = "" if is_default_root(root) else f" {shlex.quote(root.shown)}"
     for whom in (Attribution.BENCHMARK, Attribution.INFRASTRUCTURE):
         mine = [cause for cause in causes if cause.attribution is whom]
         if not mine:

@@ -10,12 +10,19 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from crabray.cli.options import DescriptionOpt, RunOpt, TitleOpt, VerifiedOnlyOpt
-from crabray.cli.roots import no_runs, resolve_run, shown_root
+from crabray.cli.options import (
+    DEFAULT_ROOT,
+    DescriptionOpt,
+    RootArg,
+    RunOpt,
+    TitleOpt,
+    VerifiedOnlyOpt,
+    root_argument,
+)
+from crabray.cli.roots import no_runs, resolve_run, resolve_run_in, shown_root
 from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
-from crabray.run.spec import DEFAULT_RESULTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,10 +51,10 @@ LEADERBOARD_EXAMPLES = """Examples:
 
 
 def leaderboard(
-    out: Annotated[
-        str,
-        typer.Argument(help="Results root, or an fsspec URL of one (file://, memory://, s3://)."),
-    ] = str(DEFAULT_RESULTS),
+    root: Annotated[
+        ResultsRoot,
+        root_argument("Results root, or an fsspec URL of one (file://, memory://, s3://)."),
+    ] = DEFAULT_ROOT,
     run_id: RunOpt = None,
     fmt: Annotated[
         str,
@@ -125,14 +132,14 @@ def leaderboard(
 
         check_output_dir(html, "--html")
         importlib.import_module("crabray.results.site")  # without the [site] extra: fail first
-    run_id = resolve_run(out, run_id, "leaderboard")
+    run_id = resolve_run(root, run_id, "leaderboard")
     if compare is not None:
-        first, second = (resolve_run(out, run, "leaderboard") for run in compare)
+        first, second = (resolve_run(root, run, "leaderboard") for run in compare)
         compare = (first or compare[0], second or compare[1])
         if compare[0] == compare[1]:
             raise CrabrayError(f"--compare needs two different runs, not {compare[0]} twice")
     print_leaderboard(
-        out,
+        root,
         run_id,
         fmt,
         by=by,
@@ -142,12 +149,12 @@ def leaderboard(
         verified_only=verified_only,
     )
     if html is not None:
-        with ResultsRoot.parse(out).readable(whole=True) as root:
-            _write_site(root, html, run_id, title, description, all_runs=all_runs)
+        with root.readable(whole=True) as folder:
+            _write_site(folder, html, run_id, title, description, all_runs=all_runs)
 
 
 def print_leaderboard(
-    out: str | Path,
+    root: ResultsRoot,
     run_id: str | None,
     fmt: str,
     *,
@@ -157,7 +164,7 @@ def print_leaderboard(
     all_runs: bool = False,
     verified_only: bool = False,
 ) -> None:
-    """Print the leaderboard of OUT (or a breakdown, or a comparison) in ``fmt``.
+    """Print the leaderboard of ``root`` (or a breakdown, or a comparison) in ``fmt``.
 
     Reads only the columns the table needs, so it stays fast on large datasets.
     Without ``run_id`` the rows are those ``latest_per_task`` keeps (every run's
@@ -191,12 +198,12 @@ def print_leaderboard(
     # The plain leaderboard reads rows in the files' order (the fastest); a breakdown or a
     # comparison in episode order, so its sums add up in the order they always did.
     ordered = compare is not None or by is not None
-    tables = [read_episode_table(out, run, columns, ordered=ordered) for run in runs]
+    tables = [read_episode_table(root.given, run, columns, ordered=ordered) for run in runs]
     for run, rows in zip(runs, tables, strict=True):
         if rows.num_rows == 0 and run is None:
-            raise no_runs(out, "leaderboard")
+            raise no_runs(root, "leaderboard")
         if rows.num_rows == 0:
-            raise CrabrayError(f"no episodes in {out} for run {run}")
+            raise CrabrayError(f"no episodes in {root.shown} for run {run}")
     import pyarrow as pa
 
     episodes = pa.concat_tables(tables)
@@ -221,7 +228,7 @@ def print_leaderboard(
     else:
         table, title = leaderboard_table(episodes, keys, verified_only=verified_only), "leaderboard"
     title = _titled(title, verified_only)
-    created = _created(out, [run for runs in suites.values() for run in runs])
+    created = _created(root, [run for runs in suites.values() for run in runs])
     scope = _scope(run_id, all_runs)
     if run_id is None and fmt in ("table", "md") and per_suite:
         _show_per_suite(table, title, fmt, suites, created, scope)
@@ -284,20 +291,20 @@ def _show_per_suite(
     sys.stdout.flush()
 
 
-def _created(out: str | Path, runs: list[str]) -> dict[str, str]:
+def _created(root: ResultsRoot, runs: list[str]) -> dict[str, str]:
     """When each of ``runs`` was created (from its manifest), as text; runs without a
     readable manifest are left out (and a broken manifest is logged)."""
     from crabray.results import list_runs, read_manifest
     from crabray.results.store.runs import RunManifest
 
     manifests: dict[str, RunManifest] = {}
-    with ResultsRoot.parse(out).readable(whole=False) as root:
-        known = set(list_runs(root))
+    with root.readable(whole=False) as folder:
+        known = set(list_runs(folder))
         for run in runs:
             if run not in known:
                 continue
             try:
-                manifests[run] = read_manifest(root, run)
+                manifests[run] = read_manifest(folder, run)
             except CrabrayError as exc:  # the report still counts its episodes
                 logger.warning("cannot say when run %s was created: %s", run, exc)
     return {run: f"{manifest.created_at:%Y-%m-%d %H:%M} UTC" for run, manifest in manifests.items()}
@@ -317,7 +324,7 @@ def _show(table: pd.DataFrame | pa.Table, title: str, fmt: str) -> None:
 
 
 def _write_site(
-    out: Path,
+    folder: Path,
     site_dir: Path,
     run_id: str | None,
     title: str | None,
@@ -328,7 +335,7 @@ def _write_site(
     from crabray.results.site import build_site
 
     index = build_site(
-        out, site_dir, run_id, title=title, description=description, all_runs=all_runs
+        folder, site_dir, run_id, title=title, description=description, all_runs=all_runs
     )
     errors.print(f"site written: {escape(str(index))}", highlight=False)
 
@@ -346,9 +353,7 @@ VIEW_EXAMPLES = """Examples:
 
 
 def view(
-    out_arg: Annotated[
-        str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
-    ] = str(DEFAULT_RESULTS),
+    root: RootArg = DEFAULT_ROOT,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port; 0 picks one.")] = 8765,
     host: Annotated[str, typer.Option(help="Interface to bind; keep it local.")] = "127.0.0.1",
     run_id: RunOpt = None,
@@ -360,11 +365,11 @@ def view(
     from crabray.results import has_results
     from crabray.results.site import make_server
 
-    with ResultsRoot.parse(out_arg).readable(whole=True) as out:
-        shown = shown_root(out_arg, out)
+    with root.readable(whole=True) as out:
+        shown = shown_root(root, out)
         if not has_results(out):
-            raise no_runs(shown, "view")
-        run_id = resolve_run(out, run_id, "view")
+            raise no_runs(root, "view")
+        run_id = resolve_run_in(out, root, run_id, "view")
         server = make_server(
             out, host=host, port=port, run_id=run_id, title=title, description=description
         )

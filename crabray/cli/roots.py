@@ -8,11 +8,10 @@ from crabray.core.errors import CrabrayError
 from crabray.results.store.root import ResultsRoot
 
 
-def no_runs(out: str | Path | ResultsRoot, command: str) -> CrabrayError:
+def no_runs(root: ResultsRoot, command: str) -> CrabrayError:
     """The error of a command that found no runs in OUT: where they are, or how to make one."""
     from crabray.results import nested_roots
 
-    root = ResultsRoot.parse(out)
     nested = nested_roots(root.path) if root.path is not None else []
     if nested:
         found = ", ".join(str(under) for under in nested)
@@ -28,20 +27,27 @@ def no_runs(out: str | Path | ResultsRoot, command: str) -> CrabrayError:
     )
 
 
-def resolve_run(out: str | Path, run_id: str | None, command: str) -> str | None:
+def resolve_run(root: ResultsRoot, run_id: str | None, command: str) -> str | None:
     """``--run``, with 'latest' replaced by the most recent run's id."""
+    if run_id != "latest":
+        return run_id
+    with root.readable(whole=False) as folder:
+        return resolve_run_in(folder, root, run_id, command)
+
+
+def resolve_run_in(folder: Path, root: ResultsRoot, run_id: str | None, command: str) -> str | None:
+    """``resolve_run`` for a command that already reads ``root`` as the local ``folder``
+    (a store's copy is not made twice)."""
     from crabray.results import latest_run
 
     if run_id != "latest":
         return run_id
-    with ResultsRoot.parse(out).readable(whole=False) as root:
-        found = latest_run(root)
+    found = latest_run(folder)
     if found is None:
-        raise no_runs(out, command)
+        raise no_runs(root, command)
     return found
 
 
-def shown_root(out_arg: str, out: Path) -> str:
-    """How messages name a root read as the local folder ``out``: a store's URI, else the folder."""
-    root = ResultsRoot.parse(out_arg)
-    return root.shown if root.is_store else str(out)
+def shown_root(root: ResultsRoot, folder: Path) -> str:
+    """How messages name ``root`` read as the local ``folder``: a store's URI, else the folder."""
+    return root.shown if root.is_store else str(folder)

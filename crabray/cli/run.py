@@ -250,16 +250,16 @@ def _print_end(spec: RunSpec, run_id: str, causes: list[Cause], *, verified_only
 
     root = spec.results.out_dir
     out = root.given
-    print_leaderboard(out, run_id, "table", verified_only=verified_only)
+    print_leaderboard(root, run_id, "table", verified_only=verified_only)
     if any(name not in bare_kinds() for name in spec.agents.names):
         _print_models(out, run_id)  # a name the agents file defines: an LLM agent
-    console.print(f"results: {escape(out)}   run id: [bold]{run_id}[/]")
+    console.print(f"results: {escape(root.shown)}   run id: [bold]{run_id}[/]")
     submitted = spec.what.suite_origin is not None  # its machine prints its own, for its copy
     if not submitted:
         _print_next_steps(root, run_id)
     _print_unverified(out, run_id, verified_only)
     resume = None if submitted else _resume_command(root, run_id)
-    return print_causes(causes, out, run_id, _prog(), resume)
+    return print_causes(causes, root, run_id, _prog(), resume)
 
 
 def _print_models(out: Path | str, run_id: str) -> None:

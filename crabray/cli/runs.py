@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
+from crabray.cli.options import DEFAULT_ROOT, RootArg
 from crabray.cli.roots import no_runs, shown_root
 from crabray.cli.submit import fetch, follow_run, pack, stop_run
 from crabray.cli.terminal import Column, console, fitted_table, safe_text
-from crabray.results.store.root import ResultsRoot
-from crabray.run.spec import DEFAULT_RESULTS
 
 runs_app = typer.Typer(
     help="List the runs under a results root.",
@@ -31,26 +28,21 @@ runs_app = typer.Typer(
   crabray runs list path/to/results
 """,
 )
-def runs_list(
-    out_arg: Annotated[
-        str, typer.Argument(metavar="OUT", help="Results root: a folder or a store URI.")
-    ] = str(DEFAULT_RESULTS),
-) -> None:
+def runs_list(root: RootArg = DEFAULT_ROOT) -> None:
     """List the runs recorded in OUT (a folder or a store URI): suite, agents, episodes done
     of those planned, and state (running, finished, interrupted, failed)."""
     from crabray.results import finished_keys, list_runs, read_manifest, run_state
 
     rows = []
-    given = ResultsRoot.parse(out_arg)
-    with given.readable(whole=False) as out:
-        tables = out_arg if given.is_store else out  # a store's tables are read in place
+    with root.readable(whole=False) as out:
+        tables = root.given if root.is_store else out  # a store's tables are read in place
         for run_id in list_runs(out):
             manifest = read_manifest(out, run_id)
             done = len(finished_keys(tables, run_id))
             rows.append((manifest, done, run_state(tables, manifest)))
-    shown = shown_root(out_arg, out)
     if not rows:
-        raise no_runs(shown, "runs list")
+        raise no_runs(root, "runs list")
+    shown = shown_root(root, out)
     cells = [
         [
             safe_text(m.run_id),

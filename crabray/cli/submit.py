@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
+from crabray.cli.options import DEFAULT_ROOT, root_option
 from crabray.cli.terminal import console, errors, plain_text, safe_text
 from crabray.cluster.runtime.submit import job_client
 from crabray.core.errors import CrabrayError
@@ -67,12 +68,11 @@ AddressOpt = Annotated[
 ]
 
 
-def remote_out(out: str | Path) -> str:
+def remote_out(root: ResultsRoot) -> str:
     """``--out`` as a shell word on the head: relative roots go under ``~/crabray`` there."""
-    text = str(out)
-    if ResultsRoot.parse(text).is_url or Path(text).is_absolute():
-        return shlex.quote(text)
-    return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(text)}'
+    if root.is_url or Path(root.given).is_absolute():
+        return shlex.quote(root.given)
+    return f'"$HOME"/{REMOTE_HOME}/{shlex.quote(root.given)}'
 
 
 def submit_run(
@@ -121,12 +121,11 @@ def submit_run(
     folder = suite if suite.is_dir() else suite.parent
     size = check_upload_size(folder)
     run_id = spec.results.resume or spec.results.run_id or new_run_id()
-    out = remote_out(spec.results.out_dir.given)
     with tempfile.TemporaryDirectory(prefix="crabray-job-") as staging:
         _stage(spec, suite, folder, Path(staging), run_id)
         job_id = submit(
             client,
-            _entrypoint(out, verified_only=verified_only),
+            _entrypoint(spec.results.out_dir, verified_only=verified_only),
             Path(staging),
             f"crabray-{run_id}-{secrets.token_hex(3)}",
             {"crabray_run_id": run_id, "crabray_out": spec.results.out_dir.given},
@@ -135,7 +134,7 @@ def submit_run(
     if detach:
         _print_detached(spec, run_id, job_id, shipped)
         return
-    mirror = _mirror(spec.execution.address, run_id, spec.results.out_dir.given, sync_every)
+    mirror = _mirror(spec.execution.address, run_id, spec.results.out_dir, sync_every)
     submitted = (
         f"submitted run [bold]{run_id}[/] as job {job_id} to {spec.execution.address} "
         f"{shipped}; {_mirror_note(mirror, spec)}; Ctrl-C stops it"
@@ -151,19 +150,22 @@ def submit_run(
         raise typer.Exit(code)
 
 
-def _mirror(address: str, run_id: str, out: str, sync_every: float) -> ResultsMirror | None:
+def _mirror(
+    address: str, run_id: str, root: ResultsRoot, sync_every: float
+) -> ResultsMirror | None:
     """The copier of a followed run's results into the same root here; ``None`` for a URI
     or an absolute path on the head, which stay where they are."""
     from crabray.cli.results_copy import ResultsMirror
 
-    if ResultsRoot.parse(out).is_url or Path(out).is_absolute():
+    here = root.path
+    if root.is_url or here is None or here.is_absolute():
         return None
-    return ResultsMirror(address, run_id, remote_out(out), Path(out), sync_every)
+    return ResultsMirror(address, run_id, remote_out(root), here, sync_every)
 
 
 def _mirror_note(mirror: ResultsMirror | None, spec: RunSpec) -> str:
     """Where a followed run's results are while it runs, said when it is submitted."""
-    out = escape(spec.results.out_dir.given)
+    out = escape(spec.results.out_dir.shown)
     if mirror is None:
         return f"results are written on the head into {out}"
     if mirror.every_sec > 0:
@@ -184,7 +186,7 @@ def _bring_results_here(
     """
     if mirror is None:
         return _where_results_are(spec, run_id)
-    out = spec.results.out_dir.given
+    out = spec.results.out_dir.shown
     try:
         copied = mirror.finish(client)
     except CrabrayError as exc:
@@ -203,13 +205,13 @@ def _bring_results_here(
 
 def _where_results_are(spec: RunSpec, run_id: str) -> str:
     """Where a submitted run's results are, and the command that reads (or fetches) them."""
-    out = spec.results.out_dir.given
-    if ResultsRoot.parse(out).is_store:
-        board = f"crabray leaderboard {shlex.quote(out)} --run {run_id}"
-        return f"results are in {escape(out)}; read them with:  {escape(board)}"
+    root = spec.results.out_dir
+    if root.is_store:
+        board = f"crabray leaderboard {shlex.quote(root.shown)} --run {run_id}"
+        return f"results are in {escape(root.shown)}; read them with:  {escape(board)}"
     fetch = f"crabray runs fetch {run_id} --address {spec.execution.address}"
-    if not is_default_root(spec.results.out_dir):
-        fetch += f" --from {shlex.quote(out)}"
+    if not is_default_root(root):
+        fetch += f" --from {shlex.quote(root.shown)}"
     return f"results are on the head; copy them here with:  {escape(fetch)}"
 
 
@@ -304,10 +306,10 @@ def _follow_or_stop(
         return 130
 
 
-def _entrypoint(out: str, *, verified_only: bool = False) -> str:
-    """The job's command: the staged run file, its results root on the head and
-    ``--verified-only`` (an option of the command, not of the run)."""
-    command = f"crabray run --config run.toml --out {out}"
+def _entrypoint(root: ResultsRoot, *, verified_only: bool = False) -> str:
+    """The job's command: the staged run file, its results root on the head (``remote_out``)
+    and ``--verified-only`` (an option of the command, not of the run)."""
+    command = f"crabray run --config run.toml --out {remote_out(root)}"
     return f"{command} --verified-only" if verified_only else command
 
 
@@ -324,7 +326,7 @@ def _stage(spec: RunSpec, suite: Path, folder: Path, staging: Path, run_id: str)
     fields["suite"] = "suite" if suite.is_dir() else f"suite/{suite.name}"
     for name in _SHIPPED_PATHS:
         if fields.get(name) is not None:
-            fields[name] = _ship_file(Path(fields[name]), folder, staging)
+            fields[name] = _ship_file(Path(str(fields[name])), folder, staging)
     if spec.results.resume is not None:
         fields["resume"] = spec.results.resume
     else:
@@ -351,15 +353,16 @@ def fetch(
     run_id: Annotated[str, typer.Argument(help="The run to copy here.")],
     address: AddressOpt,
     source: Annotated[
-        str,
-        typer.Option(
+        ResultsRoot,
+        root_option(
             "--from",
+            metavar="FROM",
             help="The results root on the head, as the run's --out gave it (relative to "
             f"~/{REMOTE_HOME} there).",
         ),
-    ] = str(DEFAULT_RESULTS),
-    out: Annotated[Path, typer.Option("--out", "-o", help="The results root here.")] = (
-        DEFAULT_RESULTS
+    ] = DEFAULT_ROOT,
+    out: Annotated[ResultsRoot, root_option("--out", "-o", help="The results root here.")] = (
+        DEFAULT_ROOT
     ),
 ) -> None:
     """Copy run RUN_ID from the cluster's head into OUT, through a Ray job (no ssh needed).
@@ -370,21 +373,24 @@ def fetch(
     client = job_client(_job_address(address))
     size = _fetch_run(client, run_id, source, out)
     console.print(
-        f"run {escape(run_id)} copied into {escape(str(out))} ({size / 2**20:.1f} MiB)",
+        f"run {escape(run_id)} copied into {escape(out.shown)} ({size / 2**20:.1f} MiB)",
         highlight=False,
         soft_wrap=True,
     )
 
 
-def _fetch_run(client: JobSubmissionClient, run_id: str, source: str, out: Path) -> int:
+def _fetch_run(
+    client: JobSubmissionClient, run_id: str, source: ResultsRoot, out: ResultsRoot
+) -> int:
     """Copy run ``run_id`` from the head's results root ``source`` into ``out``; its bytes.
 
     Raises:
-        CrabrayError: The job that packs the run failed, or its output is not a run.
+        CrabrayError: ``out`` is a store (the copy is unpacked into a folder), the job
+            that packs the run failed, or its output is not a run.
     """
     from crabray.cli.results_copy import copy_run
 
-    return copy_run(client, run_id, remote_out(source), out).size
+    return copy_run(client, run_id, remote_out(source), out.local()).size
 
 
 def follow_run(
@@ -402,8 +408,9 @@ def follow_run(
 
     client = job_client(_job_address(address))
     job_id = run_job(client, run_id)
-    out = str((client.get_job_info(job_id).metadata or {}).get("crabray_out", DEFAULT_RESULTS))
-    mirror = _mirror(address, run_id, out, sync_every)
+    given = (client.get_job_info(job_id).metadata or {}).get("crabray_out", DEFAULT_RESULTS)
+    root = ResultsRoot(str(given))  # the run's --out, recorded with its job when submitted
+    mirror = _mirror(address, run_id, root, sync_every)
     if mirror is not None:
         mirror.start()
 
@@ -420,7 +427,8 @@ def follow_run(
         copied = mirror.finish(client)
         size = sum(copied.listing.files.values())
         errors.print(
-            f"results of run {escape(run_id)} copied into {escape(out)} ({size / 2**20:.1f} MiB)",
+            f"results of run {escape(run_id)} copied into {escape(root.shown)} "
+            f"({size / 2**20:.1f} MiB)",
             highlight=False,
             soft_wrap=True,
         )
@@ -458,7 +466,9 @@ def _job_address(address: str) -> str:
 
 def pack(
     run_id: Annotated[str, typer.Argument(help="The run to write out.")],
-    source: Annotated[Path, typer.Option("--from", help="The results root.")] = DEFAULT_RESULTS,
+    source: Annotated[
+        ResultsRoot, root_option("--from", metavar="PATH", help="The results root.")
+    ] = DEFAULT_ROOT,
     since: Annotated[
         float | None,
         typer.Option(help="Only the files written since this time (the last copy's listing)."),
@@ -467,4 +477,9 @@ def pack(
     """Write run RUN_ID of a results root to stdout, framed, for `crabray runs fetch`."""
     from crabray.cli.results_copy import write_pack
 
-    write_pack(source, run_id, since)
+    if source.path is None:
+        raise CrabrayError(
+            f"{source.shown} is a store: read its runs where they are "
+            f"(crabray leaderboard {source.shown}); there is nothing to fetch"
+        )
+    write_pack(source.path, run_id, since)

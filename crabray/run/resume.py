@@ -73,8 +73,9 @@ def resume_spec(spec: RunSpec) -> RunSpec:
             _check_secret_settings(manifest, given)
         if key in given:
             value = values[key]
-            if key == "backend_settings" and value:
-                value = recorded_backend_settings(value)  # compared as recorded: no secret shown
+            if key == "backend_settings" and spec.what.backend_settings:
+                # compared as recorded: no secret shown
+                value = recorded_backend_settings(spec.what.backend_settings)
             if key in manifest.options and recorded != value:
                 raise ConfigError(
                     f"run {manifest.run_id} was started with {key}={recorded!r}, not {value!r}; "

@@ -559,7 +559,7 @@ _NOT_RECORDED = {"resume", "address", "run_id", "agent_config", "model"}
 manifest keeps in fields of its own."""
 
 
-def _recorded_options(run: _Run) -> dict[str, Any]:
+def _recorded_options(run: _Run) -> dict[str, object]:
     """The run as its manifest records it, by flat keys (``RunSpec.flat``), with the
     agents' specs and the results root as given (a store's URI, no keys).
 
@@ -569,8 +569,9 @@ def _recorded_options(run: _Run) -> dict[str, Any]:
     recorded = run.spec.flat(mode="json")
     for key in _NOT_RECORDED:
         recorded.pop(key)
-    if recorded.get("backend_settings"):
-        recorded["backend_settings"] = recorded_backend_settings(recorded["backend_settings"])
+    backend_settings = run.spec.what.backend_settings
+    if backend_settings:
+        recorded["backend_settings"] = recorded_backend_settings(backend_settings)
     agents = [agent.model_dump(mode="json") for agent in run.agents]
     return {**recorded, "agents": agents, "out_dir": run.root.shown}
 

@@ -35,7 +35,7 @@ resume does with it (``crabray.core.setting``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -244,10 +244,10 @@ class RunSpec(BaseModel):
 
     def flat(
         self, *, given_only: bool = False, mode: Literal["python", "json"] = "python"
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The run by its flat keys (a run file's, a manifest's options); ``given_only``: only
         the fields that were set, so that an override sets no more than it was given."""
-        flat: dict[str, Any] = {}
+        flat: dict[str, object] = {}
         for part in self._parts():
             dumped = part.model_dump(mode=mode, exclude_unset=given_only)
             for name, value in dumped.items():
@@ -341,7 +341,7 @@ def load_run_spec(path: str | Path) -> RunSpec:
     return validated(data, file=str(path))
 
 
-def validated(data: dict[str, Any], file: str | None = None) -> RunSpec:
+def validated(data: Mapping[str, object], file: str | None = None) -> RunSpec:
     """``data`` (flat keys, or parts) as a run.
 
     Raises:

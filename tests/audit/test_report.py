@@ -5,6 +5,7 @@ from __future__ import annotations
 from crabray.cli.audit import _unjudged
 from crabray.cli.terminal import errors
 from crabray.results.store.audit import AuditReport, TaskAudit
+from crabray.results.store.root import ResultsRoot
 
 
 def _report(verdicts: dict[str, str]) -> AuditReport:
@@ -24,7 +25,9 @@ def _report(verdicts: dict[str, str]) -> AuditReport:
 
 def test_an_unknown_verdict_is_said_with_how_to_audit_it_again() -> None:
     with errors.capture() as shown:
-        count = _unjudged(_report({"oracle": "pass 2/2", "probe-peek": "error"}), "out")
+        count = _unjudged(
+            _report({"oracle": "pass 2/2", "probe-peek": "error"}), ResultsRoot("out")
+        )
     assert count == 1
     text = " ".join(shown.get().split())
     assert "1 verdict unknown" in text and "hello-file (probe-peek)" in text
@@ -33,5 +36,8 @@ def test_an_unknown_verdict_is_said_with_how_to_audit_it_again() -> None:
 
 def test_a_clean_audit_says_nothing_more() -> None:
     with errors.capture() as shown:
-        assert _unjudged(_report({"oracle": "pass 2/2", "probe-peek": "clean"}), "out") == 0
+        assert (
+            _unjudged(_report({"oracle": "pass 2/2", "probe-peek": "clean"}), ResultsRoot("out"))
+            == 0
+        )
     assert shown.get() == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -9,8 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
+from crabray.cli import outcomes
+from crabray.core.result import Attribution
 from crabray.results import latest_run, nested_roots
+from crabray.results.store.root import ResultsRoot
+from crabray.run.outcomes import Cause
 from tests.conftest import ROOT
 
 
@@ -96,3 +102,45 @@ def test_runs_one_level_down_are_named(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "no runs in results itself, but under it in results/demo-20261124-000000" in done.stderr
     assert "crabray leaderboard results/demo-20261124-000000" in done.stderr
+
+
+def test_a_root_given_with_keys_is_named_without_them(tmp_path: Path) -> None:
+    done = crabray_in(
+        tmp_path, "export", "latest", "s3://KEY:SECRET@bucket/runs", "--from", "results",
+        "--format", "jsonl", timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout
+    assert "OUT s3://bucket/runs and --from results name two results roots" in done.stderr
+    assert "SECRET" not in done.stdout + done.stderr
+
+
+def test_packing_a_run_of_a_store_says_to_read_it_in_place(tmp_path: Path) -> None:
+    done = crabray_in(tmp_path, "runs", "pack", "R1", "--from", "s3://bucket/runs", timeout=60)
+    assert done.returncode == 2, done.stdout
+    assert "s3://bucket/runs is a store: read its runs where they are" in done.stderr
+
+
+def _printed_causes(monkeypatch: pytest.MonkeyPatch, root: ResultsRoot) -> str:
+    """What the end of a run with one benchmark error prints, its results in ``root``."""
+    console = Console(file=io.StringIO(), width=300, no_color=True)
+    monkeypatch.setattr(outcomes, "console", console)
+    cause = Cause(
+        attribution=Attribution.BENCHMARK,
+        termination_reason="setup_failed",
+        episodes=1,
+        first_agent="oracle",
+        first_task="t1",
+    )
+    assert outcomes.print_causes([cause], root, "R1", "crabray", None) == 1
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_the_commands_printed_at_a_runs_end_name_a_root_only_when_not_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    printed = _printed_causes(monkeypatch, ResultsRoot("results"))
+    assert "crabray leaderboard --run R1 --by termination_reason" in printed
+    assert "crabray view --run R1" in printed
+    printed = _printed_causes(monkeypatch, ResultsRoot("s3://KEY:SECRET@bucket/runs"))
+    assert "crabray leaderboard s3://bucket/runs --run R1" in printed
+    assert "SECRET" not in printed

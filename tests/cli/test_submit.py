@@ -17,6 +17,7 @@ from crabray.cli.submit import remote_out
 from crabray.cluster.runtime.submit import MAX_UPLOAD_BYTES, check_upload_size, is_job_address
 from crabray.core.errors import CrabrayError, ResultsError
 from crabray.results import list_runs, pack_run, read_episodes, unpack_run
+from crabray.results.store.root import ResultsRoot
 from tests.conftest import crabray
 
 
@@ -28,10 +29,10 @@ def test_job_addresses_are_http_urls() -> None:
 
 
 def test_relative_result_roots_go_under_crabray_in_the_heads_home() -> None:
-    assert remote_out("results") == '"$HOME"/crabray/results'
-    assert remote_out("my runs") == "\"$HOME\"/crabray/'my runs'"
-    assert remote_out("/mnt/shared/results") == "/mnt/shared/results"
-    assert remote_out("file:///mnt/shared") == "file:///mnt/shared"
+    assert remote_out(ResultsRoot("results")) == '"$HOME"/crabray/results'
+    assert remote_out(ResultsRoot("my runs")) == "\"$HOME\"/crabray/'my runs'"
+    assert remote_out(ResultsRoot("/mnt/shared/results")) == "/mnt/shared/results"
+    assert remote_out(ResultsRoot("file:///mnt/shared")) == "file:///mnt/shared"
 
 
 def test_a_suite_too_large_to_ship_is_refused_naming_what_is_large(tmp_path: Path) -> None:

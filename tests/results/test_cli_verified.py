@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from crabray.cli import outcomes, run
+from crabray.cli.options import DEFAULT_ROOT
 from crabray.cli.submit import _entrypoint
 from tests.conftest import crabray
 from tests.results.test_trust import EPISODES, OK, RUN, WHY, _write, terminal_cells
@@ -68,8 +69,8 @@ def test_verified_only_in_a_breakdown(out):
 def test_the_options_are_offered():
     assert "--verified-only" in crabray("leaderboard", "--help", check=True).stdout
     assert "--verified-only" in crabray("run", "--help", check=True).stdout
-    assert _entrypoint("results", None, verified_only=True).endswith(" --verified-only")
-    assert "--verified-only" not in _entrypoint("results", "m")
+    assert _entrypoint(DEFAULT_ROOT, verified_only=True).endswith(" --verified-only")
+    assert "--verified-only" not in _entrypoint(DEFAULT_ROOT)
 
 
 def _printed(monkeypatch, out, verified_only: bool) -> str:
