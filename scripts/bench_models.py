@@ -20,7 +20,10 @@ It prints, per mode: completed episodes, episodes lost to rate limits
 (``ModelUnreachableError``), 429s per 100 calls (all, and after the first 30 s),
 and the model's throughput as a share of what the mock can serve
 (``capacity_per_sec`` of its ``GET /stats``; measured between 10% and 90% of
-the calls served, so the ramp and the tail do not count), then the ratios.
+the calls served, so the ramp and the tail do not count), and the same share
+from the first to the last moment at least twice the mock's slots of
+episodes were in flight (from the rows' start and end times: the calls then exceed what the
+mock serves, so only the limiter can leave a slot idle), then the ratios.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class Mock:
                 raise SystemExit(f"the mock did not start:\n{log.read_text()}")
             time.sleep(0.1)
         self.url = found.group(0)
-        self.samples: list[tuple[float, dict[str, Any]]] = []
+        self.samples: list[tuple[float, float, dict[str, Any]]] = []
+        """(monotonic time, wall-clock time, the mock's counts), once a second."""
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, daemon=True)
         self._poller.start()
@@ -96,7 +100,7 @@ class Mock:
 
     def _poll(self) -> None:
         while not self._stop.wait(1.0):
-            self.samples.append((time.monotonic(), self.stats()))
+            self.samples.append((time.monotonic(), time.time(), self.stats()))
 
     def close(self) -> None:
         self._stop.set()
@@ -105,27 +109,26 @@ class Mock:
         self.process.wait(30)
 
 
-def figures(mock: Mock, started: float, out: Path) -> dict[str, float]:
+def figures(mock: Mock, started: float, out: Path, mock_slots: int) -> dict[str, float]:
     """What one mode did, from the rows and the mock's counts."""
     from crabray.results import read_episodes
 
     final = mock.stats()
-    samples = [*mock.samples, (time.monotonic(), final)]
+    samples = [*mock.samples, (time.monotonic(), time.time(), final)]
     episodes = read_episodes(out)
     lost = int((episodes["error_type"] == "ModelUnreachableError").sum())
     completed = int((episodes["attribution"] == "agent").sum())
     refused = sum(final["rate_limited"].values())
     calls = final["requests"]
-    late = [(t, s) for t, s in samples if t - started >= 30]
+    late = [(t, s) for t, _, s in samples if t - started >= 30]
     late_refused = late_calls = 0
     if late:
         first = late[0][1]
         late_refused = refused - sum(first["rate_limited"].values())
         late_calls = calls - first["requests"]
     served = final["served"]
-    low = next((t, s["served"]) for t, s in samples if s["served"] >= 0.1 * served)
-    high = next((t, s["served"]) for t, s in samples if s["served"] >= 0.9 * served)
-    rate = (high[1] - low[1]) / (high[0] - low[0]) if high[0] > low[0] else 0.0
+    low = next((t, s["served"]) for t, _, s in samples if s["served"] >= 0.1 * served)
+    high = next((t, s["served"]) for t, _, s in samples if s["served"] >= 0.9 * served)
     capacity = final.get("capacity_per_sec") or 0.0
     return {
         "episodes": len(episodes),
@@ -134,9 +137,43 @@ def figures(mock: Mock, started: float, out: Path) -> dict[str, float]:
         "calls": calls,
         "429s/100": 100 * refused / calls if calls else 0.0,
         "429s/100 after 30 s": 100 * late_refused / late_calls if late_calls else 0.0,
-        "served/s": rate,
-        "share": rate / capacity if capacity else 0.0,
+        "served/s": _rate(low, high),
+        "share": _rate(low, high) / capacity if capacity else 0.0,
+        "share, demand >= 2x": _demand_share(episodes, samples, 2 * mock_slots, capacity),
     }
+
+
+def _rate(low: tuple[float, int], high: tuple[float, int]) -> float:
+    """Calls served per second between two samples (time, calls served so far)."""
+    return (high[1] - low[1]) / (high[0] - low[0]) if high[0] > low[0] else 0.0
+
+
+def _demand_share(
+    episodes: Any, samples: list[tuple[float, float, dict[str, Any]]], least: int, capacity: float
+) -> float:
+    """The share of the mock's capacity served while at least ``least`` episodes were in
+    flight (from the rows' start and end times): the seconds in which the calls waiting
+    exceed what the mock can serve, so that only the limiter, not the episodes' start-up
+    or the last few episodes, can leave its slots idle."""
+    events = sorted(
+        [(ts.timestamp(), 1) for ts in episodes["started_at"]]
+        + [(ts.timestamp(), -1) for ts in episodes["finished_at"]]
+    )
+    in_flight, spans, since = 0, [], None
+    for when, step in events:
+        in_flight += step
+        if in_flight >= least and since is None:
+            since = when
+        elif in_flight < least and since is not None:
+            spans.append((since, when))
+            since = None
+    if not spans or not capacity:
+        return 0.0
+    begin, end = spans[0][0], spans[-1][1]
+    inside = [(wall, s["served"]) for _, wall, s in samples if begin <= wall <= end]
+    if len(inside) < 2:
+        return 0.0
+    return _rate(inside[0], inside[-1]) / capacity
 
 
 def one_mode(args: argparse.Namespace, address: str, limits: str, work: Path) -> dict[str, float]:
@@ -156,7 +193,7 @@ def one_mode(args: argparse.Namespace, address: str, limits: str, work: Path) ->
         )  # fmt: skip
         if run.returncode not in (0, 1):  # 1: episodes the infrastructure failed
             raise SystemExit(f"crabray run exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
-        result = figures(mock, started, out)
+        result = figures(mock, started, out, args.max_concurrent)
         result["wall s"] = time.monotonic() - started
         return result
     finally:
@@ -207,7 +244,8 @@ def print_table(args: argparse.Namespace, results: dict[str, dict[str, float]]) 
     print(f"{'':24}" + "".join(f"{mode:>14}" for mode in results))
     for key in keys:
         cells = "".join(
-            f"{r[key]:>14.1%}" if key == "share" else f"{r[key]:>14.1f}" for r in results.values()
+            f"{r[key]:>14.1%}" if key.startswith("share") else f"{r[key]:>14.1f}"
+            for r in results.values()
         )
         print(f"{key:24}{cells}")
     with_, without = results["limiter"], results["no limiter"]
