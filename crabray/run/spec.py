@@ -290,13 +290,19 @@ class RunSpec(BaseModel):
             yield getattr(self, name)
 
 
+def part_model(part: str) -> type[BaseModel]:
+    """The model of one part of a run (``what``, ``agents``, ``limits``, ``execution``,
+    ``results``)."""
+    model = RunSpec.model_fields[part].annotation
+    assert isinstance(model, type) and issubclass(model, BaseModel)
+    return model
+
+
 def _flat_keys() -> dict[str, tuple[str, str]]:
     """Each flat key's part and field, from the parts' fields (their metadata's ``key``)."""
     keys: dict[str, tuple[str, str]] = {}
-    for part, info in RunSpec.model_fields.items():
-        model = info.annotation
-        assert isinstance(model, type) and issubclass(model, BaseModel)
-        for name, field in model.model_fields.items():
+    for part in RunSpec.model_fields:
+        for name, field in part_model(part).model_fields.items():
             keys[key_of(name, field)] = (part, name)
     return keys
 
@@ -308,16 +314,13 @@ FLAT_KEYS = _flat_keys()
 def field_of(key: str) -> FieldInfo:
     """The field a flat key names (its type, default, description, flag and resume rule)."""
     part, name = FLAT_KEYS[key]
-    model = RunSpec.model_fields[part].annotation
-    assert isinstance(model, type) and issubclass(model, BaseModel)
-    return model.model_fields[name]
+    return part_model(part).model_fields[name]
 
 
 def part_title(key: str) -> str:
     """The title of the part a flat key belongs to ("What to run", "Execution", ...): the
     command line's help groups its options by it."""
-    model = RunSpec.model_fields[FLAT_KEYS[key][0]].annotation
-    assert isinstance(model, type) and issubclass(model, BaseModel)
+    model = part_model(FLAT_KEYS[key][0])
     return str(model.model_config.get("title") or model.__name__)
 
 
@@ -364,9 +367,7 @@ def _shown_loc(loc: tuple[int | str, ...]) -> str:
     ``execution.concurrency``), then anything below it (a list's index)."""
     parts = [str(part) for part in loc]
     if len(parts) >= 2 and parts[0] in RunSpec.model_fields:
-        model = RunSpec.model_fields[parts[0]].annotation
-        assert isinstance(model, type) and issubclass(model, BaseModel)
-        field = model.model_fields.get(parts[1])
+        field = part_model(parts[0]).model_fields.get(parts[1])
         if field is not None:
             parts = [key_of(parts[1], field), *parts[2:]]
     return ".".join(parts)
