@@ -12,9 +12,11 @@ model) so that the run as a whole stays within:
   ``[min_connections, max_connections]``: it shrinks by ``DECREASE_FACTOR`` on a
   429, a server error or latency rising past ``LATENCY_RISE`` times its
   baseline (at most once per round trip, so one burst of refusals is one
-  decrease), and grows by one call per round of successful calls while calls
-  fill it (one per ``PROBE_CALLS`` near where the provider last refused); when it cannot
-  shrink further, a 429's ``Retry-After`` pauses every grant;
+  decrease; a burst's further 429s bring it down to the calls still in flight,
+  which the provider kept, at most halving it per 429), and grows by one call per
+  round of successful calls while calls fill it (one per ``PROBE_CALLS`` near where
+  the provider last refused); when it cannot shrink further, a 429's
+  ``Retry-After`` pauses every grant;
 - a learned ceiling: the highest whole limit at which a full round of calls filled
   the limit and succeeded without a 429. A 429 above it is a probe that went one call
   too far: the limit goes back to that level, not down by a quarter. A 429 at or
@@ -371,7 +373,10 @@ class ModelLimiter:
     def _refused(self, now: float) -> None:
         """A 429: back to the learned ceiling when the limit was above it; one call down
         when the provider refused the ceiling itself (which is forgotten); else shrink."""
-        if not self.limits.adaptive or self._deciding(now):
+        if not self.limits.adaptive:
+            return
+        if self._deciding(now):
+            self._bound_by_kept_calls()
             return
         level = max(math.floor(self.limit), 1)
         self._refused_at = self.limit
@@ -384,6 +389,24 @@ class ModelLimiter:
         else:
             # The calls still in flight are what the provider took: no more fit.
             self._decrease(now, "a 429", ceiling=float(max(len(self._granted), 1)))
+
+    def _bound_by_kept_calls(self) -> None:
+        """A further 429 of a burst: the provider was full with calls still in flight here,
+        so its limit is at most their number. The limit comes down to it (at most by half
+        per 429), so one burst teaches what a run of decreases would: six calls sent to a
+        provider of two are four 429s and a limit of two, not a quarter off per round trip."""
+        kept = float(max(len(self._granted), self.limits.min_connections))
+        if kept >= self.limit:
+            return
+        before = self.limit
+        self.limit = max(kept, self.limit / 2)
+        self.decreases += 1
+        logger.info(
+            "%s: a burst of 429s; calls in flight now %.1f (was %.1f)",
+            self.name,
+            self.limit,
+            before,
+        )
 
     def _deciding(self, now: float) -> bool:
         """Whether a decrease was made within the last round trip (a burst is one)."""

@@ -105,17 +105,37 @@ def test_adaptive_limit_does_not_grow_on_calls_that_leave_it_idle() -> None:
     assert core.limit == START_CONNECTIONS
 
 
-def test_a_burst_of_429s_shrinks_the_limit_once_per_round_trip() -> None:
+def test_a_burst_of_429s_shrinks_the_limit_to_the_calls_the_provider_kept() -> None:
+    """Eight sent, four refused together: the provider was full with the other four, so the
+    limit is four after the burst (a quarter off per round trip would take three trips)."""
     core, clock = limiter(max_connections=32)
     requests = [core.submit(1) for _ in range(8)]
     core.grant()
-    for request in requests[:4]:  # refused together
-        core.release(request, Outcome.RATE_LIMITED, retry_after_sec=1)
+    core.release(requests[0], Outcome.RATE_LIMITED, retry_after_sec=1)
     assert core.limit == pytest.approx(START_CONNECTIONS * DECREASE_FACTOR)
-    assert core.state().rate_limited == 4 and core.state().decreases == 1
+    for request in requests[1:4]:  # refused in the same round trip
+        core.release(request, Outcome.RATE_LIMITED, retry_after_sec=1)
+    assert core.limit == 4
+    assert core.state().rate_limited == 4
     clock.now += 1
     core.release(requests[4], Outcome.SERVER_ERROR)
-    assert core.limit == pytest.approx(START_CONNECTIONS * DECREASE_FACTOR**2)
+    assert core.limit == pytest.approx(4 * DECREASE_FACTOR)
+
+
+def test_a_burst_of_429s_at_most_halves_the_limit_per_429() -> None:
+    """A 429 with few calls in flight (a quota per minute, or another client of the same
+    account) does not throw the limit to the floor at once: each 429 at most halves it."""
+    core, _ = limiter(max_connections=32)
+    core.limit = 16.0
+    requests = [core.submit(1) for _ in range(16)]
+    core.grant()
+    for request in requests[:12]:  # ended, teaching nothing
+        core.release(request, Outcome.OTHER)
+    limits = []
+    for request in requests[12:]:  # then four 429s at once, three calls in flight
+        core.release(request, Outcome.RATE_LIMITED, retry_after_sec=1)
+        limits.append(core.limit)
+    assert limits == [6, 3, 1.5, 1]
 
 
 def test_at_the_floor_a_429_pauses_every_grant_for_its_retry_after() -> None:
