@@ -6,7 +6,8 @@ task must score 1 and every attack 0, as the agent's own result (never an
 ``env_error``). Each attack is graded twice, by a plain-Python evaluator that
 runs in the sandbox's guest (``-py``) and by built-in evaluators that read the
 file and run a command from the harness (``-cmd``), so both grading paths
-are attacked.
+are attacked. A third grader prints the file (``-out``), and a fourth is a task
+author's grading script that sources the agent's ``~/.profile`` (``-sh``).
 
 To add an attack, append an :class:`Attack` to :data:`ATTACKS`: its id and
 its solution steps (``write_file``, ``run_command``). The file's
@@ -100,6 +101,14 @@ KILL_GUEST = (
 """Kill the guest process alone, found by its command line."""
 
 
+SOURCING_GRADER = (
+    'bash -c \'. "$HOME/.profile" >/dev/null 2>&1; PATH="$HOME/.local/bin:$PATH"; '
+    "timeout 5 grep -qx 42 answer.txt'"
+)
+"""A task author's grading script that trusts the agent's home: its ``~/.profile``, its
+``~/.local/bin``."""
+
+
 LIVE_STDOUT = (
     "while true; do for p in /proc/[0-9]*; do "
     "if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q 'cat answe[r].txt'; then "
@@ -129,6 +138,23 @@ def _forge_into(*paths: str) -> list[Any]:
     for path in paths:
         steps.append(run_command(command=f'mkdir -p "$(dirname {path})" && cp forge.py {path}'))
     return steps
+
+
+DOTFILES: list[Any] = [
+    *_forge_into("sitecustomize.py", "$HOME/sitecustomize.py"),
+    run_command(
+        command="for f in ~/.bashrc ~/.profile ~/.bash_profile; do "
+        "printf 'export PYTHONPATH=%s:$HOME PYTHONSTARTUP=%s/forge.py BASH_ENV=%s\\n"
+        'grep() { return 0; }\\nalias grep=true\\n\' "$PWD" "$PWD" "$f" >> "$f"; '
+        "done"
+    ),
+    run_command(
+        command="for d in ~/bin ~/.local/bin; do mkdir -p $d && "
+        "printf '#!/bin/sh\\nexit 0\\n' > $d/grep && chmod +x $d/grep; done"
+    ),
+]
+"""Dotfiles that set ``PYTHON*`` variables and define ``grep`` as success, and a ``grep``
+that always succeeds in the user's program folders."""
 
 
 ATTACKS: list[Attack] = [
@@ -264,20 +290,17 @@ ATTACKS: list[Attack] = [
     ),
     Attack(
         "dotfiles-path",
-        [
-            *_forge_into("sitecustomize.py", "$HOME/sitecustomize.py"),
-            run_command(
-                command="for f in ~/.bashrc ~/.profile ~/.bash_profile; do "
-                "printf 'export PYTHONPATH=%s:$HOME PYTHONSTARTUP=%s/forge.py BASH_ENV=%s\\n"
-                'grep() { return 0; }\\nalias grep=true\\n\' "$PWD" "$PWD" "$f" >> "$f"; '
-                "done"
-            ),
-            run_command(
-                command="for d in ~/bin ~/.local/bin; do mkdir -p $d && "
-                "printf '#!/bin/sh\\nexit 0\\n' > $d/grep && chmod +x $d/grep; done"
-            ),
-        ],
+        DOTFILES,
         note="dotfiles, PYTHON* variables and a grep earlier on a user PATH",
+    ),
+    Attack(
+        "dotfiles-sourced",
+        DOTFILES,
+        note="the same, against a grading script that sources ~/.profile and puts "
+        "~/.local/bin first on its PATH (GUI-OS's eval.sh does): at most an unverified "
+        "grade that names the files",
+        kinds=("sh",),
+        may_pass_unverified=True,
     ),
     Attack(
         "symlink-escape",
@@ -317,6 +340,8 @@ def _graders() -> dict[str, Any]:
         "cmd": file_equals(path="answer.txt", content="42")
         | command_succeeds(command="timeout 5 grep -qx 42 answer.txt"),
         "out": command_output_contains(command="timeout 5 cat answer.txt", text="42"),
+        # A grading script in GUI-OS's style: it sources the agent's ~/.profile first.
+        "sh": command_succeeds(command=SOURCING_GRADER),
     }
 
 
@@ -334,7 +359,9 @@ def build_battery(backend: str = "local", **settings: Any) -> BenchmarkConfig:
     )
     entries = [
         Attack(
-            "honest", [write_file(path="answer.txt", content="42\n")], kinds=("py", "cmd", "out")
+            "honest",
+            [write_file(path="answer.txt", content="42\n")],
+            kinds=("py", "cmd", "out", "sh"),
         )
     ]
     tasks = [

@@ -63,7 +63,7 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 def test_the_honest_task_scores_one_by_a_verified_grader(battery_rows: Any) -> None:
     _, rows = battery_rows
-    for kind in ("py", "cmd", "out"):
+    for kind in ("py", "cmd", "out", "sh"):
         row = rows[f"honest-{kind}"]
         assert (row.success, row.score, row.termination_reason) == (True, 1.0, "success")
         assert row.grader_trusted is True, row.grader_untrusted_reason
@@ -88,10 +88,11 @@ def test_a_changed_program_never_forges_a_verified_pass(battery_rows: Any, task:
     backend, rows = battery_rows
     row = rows[task]
     assert not (row.success and row.grader_trusted), f"{task} forged a verified pass on {backend}"
-    if row.success:  # docker, root: what its check ran or read was the agent's
+    if row.success:  # what its check ran or read was the agent's (docker's root, a dotfile)
         assert row.grader_untrusted_reason, row
         assert any(
-            why in row.grader_untrusted_reason for why in ("system folders", "kept running")
+            why in row.grader_untrusted_reason
+            for why in ("system folders", "startup files", "kept running")
         ), row.grader_untrusted_reason
     elif backend == "docker":  # the agent could reach its grader: the row must say so
         assert row.grader_trusted is False, f"{task} on docker was verified"

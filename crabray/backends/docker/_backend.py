@@ -86,6 +86,7 @@ from crabray.backends.docker._spares import SpareQueue
 from crabray.backends.docker._watchdog import watch_owner
 from crabray.backends.guest import Guest, GuestChannel, NoPythonError, UntrustedGuestError
 from crabray.backends.ownership import owner_tag
+from crabray.backends.runnable_files import runs_unnamed
 from crabray.backends.settings import parse_settings
 from crabray.core.environment import EnvironmentConfig
 from crabray.core.errors import CrabrayError, SandboxError, SandboxFileError
@@ -134,10 +135,10 @@ class DockerBackend(Backend):
         self._ready_command: str | None = None
         self._image_user = ""
         self._owner = (0, 0)
-        self._changed_system: list[str] = []
-        self._system_before: set[str] = set()
-        """System folders' paths the container had changed when the agent began."""
-        """System folders' paths the container changed, seen by the engine at a freeze."""
+        self._changed_runnable: list[str] = []
+        """Paths commands may run that the agent changed, seen by the engine at a freeze."""
+        self._runnable_before: set[str] = set()
+        """Paths commands may run that the container had changed when the agent began."""
         """Uid and gid of the container's user: files put in belong to it."""
         self._workdir = self.settings.workdir or "/"
         self._sandbox_id = uuid.uuid4().hex[:12]
@@ -383,35 +384,37 @@ class DockerBackend(Backend):
         (:meth:`freeze_agent`), so one is started here if none runs.
         """
         self._guest.vouch()
-        self._changed_system = []
+        self._changed_runnable = []
         container = self._container
-        self._system_before = set()
-        if container is not None and self._owner[0] == 0:
-            self._system_before = set(self._system_changes(container))
+        self._runnable_before = set()
+        if container is not None:
+            self._runnable_before = set(self._runnable_changes(container))
         if not self._no_python:
             with contextlib.suppress(NoPythonError):
                 self._guest.begin()
 
     @override
     def grader_distrust(self, *, ran_commands: bool) -> str | None:
-        """Trusted unless a guest started after the agent acted, or a root agent changed the
-        system folders whose programs an evaluator's command ran.
+        """Trusted unless a guest started after the agent acted, or the agent changed programs
+        an evaluator's command may have run.
 
         Files are read by the trusted guest or the archive API; Python calls run
         in the guest started before the agent's first action, which refuses
         standard-library files changed since (``_program._GuardedPaths``). A
         command runs programs of the container, which an agent running as root
-        can replace: the engine's diff of the container against its image, read
-        when the agent's turn ends (:meth:`agent_ends`), says whether it did
-        (:data:`SYSTEM_DIRS`).
+        can replace, and a task's grading script may source the agent's
+        ``~/.profile`` or run a program from a folder the agent wrote: the
+        engine's diff of the container against its image, read when the agent's
+        turn ends (:meth:`agent_ends`), says whether it changed any of them
+        (:data:`SYSTEM_DIRS`, :func:`~crabray.backends.runnable_files.runs_unnamed`).
         """
         if self._guest.untrusted_starts:
             return "the guest that grades was started after the agent acted"
-        if ran_commands and self._changed_system:
-            shown = ", ".join(self._changed_system[:5])
+        if ran_commands and self._changed_runnable:
+            shown = ", ".join(self._changed_runnable[:5])
             return (
-                "an evaluator ran programs of the container after the agent changed its "
-                f"system folders ({shown})"
+                "an evaluator ran commands after the agent changed what they may run: system "
+                f"folders, a shell's or Python's startup files or program folders ({shown})"
             )
         return None
 
@@ -444,27 +447,27 @@ class DockerBackend(Backend):
 
     @override
     def agent_ends(self) -> None:
-        """Under a root agent, read the engine's diff of the container (about 0.15 s): the
-        system folders it changed make a command's grade unverified."""
+        """Read the engine's diff of the container (about 0.15 s): the programs and startup
+        files the agent changed make a command's grade unverified."""
         container = self._started("list the container's changes", self._container)
-        if self._owner[0] == 0:
-            self._note_system_changes(container)
+        self._note_runnable_changes(container)
 
     @override
     def thaw_agent(self) -> None:
         if not self._no_python:
             self._guest.thaw()
 
-    def _note_system_changes(self, container: Container) -> None:
-        """Add the paths under :data:`SYSTEM_DIRS` the container changed since the agent began
-        (the engine's own, ``/usr/sbin/docker-init``, and the setup's are not its) to those seen.
+    def _note_runnable_changes(self, container: Container) -> None:
+        """Add the paths commands may run (:meth:`_runnable_changes`) the container changed
+        since the agent began (the engine's own, ``/usr/sbin/docker-init``, and the setup's
+        are not its) to those seen.
 
         Raises:
             SandboxError: The engine did not answer.
         """
-        seen = set(self._changed_system)
+        seen = set(self._changed_runnable)
         try:
-            changes = self._system_changes(container)
+            changes = self._runnable_changes(container)
         except SandboxError as exc:
             if self.probe_health() is not None:
                 raise
@@ -472,12 +475,14 @@ class DockerBackend(Backend):
             # list): what the agent changed cannot be known, so no command grade is verified.
             changes = [f"(the engine could not list the container's changes: {exc})"[:300]]
         for path in changes:
-            if path not in seen and path not in self._system_before:
+            if path not in seen and path not in self._runnable_before:
                 seen.add(path)
-                self._changed_system.append(path)
+                self._changed_runnable.append(path)
 
-    def _system_changes(self, container: Container) -> list[str]:
-        """The paths under :data:`SYSTEM_DIRS` the engine's diff lists for the container.
+    def _runnable_changes(self, container: Container) -> list[str]:
+        """The paths the engine's diff lists for the container that commands may run: under
+        :data:`SYSTEM_DIRS`, or a startup file or program folder's file anywhere
+        (:func:`~crabray.backends.runnable_files.runs_unnamed`).
 
         Raises:
             SandboxError: The engine did not answer.
@@ -490,7 +495,7 @@ class DockerBackend(Backend):
                 f"'{self.config.name}': {exc}"
             ) from exc
         paths = (str(change.get("Path", "")) for change in changes)
-        return [path for path in paths if path.startswith(SYSTEM_DIRS)]
+        return [path for path in paths if path.startswith(SYSTEM_DIRS) or runs_unnamed(path)]
 
     @override
     def check_python(self) -> str:

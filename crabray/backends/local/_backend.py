@@ -56,6 +56,7 @@ from typing import Any, Literal
 
 from typing_extensions import override
 
+from crabray.backends import runnable_files
 from crabray.backends.base import Backend, ExecResult, Frozen, PythonCall, output_text
 from crabray.backends.confinement import HOME_DIR, TMP_DIR, WORK_DIR
 from crabray.backends.display import INSTALL_HINT as DISPLAY_INSTALL_HINT
@@ -156,6 +157,10 @@ class LocalBackend(Backend):
         super().__init__(config)
         self._root: Path | None = None
         self._shell: str | None = None
+        self._runnable_before: runnable_files.Listing = {}
+        """The files commands may run unnamed, listed when the agent began (confined)."""
+        self._changed_runnable: list[str] = []
+        """Those the agent changed, seen at the end of its turn."""
         self._bound: list[str] = []
         """Prefix of every process started in the sandbox (``memory_mb``'s ``prlimit``); with
         a cgroup, :meth:`_prefix` puts the cgroup's before it."""
@@ -555,24 +560,55 @@ class LocalBackend(Backend):
         graded (:meth:`freeze_agent`), so one is started here if none runs.
         """
         self._guest.vouch()
+        self._changed_runnable = []
         if self._holder is not None:
+            self._runnable_before = runnable_files.list_runnable(self._runnable_folders())
             with contextlib.suppress(NoPythonError):
                 self._guest.begin()
 
     @override
+    def agent_ends(self) -> None:
+        """Confined, list the startup files and program folders' files again: those the agent
+        changed make a command's grade unverified (a grading script may source them)."""
+        if self._holder is None:
+            return
+        after = runnable_files.list_runnable(self._runnable_folders())
+        for path in runnable_files.changed(self._runnable_before, after):
+            if path not in self._changed_runnable:
+                self._changed_runnable.append(path)
+
+    def _runnable_folders(self) -> dict[Path, str]:
+        """The sandbox's folders the agent writes, on this host, and where the agent sees them."""
+        root = self._started("list the sandbox's startup files", self._root)
+        return {
+            root / HOME_DIR: SANDBOX_HOME,
+            root / WORK_DIR: SANDBOX_WORKDIR,
+            root / TMP_DIR: SANDBOX_TMP,
+        }
+
+    @override
     def grader_distrust(self, *, ran_commands: bool) -> str | None:
-        """Confined, grading is trusted unless a guest was started after the agent acted.
+        """Confined, grading is trusted unless a guest was started after the agent acted, or
+        an evaluator ran commands after the agent changed files they may run unnamed.
 
         The system directories (the interpreter, its standard library, the
         programs commands run) are read-only in the sandbox, the guest runs
         isolated from ``/`` (see ``GUEST_ARGV``), commands get a made
-        environment, and files are read on the host side. Unconfined, the agent
-        is the host user: nothing is trusted.
+        environment, and files are read on the host side. But a task's grading
+        script may source ``~/.profile`` or run a program of a virtualenv in the
+        home folder (:mod:`crabray.backends.runnable_files`). Unconfined, the
+        agent is the host user: nothing is trusted.
         """
         if self._holder is None:
             return "an unconfined local sandbox (isolation: none): the agent is the host's user"
         if self._guest.untrusted_starts:
             return "the guest that grades was started after the agent acted"
+        if ran_commands and self._changed_runnable:
+            shown = ", ".join(self._changed_runnable[:5])
+            return (
+                "an evaluator ran commands after the agent changed what they may run: "
+                f"a shell's or Python's startup files or program folders ({shown})"
+            )
         return None
 
     @override
