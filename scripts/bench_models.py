@@ -23,7 +23,8 @@ and the model's throughput as a share of what the mock can serve
 the calls served, so the ramp and the tail do not count), and the same share
 from the first to the last moment at least twice the mock's slots of
 episodes were in flight (from the rows' start and end times: the calls then exceed what the
-mock serves, so only the limiter can leave a slot idle), then the ratios.
+mock serves, so only the limiter can leave a slot idle), then the ratios, and how many
+workers Ray's out-of-memory killer killed on the cluster's nodes (their ``raylet.out``).
 """
 
 from __future__ import annotations
@@ -229,9 +230,31 @@ def main() -> None:
                 (work / mode).mkdir()
                 print(f"running {args.episodes} episodes, {mode} ...", flush=True)
                 results[mode] = one_mode(args, address, limits, work / mode)
+            kills = oom_kills(Path(state))  # before the stop removes the nodes' folders
         finally:
             crabray("cluster", "stop", "--state-file", state)
     print_table(args, results)
+    print(f"Ray's OOM killer, both modes: {kills[0]} worker(s) killed ({kills[1]} raylet logs)")
+
+
+OOM_KILL = re.compile(r"Selected (\d+) workers to kill")
+"""The raylet's log line of each round of its out-of-memory killer (Ray 2.5x's wording)."""
+
+
+def oom_kills(state: Path) -> tuple[int, int]:
+    """Workers Ray's OOM killer killed on the nodes of the state file, from their raylet logs
+    (each node keeps its own Ray folder, which ``crabray cluster stop`` removes), and how
+    many logs were read."""
+    from crabray.cluster.runtime.nodes import started_nodes
+
+    folders = {node.temp_dir for node in started_nodes(state) if node.temp_dir}
+    if not folders:
+        raise SystemExit(f"no node of {state} has a Ray folder of its own to read its logs from")
+    logs = [log for folder in folders for log in Path(folder).glob("session_*/logs/raylet*.out")]
+    if not logs:
+        raise SystemExit(f"no raylet.out under the nodes' Ray folders {sorted(folders)}")
+    text = "".join(log.read_text(errors="replace") for log in logs)
+    return sum(int(found.group(1)) for found in OOM_KILL.finditer(text)), len(logs)
 
 
 def print_table(args: argparse.Namespace, results: dict[str, dict[str, float]]) -> None:

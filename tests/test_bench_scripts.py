@@ -26,7 +26,7 @@ SMOKE_RUNS: dict[str, tuple[list[str], str]] = {
     "bench_sandboxes.py": (["--smoke"], "trivial suite (one-action episodes"),
     "bench_local_episode.py": (["--smoke"], "CPU per episode, this checkout"),
     "bench_integrity_memory.py": (["--smoke"], "grade a 1.5 GiB sparse file"),
-    "bench_models.py": (["--smoke"], "ratios limiter/no limiter"),
+    "bench_models.py": (["--smoke"], "raylet logs)"),
     "sim_scale.py": (["--smoke"], "simulation done"),
 }
 """Per script: its smoke-mode arguments and a line of the table it prints at the end."""
