@@ -80,8 +80,9 @@ def runs_unnamed(path: str) -> bool:
     return posixpath.basename(folder) in PROGRAM_DIRS
 
 
-Listing = dict[str, tuple[int, int, int, int]]
-"""A sandbox path and its (inode, mode, size, modification time in ns)."""
+Listing = dict[str, tuple[int, ...]]
+"""A sandbox path and its (inode, mode, size, modification and change times in ns): the
+change time moves with every write and its owner cannot set it back."""
 
 
 def list_runnable(folders: Mapping[Path, str]) -> Listing:
@@ -100,26 +101,32 @@ def list_runnable(folders: Mapping[Path, str]) -> Listing:
         try:
             entries = list(os.scandir(host))
         except OSError:
-            listing[UNLISTED] = (0, 0, 0, 0)
+            listing[UNLISTED] = ()
             continue
         for entry in entries:
             seen += 1
             if seen > MAX_ENTRIES:
-                listing[UNLISTED] = (0, 0, 0, 0)
+                listing[UNLISTED] = ()
                 return listing
             path = posixpath.join(inside, entry.name)
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
-                listing[UNLISTED] = (0, 0, 0, 0)
+                listing[UNLISTED] = ()
                 continue
             if stat.S_ISDIR(info.st_mode):
                 if depth + 1 >= MAX_DEPTH:
-                    listing[UNLISTED] = (0, 0, 0, 0)
+                    listing[UNLISTED] = ()
                 else:
                     stack.append((Path(entry.path), path, depth + 1))
             if runs_unnamed(path):
-                listing[path] = (info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns)
+                listing[path] = (
+                    info.st_ino,
+                    info.st_mode,
+                    info.st_size,
+                    info.st_mtime_ns,
+                    info.st_ctime_ns,
+                )
     return listing
 
 

@@ -281,3 +281,44 @@ def test_freeze_stops_what_the_agent_left(backend: Backend, contract_kind: str) 
         assert time.monotonic() < deadline, "the thawed process never wrote again"
         time.sleep(0.05)
     assert backend.grader_distrust(ran_commands=False) is None
+
+
+WATCHES = {"local-bwrap", "docker-python"}
+"""Kinds that see the agent change a startup file or a program a grading script may run."""
+
+_SETUP = (
+    "mkdir -p ~/.local/bin && echo 'export LANG=C.UTF-8' > ~/.profile "
+    "&& printf '#!/bin/sh\\nexit 1\\n' > ~/.local/bin/check && chmod +x ~/.local/bin/check "
+    "&& echo setup > notes.txt"
+)
+_REWRITE = (  # same size, modification time put back: only the change time moves
+    "cp -p ~/.profile saved && echo 'export LANG=C.UTF-9' > ~/.profile "
+    "&& touch -r saved ~/.profile && rm saved"
+)
+
+
+def test_an_agent_rewriting_a_startup_file_leaves_no_verified_command_grade(
+    backend: Backend, contract_kind: str
+) -> None:
+    """A task's grading script may source ``~/.profile`` or run ``~/.local/bin/check``: the
+    setup's own are trusted, the agent's work elsewhere is, and a rewrite of one by the
+    agent (even keeping its size and modification time) is not."""
+    assert backend.exec(_SETUP, timeout_sec=30).exit_code == 0
+    backend.agent_begins()
+    worked = backend.exec("echo 42 > answer.txt && echo more >> notes.txt", timeout_sec=30)
+    assert worked.exit_code == 0, worked.stderr
+    backend.freeze_agent()
+    backend.agent_ends()
+    if contract_kind in WATCHES:
+        assert backend.grader_distrust(ran_commands=True) is None
+    backend.thaw_agent()
+    rewritten = backend.exec(_REWRITE, timeout_sec=30)
+    assert rewritten.exit_code == 0, rewritten.stderr
+    backend.freeze_agent()
+    backend.agent_ends()
+    backend.thaw_agent()
+    reason = backend.grader_distrust(ran_commands=True)
+    assert reason is not None
+    if contract_kind in WATCHES:
+        assert ".profile" in reason, reason
+        assert backend.grader_distrust(ran_commands=False) is None  # files read, nothing run

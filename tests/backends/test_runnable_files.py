@@ -7,6 +7,8 @@ could not see everything says so instead of reporting no change.
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,19 @@ def test_a_sourced_profile_or_a_program_the_agent_changed_shows(tmp_path: Path) 
         "/home/user/.profile",
         "/home/user/Desktop/.env/bin/jupyter",
     ]
+
+
+def test_a_rewrite_that_keeps_size_and_modification_time_shows(tmp_path: Path) -> None:
+    """The owner of a file can set its modification time back; not its change time."""
+    folders = sandbox(tmp_path)
+    profile = tmp_path / "home" / ".profile"
+    before = list_runnable(folders)
+    kept = profile.stat()
+    time.sleep(0.01)
+    profile.write_text("PATH=$HOME/xyz:$PATH\n")
+    os.utime(profile, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    assert profile.stat().st_size == kept.st_size
+    assert changed(before, list_runnable(folders)) == ["/home/user/.profile"]
 
 
 def test_a_symlink_is_listed_not_followed(tmp_path: Path) -> None:

@@ -135,11 +135,15 @@ class DockerBackend(Backend):
         self._ready_command: str | None = None
         self._image_user = ""
         self._owner = (0, 0)
+        """Uid and gid of the container's user: files put in belong to it."""
         self._changed_runnable: list[str] = []
         """Paths commands may run that the agent changed, seen by the engine at a freeze."""
         self._runnable_before: set[str] = set()
         """Paths commands may run that the container had changed when the agent began."""
-        """Uid and gid of the container's user: files put in belong to it."""
+        self._setup_files: dict[str, tuple[int, ...] | None] | str = {}
+        """Those paths' ``lstat`` when the agent began, by the trusted guest (the engine's diff
+        lists a path the setup changed whatever the agent does to it later); or why they
+        could not be read."""
         self._workdir = self.settings.workdir or "/"
         self._sandbox_id = uuid.uuid4().hex[:12]
         self._client: docker.DockerClient | None = None
@@ -392,6 +396,7 @@ class DockerBackend(Backend):
         if not self._no_python:
             with contextlib.suppress(NoPythonError):
                 self._guest.begin()
+        self._setup_files = self._stat_setup_files()
 
     @override
     def grader_distrust(self, *, ran_commands: bool) -> str | None:
@@ -474,10 +479,38 @@ class DockerBackend(Backend):
             # The engine answers, but not for this container's layer (a tree too deep to
             # list): what the agent changed cannot be known, so no command grade is verified.
             changes = [f"(the engine could not list the container's changes: {exc})"[:300]]
-        for path in changes:
-            if path not in seen and path not in self._runnable_before:
+        changes = [p for p in changes if p not in self._runnable_before]
+        for path in [*changes, *self._changed_setup_files()]:
+            if path not in seen:
                 seen.add(path)
                 self._changed_runnable.append(path)
+
+    def _stat_setup_files(self) -> dict[str, tuple[int, ...] | None] | str:
+        """The trusted guest's ``lstat`` of each path commands may run that the setup changed
+        (:attr:`_runnable_before`), or why it cannot say (no ``python3``, a guest the agent
+        could have replaced)."""
+        paths = sorted(self._runnable_before)
+        if not paths:
+            return {}
+        if self._no_python:
+            return "the image has no python3 to compare them with"
+        try:
+            return dict(zip(paths, self._guest.stat(paths), strict=True))
+        except (NoPythonError, UntrustedGuestError) as exc:
+            return str(exc)
+
+    def _changed_setup_files(self) -> list[str]:
+        """The paths of :meth:`_stat_setup_files` whose ``lstat`` differs now: a program or
+        startup file the setup wrote and the agent rewrote (its change time moved)."""
+        before = self._setup_files
+        if isinstance(before, dict) and before:
+            now = self._stat_setup_files()
+            if isinstance(now, dict):
+                return [path for path, stat in now.items() if before.get(path) != stat]
+            before = now
+        if isinstance(before, str):
+            return [f"(the files the setup changed could not be compared: {before})"[:300]]
+        return []
 
     def _runnable_changes(self, container: Container) -> list[str]:
         """The paths the engine's diff lists for the container that commands may run: under

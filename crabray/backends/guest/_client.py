@@ -436,6 +436,26 @@ class Guest:
             return base64.b64decode(reply["data"])
         return str(reply["errno"])
 
+    def stat(self, paths: list[str]) -> list[tuple[int, ...] | None]:
+        """Each path's ``(inode, mode, size, mtime_ns, ctime_ns)`` as the trusted guest sees
+        it (a symlink is its own), or None where there is nothing.
+
+        Raises:
+            NoPythonError: The sandbox has no ``python3``.
+            UntrustedGuestError: The guest running now is not the trusted one.
+            SandboxError: The guest died twice, or did not answer within ``CALL_TIMEOUT_SEC``.
+        """
+        with self._lock:
+            reply = self._request(
+                {"op": "stat", "paths": paths},
+                CALL_TIMEOUT_SEC,
+                trusted_only=True,
+                max_reply=_FRAME_SLACK + 128 * len(paths),
+            )
+        if not reply.get("ok"):
+            raise SandboxError(f"the guest of the {self._where} could not stat files: {reply}")
+        return [None if item is None else tuple(item) for item in reply["stats"]]
+
     def close(self) -> None:
         """Kill the guest (reset and close call this); the next request starts a new one."""
         with self._lock:

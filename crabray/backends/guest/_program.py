@@ -20,6 +20,8 @@ answered by exactly one response, in order:
   (a value whose JSON is longer than ``max_value`` characters is refused: an error)
 - ``{"op": "read", "path": ABSOLUTE, "max_bytes": N}`` -> ``{"ok": true, "data": BASE64}``,
   or ``{"ok": true, "errno": NAME}`` when the guest did not read it (see :func:`_read`)
+- ``{"op": "stat", "paths": [ABSOLUTE, ...]}`` -> ``{"ok": true, "stats": [[inode, mode,
+  size, mtime_ns, ctime_ns] or null, ...]}`` (see :func:`_stat`)
 - ``{"op": "reset", "keyctl": N}`` -> ``{"ok": true, "clean": true}`` or ``{"ok": true,
   "clean": false, "why": ...}`` (see :func:`_reset`; a confined local sandbox whose guest
   outlives its resets asks it)
@@ -393,6 +395,21 @@ def _read(request: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "data": base64.b64encode(b"".join(parts)).decode("ascii")}
 
 
+def _stat(request: dict[str, Any]) -> dict[str, Any]:
+    """Each path's ``[inode, mode, size, mtime_ns, ctime_ns]`` (``lstat``: a symlink is its
+    own), or None where there is nothing. The change time moves with every write and
+    cannot be set back by the file's owner, unlike the modification time."""
+    stats: list[list[int] | None] = []
+    for path in request["paths"]:
+        try:
+            info = os.lstat(path)
+        except OSError:
+            stats.append(None)
+            continue
+        stats.append([info.st_ino, info.st_mode, info.st_size, info.st_mtime_ns, info.st_ctime_ns])
+    return {"ok": True, "stats": stats}
+
+
 def _limits() -> list[tuple[int, int]]:
     import resource
 
@@ -646,6 +663,8 @@ def _answer(request: dict[str, Any]) -> dict[str, Any]:
             return _call(request)
         if op == "read":
             return _read(request)
+        if op == "stat":
+            return _stat(request)
         if op == "reset":
             _check_limits(request)
             return _reset(request)
