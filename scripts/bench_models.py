@@ -14,6 +14,8 @@ Usage::
 
     .venv/bin/python scripts/bench_models.py            # 200 episodes, c=64, 3 nodes
     .venv/bin/python scripts/bench_models.py --episodes 100 --max-concurrent 4
+    .venv/bin/python scripts/bench_models.py --latency 1.0   # a third of the demand
+    .venv/bin/python scripts/bench_models.py --backend-setting isolation=none
     .venv/bin/python scripts/bench_models.py --smoke    # does it run (CI)
 
 It prints, per mode: completed episodes, episodes lost to rate limits
@@ -191,6 +193,7 @@ def one_mode(args: argparse.Namespace, address: str, limits: str, work: Path) ->
             "--task", "deploy-config", "--epochs", str(args.episodes),
             "--concurrency", str(args.concurrency), "--max-attempts", "1",
             "--address", address, "--out", str(out),
+            *(f"--backend-setting={setting}" for setting in args.backend_setting),
         )  # fmt: skip
         if run.returncode not in (0, 1):  # 1: episodes the infrastructure failed
             raise SystemExit(f"crabray run exited {run.returncode}:\n{run.stdout}\n{run.stderr}")
@@ -208,6 +211,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=3, help="Nodes of the local cluster.")
     parser.add_argument("--max-concurrent", type=int, default=8, help="The mock's limit.")
     parser.add_argument("--latency", type=float, default=0.3, help="The mock's latency (s).")
+    parser.add_argument(
+        "--backend-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Passed to crabray run (e.g. isolation=none: no sandbox to set up per episode).",
+    )
     parser.add_argument("--smoke", action="store_true", help="Does it run: 8 episodes, 2 nodes.")
     args = parser.parse_args()
     if args.smoke:
