@@ -94,40 +94,50 @@ def list_runnable(folders: Mapping[Path, str]) -> Listing:
     read, adds :data:`UNLISTED`: what it did not see may have changed.
     """
     listing: Listing = {}
-    seen = 0
     stack = [(host, inside, 0) for host, inside in folders.items()]
-    while stack:
+    seen = 0
+    while stack and seen <= MAX_ENTRIES:
         host, inside, depth = stack.pop()
         try:
-            entries = list(os.scandir(host))
+            with os.scandir(host) as entries:  # read lazily: a folder may hold millions
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_ENTRIES:
+                        break
+                    _note(entry, posixpath.join(inside, entry.name), depth, listing, stack)
         except OSError:
             listing[UNLISTED] = ()
-            continue
-        for entry in entries:
-            seen += 1
-            if seen > MAX_ENTRIES:
-                listing[UNLISTED] = ()
-                return listing
-            path = posixpath.join(inside, entry.name)
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                listing[UNLISTED] = ()
-                continue
-            if stat.S_ISDIR(info.st_mode):
-                if depth + 1 >= MAX_DEPTH:
-                    listing[UNLISTED] = ()
-                else:
-                    stack.append((Path(entry.path), path, depth + 1))
-            if runs_unnamed(path):
-                listing[path] = (
-                    info.st_ino,
-                    info.st_mode,
-                    info.st_size,
-                    info.st_mtime_ns,
-                    info.st_ctime_ns,
-                )
+    if seen > MAX_ENTRIES:
+        listing[UNLISTED] = ()
     return listing
+
+
+def _note(
+    entry: os.DirEntry[str],
+    path: str,
+    depth: int,
+    listing: Listing,
+    stack: list[tuple[Path, str, int]],
+) -> None:
+    """List ``entry`` (at ``path`` in the sandbox) if it runs unnamed; queue it if a folder.
+
+    Raises:
+        OSError: It could not be looked at (its folder then counts as not seen).
+    """
+    info = entry.stat(follow_symlinks=False)
+    if stat.S_ISDIR(info.st_mode):
+        if depth + 1 >= MAX_DEPTH:
+            listing[UNLISTED] = ()
+        else:
+            stack.append((Path(entry.path), path, depth + 1))
+    if runs_unnamed(path):
+        listing[path] = (
+            info.st_ino,
+            info.st_mode,
+            info.st_size,
+            info.st_mtime_ns,
+            info.st_ctime_ns,
+        )
 
 
 def changed(before: Listing, after: Listing) -> list[str]:

@@ -104,3 +104,16 @@ def test_a_tree_too_deep_to_list_is_a_change(tmp_path: Path) -> None:
         parents=True
     )
     assert changed(before, list_runnable(folders)) == [UNLISTED]
+
+
+def test_a_sandbox_of_more_entries_than_listed_is_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk stops at ``MAX_ENTRIES`` (lowered here to what a test can make): a folder of
+    millions costs no more than that, and counts as changed."""
+    folders = sandbox(tmp_path)
+    before = list_runnable(folders)
+    monkeypatch.setattr(runnable_files, "MAX_ENTRIES", 10)
+    for index in range(20):
+        (tmp_path / "home" / f"file{index}").write_text("x")
+    assert UNLISTED in changed(before, list_runnable(folders))
