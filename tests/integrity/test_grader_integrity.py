@@ -10,6 +10,7 @@ counted (not an ``env_error``, which the leaderboard leaves out and retries).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -51,7 +52,13 @@ def battery_rows(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
         (run_id,) = set(episodes.run_id)
         client = docker.from_env()
-        left = client.containers.list(all=True, filters={"label": f"crabray.run={run_id}"})
+        # The run's actors may still be removing theirs as it exits (a deep tree takes
+        # seconds, the engine's recursive removal failing first): none may stay.
+        deadline = time.monotonic() + 120
+        while left := client.containers.list(all=True, filters={"label": f"crabray.run={run_id}"}):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
         client.close()
         assert not left, [(c.name, c.status) for c in left]
     # A run exits 1 while some episode is not the agent's (a known env_error below).
